@@ -1,0 +1,88 @@
+"""The project's own backend: character DFA -> compressed FSM -> token index. This is
+the reference the visualizer shows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..compressed import CompressedFSM
+from ..constraint import Constraint
+from ..errors import CfsmError
+from ..regex_dfa import CharDFA
+from ..token_index import TokenIndex
+from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+
+
+class FsmMatcher(Matcher):
+    backend = "fsm"
+
+    def __init__(self, compiled: FsmCompiled) -> None:
+        self.c = compiled
+        self.stack = [compiled.index.initial]
+
+    @property
+    def state(self) -> int:
+        return self.stack[-1]
+
+    def allowed_ids(self) -> np.ndarray:
+        return self.c.index.allowed_ids(self.state)
+
+    def mask(self, device: str):
+        return self.c.index.mask(self.state, device)
+
+    def accept_token(self, token_id: int) -> bool:
+        nxt = self.c.index.next_state(self.state, token_id)
+        if nxt is None:
+            return False
+        self.stack.append(nxt)
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens >= len(self.stack):
+            raise ValueError("rollback past the start")
+        if num_tokens > 0:
+            del self.stack[-num_tokens:]
+
+    def is_final(self) -> bool:
+        return self.c.index.is_final(self.state)
+
+    def jump_forward(self) -> str:
+        char_state, pending = self.c.index.split(self.state)
+        if pending:
+            return ""
+        return self.c.compressed.jump_string(char_state)
+
+    def state_info(self) -> dict:
+        char_state, pending = self.c.index.split(self.state)
+        return {"char_state": char_state, "token_state": self.state, "pending_bytes": pending.hex() or None}
+
+
+class FsmCompiled(CompiledConstraint):
+    backend = "fsm"
+
+    def __init__(self, constraint: Constraint, dfa: CharDFA, index: TokenIndex) -> None:
+        self.constraint = constraint
+        self.dfa = dfa
+        self.compressed = CompressedFSM(dfa)
+        self.index = index
+
+    def matcher(self) -> Matcher:
+        return FsmMatcher(self)
+
+    def stats(self) -> dict:
+        return {**super().stats(), **self.compressed.stats(), "token_index": self.index.stats()}
+
+
+class FsmBackend(GrammarBackend):
+    name = "fsm"
+    kinds = ("regex", "schema")
+
+    def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, cache_dir=None, **_):
+        if dfa is None:
+            from ..regex_dfa import build_char_dfa
+
+            dfa = build_char_dfa(constraint.regex() or "")
+        if dfa is None:
+            raise CfsmError("invalid_input", "no automaton")
+        index = TokenIndex(dfa, ctx.vocab, cache_dir=cache_dir)
+        return FsmCompiled(constraint, dfa, index)

@@ -1,0 +1,25 @@
+"""One error type for everything a user can get wrong, so every surface (CLI, app)
+can show a one-line message instead of a traceback."""
+
+from __future__ import annotations
+
+
+class CfsmError(Exception):
+    """A user-facing error with a machine-readable kind.
+
+    Kinds used across the project: invalid_regex, unsupported_feature, state_explosion,
+    compile_timeout, invalid_schema, unsatisfiable, prefix_outside_language,
+    unknown_model, unknown_backend, invalid_input, input_too_large, invalid_grammar,
+    dead_end.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = " ".join(str(message).split())  # always one line
+
+    def to_json(self) -> dict:
+        return {"error": {"kind": self.kind, "message": self.message}}
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"

@@ -1,0 +1,337 @@
+"""Character-level DFA of a regex (via interegular), renumbered canonically.
+
+interegular's state and class ids depend on PYTHONHASHSEED, so everything here is
+renumbered in breadth-first order with classes sorted by their characters: the same
+regex gives the same ids in every process (needed for disk caches and traces).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .errors import CfsmError
+
+MAX_REGEX_CHARS = 20_000
+DEFAULT_MAX_STATES = 10_000
+
+# sre opcodes that name a construct the automaton cannot represent.
+_UNSUPPORTED_OPS = {
+    "ASSERT": "look-ahead/look-behind assertion (?=...)/(?<=...)",
+    "ASSERT_NOT": "negative look-around (?!...)/(?<!...)",
+    "GROUPREF": "back-reference (\\1)",
+    "GROUPREF_EXISTS": "conditional group (?(1)...)",
+    "ATOMIC_GROUP": "atomic group (?>...)",
+    "POSSESSIVE_REPEAT": "possessive quantifier (*+, ++)",
+}
+_AT_NAMES = {
+    "AT_BOUNDARY": "word boundary \\b",
+    "AT_NON_BOUNDARY": "non-boundary \\B",
+    "AT_BEGINNING": "anchor ^ inside the pattern",
+    "AT_END": "anchor $ inside the pattern",
+    "AT_BEGINNING_STRING": "anchor \\A",
+    "AT_END_STRING": "anchor \\Z",
+}
+
+
+def _find_unsupported(parsed) -> str | None:
+    """Walk sre's parse tree and name the first construct we cannot compile."""
+    for op, av in parsed:
+        name = str(op)
+        if name in _UNSUPPORTED_OPS:
+            return _UNSUPPORTED_OPS[name]
+        if name == "AT":
+            return _AT_NAMES.get(str(av), f"anchor {av}")
+        if name == "IN":
+            for cop, _cav in av:
+                if str(cop) == "CATEGORY" and "UNI" in str(_cav) and False:
+                    return None
+        children = []
+        if name in ("SUBPATTERN",):
+            children = [av[-1]]
+        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+            children = [av[2]]
+        elif name == "BRANCH":
+            children = list(av[1])
+        for child in children:
+            hit = _find_unsupported(child)
+            if hit:
+                return hit
+    return None
+
+
+_SHORTHANDS = {"w": "a-zA-Z0-9_", "d": "0-9", "s": " \\t\\n\\r\\x0b\\x0c"}
+_SPECIAL_OUTSIDE = set(".^$*+?{}[]\\|()")
+_SPECIAL_INSIDE = set("]\\^-[")
+
+
+def normalize_regex(pattern: str) -> str:
+    """Turn Python-only escapes (\\uXXXX, \\UXXXXXXXX, \\N{...}, \\xhh of non-ASCII) into
+    literal characters so interegular (and the other backends) see plain Unicode; strip an
+    outer ^...$ which full-match semantics make redundant."""
+    import unicodedata
+
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            lit = None
+            width = 2
+            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", pattern[i + 2 : i + 6] or ""):
+                lit, width = chr(int(pattern[i + 2 : i + 6], 16)), 6
+            elif nxt == "U" and re.fullmatch(r"[0-9a-fA-F]{8}", pattern[i + 2 : i + 10] or ""):
+                lit, width = chr(int(pattern[i + 2 : i + 10], 16)), 10
+            elif nxt == "N" and pattern[i + 2 : i + 3] == "{":
+                end = pattern.find("}", i + 3)
+                if end > 0:
+                    try:
+                        lit = unicodedata.lookup(pattern[i + 3 : end])
+                    except KeyError as exc:
+                        raise CfsmError("invalid_regex", f"unknown character name in {pattern[i:end+1]}") from exc
+                    width = end + 1 - i
+            if lit is None:
+                body = _SHORTHANDS.get(nxt.lower()) if nxt in "wdsWDS" else None
+                # spell \w \d \s out in ASCII so every backend compiles one language
+                if body is not None and nxt.islower():
+                    out.append(body if in_class else f"[{body}]")
+                elif body is not None and not in_class:
+                    out.append(f"[^{body}]")
+                else:
+                    out.append(pattern[i : i + 2])
+                i += 2
+                continue
+            special = _SPECIAL_INSIDE if in_class else _SPECIAL_OUTSIDE
+            out.append("\\" + lit if lit in special else lit)
+            i += width
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+            out.append(c)
+            # a leading ']' or '^]' is literal
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                out.append("^")
+                j += 1
+            if j < n and pattern[j] == "]":
+                out.append("\\]")
+                j += 1
+            i = j
+            continue
+        if c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    text = "".join(out)
+    if text.startswith("^"):
+        text = text[1:]
+    if text.endswith("$") and not text.endswith("\\$"):
+        text = text[:-1]
+    return text
+
+
+@dataclass
+class CharDFA:
+    """A minimal-ish DFA over characters with dead states removed.
+
+    `classes[k]` is a sorted string of the characters of class k; `other_class` is the
+    index of the class of every character not listed anywhere (interegular's
+    anything_else), or None when there is none. `trans[s]` maps class -> next state and
+    holds only edges into live states (states that can still reach an accepting state).
+    """
+
+    pattern: str
+    initial: int
+    finals: frozenset[int]
+    classes: list[str]
+    other_class: int | None
+    trans: list[dict[int, int]]
+    char_class: dict[str, int] = field(repr=False, default_factory=dict)
+
+    @property
+    def num_states(self) -> int:
+        return len(self.trans)
+
+    def class_of(self, ch: str) -> int | None:
+        k = self.char_class.get(ch)
+        return self.other_class if k is None else k
+
+    def step(self, state: int, ch: str) -> int | None:
+        """Next state, or None when `ch` leaves the language."""
+        k = self.class_of(ch)
+        if k is None:
+            return None
+        return self.trans[state].get(k)
+
+    def walk(self, text: str, state: int | None = None) -> int | None:
+        s: int | None = self.initial if state is None else state
+        for ch in text:
+            if s is None:
+                return None
+            s = self.step(s, ch)
+        return s
+
+    def accepts(self, text: str) -> bool:
+        s = self.walk(text)
+        return s is not None and s in self.finals
+
+    def class_label(self, k: int) -> str:
+        """Readable label of a class for graphs (e.g. `[0-9]`, `"`, `[^"\\\\]`)."""
+        if k == self.other_class:
+            listed = "".join(sorted(self.char_class))
+            return "[^" + _compact_chars(listed) + "]" if len(listed) < 12 else "other"
+        chars = self.classes[k]
+        if len(chars) == 1:
+            return chars
+        return "[" + _compact_chars(chars) + "]"
+
+    def to_json(self) -> dict:
+        edges = []
+        for s, row in enumerate(self.trans):
+            for k, t in sorted(row.items(), key=lambda kv: kv[1]):
+                edges.append({"from": s, "to": t, "label": self.class_label(k), "class": k})
+        return {
+            "num_states": self.num_states,
+            "initial": self.initial,
+            "accepting": sorted(self.finals),
+            "transitions": edges,
+        }
+
+
+def _compact_chars(chars: str) -> str:
+    """Render a sorted char set with ranges: 0123456789 -> 0-9."""
+    cps = sorted({ord(c) for c in chars})
+    parts: list[str] = []
+    i = 0
+    while i < len(cps):
+        j = i
+        while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
+            j += 1
+        a, b = chr(cps[i]), chr(cps[j])
+        show = lambda ch: ch.encode("unicode_escape").decode() if not ch.isprintable() or ch == " " and False else ch  # noqa: E731
+        if j - i >= 2:
+            parts.append(f"{show(a)}-{show(b)}")
+        else:
+            parts.extend(show(chr(cp)) for cp in cps[i : j + 1])
+        i = j + 1
+    return "".join(parts)
+
+
+def validate_regex(pattern: str) -> str:
+    """Check the regex with Python's parser and name unsupported constructs.
+    Returns the normalized pattern that the automata are built from."""
+    if len(pattern) > MAX_REGEX_CHARS:
+        raise CfsmError("input_too_large", f"regex is {len(pattern)} characters; the limit is {MAX_REGEX_CHARS}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise CfsmError("invalid_regex", f"invalid regex: {exc}") from exc
+    norm = normalize_regex(pattern)
+    try:
+        import re._parser as sre_parse  # type: ignore[import-not-found]
+    except ImportError:  # Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(norm)
+    except re.error as exc:
+        raise CfsmError("invalid_regex", f"invalid regex: {exc}") from exc
+    hit = _find_unsupported(parsed)
+    if hit:
+        raise CfsmError("unsupported_feature", f"regex uses {hit}, which a finite automaton cannot represent here")
+    return norm
+
+
+def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """Compile a regex to a canonical character DFA (may be slow for pathological input:
+    callers that must stay responsive go through engine.compile_cache)."""
+    import interegular
+    from interegular.fsm import anything_else
+    from interegular.patterns import Unsupported
+
+    norm = validate_regex(pattern)
+    try:
+        fsm = interegular.parse_pattern(norm).to_fsm()
+    except Unsupported as exc:
+        raise CfsmError("unsupported_feature", f"unsupported regex construct: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - interegular raises bare Exceptions
+        raise CfsmError("invalid_regex", f"cannot compile regex: {exc}") from exc
+    if len(fsm.states) > 4 * max_states:
+        raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states")
+    fsm = fsm.reduce()
+
+    mapping = fsm.alphabet._symbol_mapping
+    by_class: dict[int, list] = {}
+    for sym, k in mapping.items():
+        by_class.setdefault(k, []).append(sym)
+    # canonical class order: explicit classes by their sorted characters, "other" last
+    keyed = []
+    other_old = None
+    for k, syms in by_class.items():
+        chars = sorted(s for s in syms if s is not anything_else)
+        if any(s is anything_else for s in syms):
+            other_old = k
+            if chars:
+                # interegular keeps anything_else in its own class; be safe anyway
+                keyed.append(("\U0010ffff" * 2, k, "".join(chars)))
+                continue
+            continue
+        keyed.append(("".join(chars), k, "".join(chars)))
+    keyed.sort()
+    old_to_new = {k: i for i, (_key, k, _chars) in enumerate(keyed)}
+    classes = [chars for _key, _k, chars in keyed]
+    other_class = None
+    if other_old is not None:
+        if other_old in old_to_new:
+            other_class = old_to_new[other_old]
+        else:
+            other_class = len(classes)
+            old_to_new[other_old] = other_class
+            classes.append("")
+
+    # live states: can reach a final state
+    rev: dict = {}
+    for s, row in fsm.map.items():
+        for _k, t in row.items():
+            rev.setdefault(t, set()).add(s)
+    live = set(fsm.finals)
+    stack = list(fsm.finals)
+    while stack:
+        t = stack.pop()
+        for s in rev.get(t, ()):
+            if s not in live:
+                live.add(s)
+                stack.append(s)
+    if fsm.initial not in live:
+        raise CfsmError("unsatisfiable", "the regex matches no string at all (empty language)")
+
+    # BFS renumbering over live states with edges in canonical class order
+    order = {fsm.initial: 0}
+    queue = [fsm.initial]
+    new_trans: list[dict[int, int]] = []
+    qi = 0
+    while qi < len(queue):
+        s = queue[qi]
+        qi += 1
+        row = {}
+        for k_old, t in sorted(fsm.map.get(s, {}).items(), key=lambda kv: old_to_new[kv[0]]):
+            if t not in live:
+                continue
+            if t not in order:
+                order[t] = len(queue)
+                queue.append(t)
+                if len(queue) > max_states:
+                    raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states")
+            row[old_to_new[k_old]] = order[t]
+        new_trans.append(row)
+    char_class = {ch: k for k, chars in enumerate(classes) for ch in chars}
+    return CharDFA(
+        pattern=pattern,
+        initial=0,
+        finals=frozenset(order[f] for f in fsm.finals if f in order),
+        classes=classes,
+        other_class=other_class,
+        trans=new_trans,
+        char_class=char_class,
+    )

@@ -1,0 +1,120 @@
+"""Token id -> raw bytes for any Hugging Face tokenizer (byte-level BPE, SentencePiece
+with byte fallback, or plain), so automata can walk tokens as the model emits them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's printable byte alphabet (bytes_to_unicode)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1)
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
+
+
+_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+@dataclass
+class TokenVocab:
+    """Bytes of every token id; None for special/control tokens that never carry text."""
+
+    token_bytes: list[bytes | None]
+    eos_token_id: int
+    special_ids: frozenset[int]
+    fingerprint: str
+    tokenizer_vocab_size: int
+    _sorted: list[tuple[bytes, int]] | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.token_bytes)
+
+    def text_tokens(self) -> list[tuple[int, bytes]]:
+        return [(i, b) for i, b in enumerate(self.token_bytes) if b]
+
+    def sorted_tokens(self) -> list[tuple[bytes, int]]:
+        """(bytes, id) sorted by bytes, for prefix range queries."""
+        if self._sorted is None:
+            self._sorted = sorted((b, i) for i, b in enumerate(self.token_bytes) if b)
+        return self._sorted
+
+    def ids_extending(self, prefix: bytes) -> list[int]:
+        """Token ids whose bytes start with `prefix` and are strictly longer."""
+        import bisect
+
+        toks = self.sorted_tokens()
+        lo = bisect.bisect_right(toks, (prefix, 1 << 62))
+        out = []
+        for j in range(lo, len(toks)):
+            b, i = toks[j]
+            if not b.startswith(prefix):
+                break
+            if len(b) > len(prefix):
+                out.append(i)
+        return out
+
+
+def build_vocab(tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None) -> TokenVocab:
+    """Read token bytes from the tokenizer's own model description (no decode() per id,
+    which would strip spaces or merge bytes)."""
+    n_tok = len(tokenizer)
+    size = max(n_tok, model_vocab_size or 0)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder_type = ""
+    if backend is not None:
+        try:
+            dj = json.loads(backend.to_str()).get("decoder") or {}
+            decoder_type = json.dumps(dj)
+        except Exception:  # noqa: BLE001
+            decoder_type = ""
+    byte_level = '"ByteLevel"' in decoder_type
+    byte_dec = _gpt2_byte_decoder()
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    for tid, at in added.items():
+        if getattr(at, "special", False):
+            special.add(int(tid))
+    pieces = tokenizer.convert_ids_to_tokens(list(range(n_tok)))
+    out: list[bytes | None] = [None] * size
+    for tid, piece in enumerate(pieces):
+        if piece is None or tid in special:
+            continue
+        if tid in added and not byte_level:
+            out[tid] = piece.encode("utf-8")
+            continue
+        m = _BYTE_TOKEN.match(piece)
+        if m:
+            out[tid] = bytes([int(m.group(1), 16)])
+        elif byte_level and all(ch in byte_dec for ch in piece):
+            out[tid] = bytes(byte_dec[ch] for ch in piece)
+        else:
+            out[tid] = piece.replace("\u2581", " ").encode("utf-8")
+        if out[tid] == b"":
+            out[tid] = None
+    eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
+    h = hashlib.sha256()
+    h.update(f"{size}:{eos}:".encode())
+    for b in out:
+        h.update(b"\x00" if b is None else b"\x01" + len(b).to_bytes(2, "little") + b)
+    return TokenVocab(
+        token_bytes=out,
+        eos_token_id=int(eos),
+        special_ids=frozenset(special),
+        fingerprint=h.hexdigest()[:16],
+        tokenizer_vocab_size=n_tok,
+    )
