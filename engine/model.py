@@ -157,6 +157,18 @@ def resolve_model_source(model: str | None, allow_dirs: list[Path] | None = None
         ) from exc
 
 
+def _quiet_transformers() -> None:
+    """No progress bars or advisory warnings on the CLI's stderr."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def load_model(
     model: str | None = None, device: str | None = None, trust_remote_code: bool = False
 ) -> LoadedModel:
@@ -171,6 +183,7 @@ def load_model(
         if key in _LOADED:
             return _LOADED[key]
     t0 = time.perf_counter()
+    _quiet_transformers()
     source = resolve_model_source(model)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -200,3 +213,25 @@ def load_model(
     with _LOCK:
         _LOADED.setdefault(key, lm)
         return _LOADED[key]
+
+
+def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
+    """Tokenizer and output-vocabulary size without loading weights (for compile-only
+    commands)."""
+    import json as _json
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _quiet_transformers()
+    source = resolve_model_source(model)
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001
+        raise CfsmError("unknown_model", f"could not load the tokenizer of {model!r}: {exc}") from exc
+    vocab = len(tok)
+    cfg = Path(source) / "config.json"
+    if cfg.exists():
+        data = _json.loads(cfg.read_text())
+        vocab = max(vocab, int(data.get("vocab_size") or data.get("text_config", {}).get("vocab_size") or 0))
+    return tok, vocab

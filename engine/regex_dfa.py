@@ -219,7 +219,23 @@ def _compact_chars(chars: str) -> str:
     return "".join(parts)
 
 
-def validate_regex(pattern: str) -> str:
+def _largest_repeat(parsed) -> int:
+    """Largest finite counted repeat bound in the pattern (a{1000} needs 1000 states)."""
+    best = 0
+    for op, av in parsed:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, hi, sub = av
+            bound = lo if str(hi) == "MAXREPEAT" else hi
+            best = max(best, int(bound) * max(1, _largest_repeat(sub)))
+        elif name == "SUBPATTERN":
+            best = max(best, _largest_repeat(av[-1]))
+        elif name == "BRANCH":
+            best = max([best] + [_largest_repeat(b) for b in av[1]])
+    return best
+
+
+def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> str:
     """Check the regex with Python's parser and name unsupported constructs.
     Returns the normalized pattern that the automata are built from."""
     if len(pattern) > MAX_REGEX_CHARS:
@@ -240,6 +256,12 @@ def validate_regex(pattern: str) -> str:
     hit = _find_unsupported(parsed)
     if hit:
         raise CfsmError("unsupported_feature", f"regex uses {hit}, which a finite automaton cannot represent here")
+    rep = _largest_repeat(parsed)
+    if rep > max_states:
+        raise CfsmError(
+            "state_explosion",
+            f"a counted repeat needs at least {rep} DFA states; the limit is {max_states}",
+        )
     return norm
 
 
@@ -250,7 +272,7 @@ def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> CharDF
     from interegular.fsm import anything_else
     from interegular.patterns import Unsupported
 
-    norm = validate_regex(pattern)
+    norm = validate_regex(pattern, max_states)
     try:
         fsm = interegular.parse_pattern(norm).to_fsm()
     except Unsupported as exc:

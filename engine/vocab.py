@@ -38,7 +38,7 @@ class TokenVocab:
     special_ids: frozenset[int]
     fingerprint: str
     tokenizer_vocab_size: int
-    _sorted: list[tuple[bytes, int]] | None = field(default=None, repr=False)
+    _sorted: tuple | None = field(default=None, repr=False)
 
     @property
     def size(self) -> int:
@@ -47,26 +47,27 @@ class TokenVocab:
     def text_tokens(self) -> list[tuple[int, bytes]]:
         return [(i, b) for i, b in enumerate(self.token_bytes) if b]
 
-    def sorted_tokens(self) -> list[tuple[bytes, int]]:
-        """(bytes, id) sorted by bytes, for prefix range queries."""
+    def _sorted_view(self):
         if self._sorted is None:
-            self._sorted = sorted((b, i) for i, b in enumerate(self.token_bytes) if b)
+            import numpy as np
+
+            pairs = sorted((b, i) for i, b in enumerate(self.token_bytes) if b)
+            self._sorted = ([b for b, _ in pairs], np.array([i for _, i in pairs], dtype=np.int64))
         return self._sorted
 
-    def ids_extending(self, prefix: bytes) -> list[int]:
-        """Token ids whose bytes start with `prefix` and are strictly longer."""
+    def ids_extending(self, prefix: bytes):
+        """Token ids whose bytes start with `prefix` and are strictly longer (a numpy
+        slice found by two binary searches: used at every jump boundary)."""
         import bisect
 
-        toks = self.sorted_tokens()
-        lo = bisect.bisect_right(toks, (prefix, 1 << 62))
-        out = []
-        for j in range(lo, len(toks)):
-            b, i = toks[j]
-            if not b.startswith(prefix):
-                break
-            if len(b) > len(prefix):
-                out.append(i)
-        return out
+        keys, ids = self._sorted_view()
+        lo = bisect.bisect_right(keys, prefix)
+        stripped = prefix.rstrip(b"\xff")
+        if not stripped:
+            return ids[lo:]
+        upper = stripped[:-1] + bytes([stripped[-1] + 1])
+        hi = bisect.bisect_left(keys, upper, lo)
+        return ids[lo:hi]
 
 
 def build_vocab(tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None) -> TokenVocab:

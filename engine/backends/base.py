@@ -74,10 +74,14 @@ class Matcher(ABC):
     def allowed_count(self) -> int:
         return int(len(self.allowed_ids()))
 
-    def allows_any(self, token_ids: list[int]) -> bool:
-        if not token_ids:
+    def allows_any(self, token_ids) -> bool:
+        ids = np.asarray(token_ids, dtype=np.int64)
+        if ids.size == 0:
             return False
-        return bool(np.isin(np.asarray(token_ids), self.allowed_ids()).any())
+        allowed = self.allowed_ids()
+        pos = np.searchsorted(allowed, ids)
+        pos[pos >= len(allowed)] = 0
+        return bool(len(allowed) and (allowed[pos] == ids).any())
 
     def state_info(self) -> dict:
         """Ids the trace records (char-level state where the backend has one)."""

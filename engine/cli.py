@@ -1,0 +1,245 @@
+"""`cfsm`: jump, compile, generate, bench, doctor, serve. Bad input exits 2 with a
+one-line message (a JSON error object on stdout with --json), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import CfsmError
+
+
+def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--regex", help="regular expression (Python syntax, full match)")
+    g.add_argument("--schema", help="JSON schema: a file path or inline JSON")
+    if grammar:
+        g.add_argument("--grammar", help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text")
+    p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
+                   help="whitespace policy for JSON schemas (same for every backend)")
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="HF model id (from the local cache) or local path; default: embedded SmolLM2-135M-Instruct")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder (off by default)")
+
+
+def _constraint_from(args, obj: dict | None = None):
+    from pathlib import Path
+
+    from .constraint import MAX_GRAMMAR_CHARS, Constraint, load_schema_arg
+
+    src = obj if obj is not None else vars(args)
+    ws = src.get("whitespace") or "compact"
+    if src.get("regex") is not None:
+        return Constraint("regex", src["regex"], ws)
+    if src.get("schema") is not None:
+        schema = src["schema"]
+        text = json.dumps(schema) if isinstance(schema, (dict, bool)) else load_schema_arg(schema)
+        return Constraint("schema", text, ws)
+    if src.get("grammar") is not None:
+        g = src["grammar"]
+        if "\n" not in g and len(g) < 4096 and Path(g).is_file():
+            g = Path(g).read_text(encoding="utf-8")
+        if len(g) > MAX_GRAMMAR_CHARS:
+            raise CfsmError("input_too_large", f"grammar is longer than {MAX_GRAMMAR_CHARS} characters")
+        return Constraint("grammar", g, ws)
+    return None
+
+
+def cmd_jump(args) -> int:
+    from .compressed import CompressedFSM
+    from .regex_dfa import build_char_dfa
+
+    cfsm = CompressedFSM(build_char_dfa(args.regex))
+    out = [{"prefix": p, "continuation": cfsm.continuation(p)} for p in (args.prefix or [""])]
+    print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def cmd_compile(args) -> int:
+    from .service import Engine
+
+    constraint = _constraint_from(args)
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False,
+                 max_states=args.max_states, compile_timeout_s=args.timeout)
+    try:
+        rep = eng.compile_report(constraint, args.backend)
+    finally:
+        eng.close()
+    if args.json:
+        print(json.dumps(rep, ensure_ascii=False))
+    else:
+        st = rep.get("stats", {})
+        print(f"backend {rep['backend']}: compiled in {rep['compile_seconds']} s")
+        if st:
+            print(f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} ({st['jumpable_share']:.0%}), "
+                  f"chains {st['num_chains']}, longest chain {st['longest_chain']} chars")
+            for c in rep["chains"][:20]:
+                print(f"  {c['from']:>4} -> {c['to']:<4} {c['string']!r}")
+    return 0
+
+
+def _request_from(obj: dict, args):
+    from .decode import GenerateRequest
+
+    constraint = _constraint_from(None, obj)
+    mode = obj.get("mode") or ("jump" if constraint is not None else "free")
+    return GenerateRequest(
+        prompt=str(obj.get("prompt", "")),
+        constraint=constraint,
+        mode=mode,
+        backend=obj.get("backend") or "fsm",
+        max_new_tokens=int(obj.get("max_new_tokens") or 256),
+        temperature=float(obj.get("temperature") or 0.0),
+        top_p=float(obj.get("top_p") or 1.0),
+        seed=int(obj.get("seed") or 0),
+        raw_prompt=bool(obj.get("raw_prompt") or False),
+        jump_threshold=int(obj.get("jump_threshold", 1)),
+        healing_tokens=int(obj.get("healing_tokens", 2)),
+    )
+
+
+def cmd_generate(args) -> int:
+    from .service import Engine
+
+    if args.requests:
+        lines = []
+        with open(args.requests, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        lines.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise CfsmError("invalid_input", f"{args.requests}:{n}: not JSON: {exc}") from exc
+        eng = Engine(args.model, args.device, args.trust_remote_code)
+        worst = 0
+        for obj in lines:
+            try:
+                tr = eng.generate(_request_from(obj, args))
+                print(json.dumps(tr if args.json else {"text": tr["text"], "totals": tr["totals"]}, ensure_ascii=False), flush=True)
+            except CfsmError as exc:
+                worst = 2
+                print(json.dumps(exc.to_json()), flush=True)
+        eng.close()
+        return worst
+    if args.prompt is None:
+        raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
+    obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",
+                                          "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
+                                          "jump_threshold", "healing_tokens")}
+    req = _request_from(obj, args)
+    req.validate()
+    eng = Engine(args.model, args.device, args.trust_remote_code)
+    try:
+        tr = eng.generate(req)
+    finally:
+        eng.close()
+    if args.json:
+        print(json.dumps(tr, ensure_ascii=False))
+    else:
+        print(tr["text"])
+        t = tr["totals"]
+        print(f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
+              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']})", file=sys.stderr)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args)
+
+
+def cmd_serve(args) -> int:
+    from app.main import serve
+
+    serve(host=args.host, port=args.port, model=args.model, device=args.device)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cfsm", description="Constrained decoding with a compressed FSM and jump-forward")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    j = sub.add_parser("jump", help="jump-forward continuation of regex prefixes")
+    j.add_argument("--regex", required=True)
+    j.add_argument("--prefix", action="append", help="a prefix (repeatable); default: the empty prefix")
+    j.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")
+    j.set_defaults(func=cmd_jump)
+
+    c = sub.add_parser("compile", help="compile a constraint and describe its automata")
+    _add_constraint_args(c, grammar=True)
+    c.add_argument("--backend", default="fsm")
+    c.add_argument("--max-states", type=int, default=10_000)
+    c.add_argument("--timeout", type=float, default=20.0, help="compile time limit in seconds")
+    c.add_argument("--json", action="store_true")
+    _add_model_args(c)
+    c.set_defaults(func=cmd_compile)
+
+    g = sub.add_parser("generate", help="decode with the model under a constraint")
+    g.add_argument("--regex")
+    g.add_argument("--schema")
+    g.add_argument("--grammar")
+    g.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    g.add_argument("--prompt")
+    g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
+    g.add_argument("--mode", default=None, choices=["free", "masked", "jump"])
+    g.add_argument("--backend", default="fsm")
+    g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--raw-prompt", action="store_true", help="send the prompt as is (no chat template)")
+    g.add_argument("--jump-threshold", type=int, default=1, help="jump only strings longer than this many characters")
+    g.add_argument("--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary")
+    g.add_argument("--json", action="store_true", help="print the full trace")
+    _add_model_args(g)
+    g.set_defaults(func=cmd_generate)
+
+    b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
+    b.add_argument("--suite", default="paper-character", choices=["paper-character"])
+    b.add_argument("--names", type=int, default=10, help="how many character names")
+    b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
+    b.add_argument("--max-new-tokens", type=int, default=256)
+    b.add_argument("--out", default="bench-results/paper-character.json")
+    b.add_argument("--json", action="store_true")
+    _add_model_args(b)
+    b.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("serve", help="serve the playground")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=7860)
+    s.add_argument("--model", default=None)
+    s.add_argument("--device", default=None)
+    s.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False)) or args.cmd == "jump"
+    try:
+        return int(args.func(args) or 0)
+    except CfsmError as exc:
+        if as_json:
+            print(json.dumps(exc.to_json(), ensure_ascii=False))
+        else:
+            print(f"error ({exc.kind}): {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+        if as_json:
+            print(json.dumps({"error": {"kind": "internal", "message": msg}}))
+        else:
+            print(f"internal error: {msg}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The engine as one object: model, decoder and compile cache, shared by the CLI, the
+benchmark and the app."""
+
+from __future__ import annotations
+
+from .backends import TokenizerContext
+from .compile_cache import DEFAULT_COMPILE_TIMEOUT_S, CompileCache, CompileResult
+from .compressed import CompressedFSM
+from .constraint import Constraint
+from .decode import Decoder, GenerateRequest
+from .errors import CfsmError
+from .ideal import ideal_counts
+from .model import cache_dir, load_model, load_tokenizer
+from .regex_dfa import DEFAULT_MAX_STATES, CharDFA
+
+MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
+
+
+def automaton_json(dfa: CharDFA) -> dict:
+    """The DFA and its compressed view, as the trace and `cfsm compile` carry it."""
+    cfsm = CompressedFSM(dfa)
+    data = dfa.to_json()
+    if len(data["transitions"]) > MAX_AUTOMATON_EDGES_IN_TRACE:
+        data["transitions"] = data["transitions"][:MAX_AUTOMATON_EDGES_IN_TRACE]
+        data["truncated"] = True
+    data["chains"] = [c.to_json() for c in cfsm.chains]
+    data["jumpable_states"] = cfsm.jumpable_states
+    data["jump_strings"] = {str(s): cfsm.jump_string(s) for s in cfsm.jumpable_states}
+    data["stats"] = cfsm.stats()
+    return data
+
+
+class Engine:
+    """Loads the model lazily; compiling needs only the tokenizer."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        max_states: int = DEFAULT_MAX_STATES,
+        compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
+        load_weights: bool = True,
+    ) -> None:
+        self.model_name = model
+        self.device = device
+        self.trust_remote_code = trust_remote_code
+        self.lm = None
+        self.decoder: Decoder | None = None
+        if load_weights:
+            self.lm = load_model(model, device, trust_remote_code)
+            self.decoder = Decoder(self.lm)
+            ctx = self.decoder.ctx
+        else:
+            tok, vocab = load_tokenizer(model, trust_remote_code)
+            ctx = TokenizerContext(tok, vocab)
+        self.ctx = ctx
+        self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s, cache_dir=cache_dir() / "index")
+
+    def ensure_model(self) -> Decoder:
+        if self.decoder is None:
+            self.lm = load_model(self.model_name, self.device, self.trust_remote_code)
+            self.decoder = Decoder(self.lm, self.ctx)
+        return self.decoder
+
+    def compile(self, constraint: Constraint, backend: str = "fsm") -> CompileResult:
+        return self.cache.get(constraint, backend)
+
+    def compile_report(self, constraint: Constraint, backend: str = "fsm") -> dict:
+        res = self.compile(constraint, backend)
+        out: dict = {
+            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
+            "backend": backend,
+            "compile_seconds": round(res.seconds, 4),
+            "backend_stats": res.compiled.stats(),
+        }
+        if constraint.kind == "schema" and res.dfa is not None:
+            out["regex"] = constraint.regex()
+        if res.dfa is not None:
+            out.update(automaton_json(res.dfa))
+        elif res.dfa_error:
+            out["automaton_error"] = res.dfa_error
+        return out
+
+    def generate(self, req: GenerateRequest, on_event=None, should_stop=None) -> dict:
+        dec = self.ensure_model()
+        compiled = None
+        res = None
+        if req.mode != "free":
+            if req.constraint is None:
+                raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
+            res = self.compile(req.constraint, req.backend)
+            compiled = res.compiled
+        trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
+        if res is not None:
+            trace["totals"]["compile_s"] = round(res.seconds, 4)
+            trace["compile"] = res.compiled.stats()
+            if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
+                trace["regex"] = req.constraint.regex()
+            if res.dfa is not None:
+                trace["automaton"] = automaton_json(res.dfa)
+                ids = [t["id"] for t in trace["tokens"]]
+                canon = list(dec.lm.tokenizer.encode(trace["text"], add_special_tokens=False))
+                ideal = ideal_counts(CompressedFSM(res.dfa), trace["text"], canon, dec.vocab.token_bytes)
+                if ideal is not None:
+                    ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
+                    ideal["emitted_tokens"] = len(ids)
+                trace["ideal"] = ideal
+        return trace
+
+    def close(self) -> None:
+        self.cache.close()
