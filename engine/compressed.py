@@ -92,17 +92,12 @@ class CompressedFSM:
         """Maximal forced paths whose inner states have a single way in, so each chain
         can be drawn as one edge."""
         chains = []
+        forced_targets = {f[1] for f in self.forced if f is not None}
         for s in range(self.dfa.num_states):
             if self.forced[s] is None:
                 continue
-            # a chain starts where no forced edge with in-degree 1 leads into s
-            pred_forced = False
-            if self.indegree[s] == 1 and s != self.dfa.initial:
-                for p, f in enumerate(self.forced):
-                    if f is not None and f[1] == s:
-                        pred_forced = True
-                        break
-            if pred_forced:
+            # a chain starts where no forced edge leads into s as its only way in
+            if self.indegree[s] == 1 and s != self.dfa.initial and s in forced_targets:
                 continue
             states = [s]
             chars = []

@@ -83,10 +83,36 @@ def parse_schema(text: str) -> dict | bool:
     return obj
 
 
+def _walk_schema(node, pointer: str = ""):
+    """Yield (json pointer, sub-schema) for every object in the schema."""
+    if isinstance(node, dict):
+        yield pointer or "/", node
+        for k, v in node.items():
+            yield from _walk_schema(v, f"{pointer}/{k.replace('~', '~0').replace('/', '~1')}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk_schema(v, f"{pointer}/{i}")
+
+
+def _check_regexable(obj) -> None:
+    """Reject what outlines-core's converter would get silently wrong."""
+    for ptr, node in _walk_schema(obj):
+        if node.get("enum") == [] and "properties" not in ptr.split("/")[-1:]:
+            raise CfsmError("unsatisfiable", f"`enum` at {ptr} lists no values, so no document can match")
+        all_of = node.get("allOf")
+        if isinstance(all_of, list) and len(all_of) > 1:
+            raise CfsmError(
+                "unsupported_feature",
+                f"`allOf` with {len(all_of)} subschemas at {ptr} cannot be turned into a regex "
+                "(use the xgrammar or llguidance backend)",
+            )
+
+
 def schema_to_regex(text: str, whitespace: str = "compact") -> str:
     """JSON schema -> regex through outlines-core, then place whitespace by policy:
     compact `,` `:`; spaced `, ` `: ` (json.dumps style); flexible `[ ]?` everywhere."""
     obj = parse_schema(text)
+    _check_regexable(obj)
     from outlines_core.json_schema import build_regex_from_schema
 
     try:

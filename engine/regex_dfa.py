@@ -42,10 +42,6 @@ def _find_unsupported(parsed) -> str | None:
             return _UNSUPPORTED_OPS[name]
         if name == "AT":
             return _AT_NAMES.get(str(av), f"anchor {av}")
-        if name == "IN":
-            for cop, _cav in av:
-                if str(cop) == "CATEGORY" and "UNI" in str(_cav) and False:
-                    return None
         children = []
         if name in ("SUBPATTERN",):
             children = [av[-1]]
@@ -200,6 +196,10 @@ class CharDFA:
         }
 
 
+def _show(ch: str) -> str:
+    return ch if ch.isprintable() else ch.encode("unicode_escape").decode()
+
+
 def _compact_chars(chars: str) -> str:
     """Render a sorted char set with ranges: 0123456789 -> 0-9."""
     cps = sorted({ord(c) for c in chars})
@@ -210,11 +210,10 @@ def _compact_chars(chars: str) -> str:
         while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
             j += 1
         a, b = chr(cps[i]), chr(cps[j])
-        show = lambda ch: ch.encode("unicode_escape").decode() if not ch.isprintable() or ch == " " and False else ch  # noqa: E731
         if j - i >= 2:
-            parts.append(f"{show(a)}-{show(b)}")
+            parts.append(f"{_show(a)}-{_show(b)}")
         else:
-            parts.extend(show(chr(cp)) for cp in cps[i : j + 1])
+            parts.extend(_show(chr(cp)) for cp in cps[i : j + 1])
         i = j + 1
     return "".join(parts)
 

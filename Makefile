@@ -1,0 +1,27 @@
+# Two commands: `make run` serves the playground, `make test` runs the tests.
+# Both perform the same idempotent setup first (scripts/setup.sh).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 7860
+
+.PHONY: setup run test lint bench fuzz clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(PY) -m engine serve --host $(HOST) --port $(PORT)
+
+test: setup
+	$(VENV)/bin/ruff check engine viz app tests
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: setup
+	$(VENV)/bin/ruff check engine viz app tests
+
+bench: setup
+	$(PY) -m engine bench --names 10
+
+clean:
+	rm -rf $(VENV) bench-results test-artifacts

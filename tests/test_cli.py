@@ -1,0 +1,76 @@
+"""The CLI: JSON outputs and, for bad input, exit code 2 with a one-line JSON error."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.cli import main
+
+
+def run_cli(*args, timeout=120):
+    r = subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=timeout)
+    return r
+
+
+def test_jump_prints_continuations():
+    r = run_cli("jump", "--regex", "(apple|apricot) pie", "--prefix", "", "--prefix", "apr")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"prefix": "", "continuation": "ap"}, {"prefix": "apr", "continuation": "icot pie"}]
+
+
+@pytest.mark.parametrize(
+    "args, kind",
+    [
+        (["jump", "--regex", "abc", "--prefix", "x"], "prefix_outside_language"),
+        (["jump", "--regex", "a(b"], "invalid_regex"),
+        (["jump", "--regex", "(?<=a)b"], "unsupported_feature"),
+        (["jump", "--regex", "a{100000}"], "state_explosion"),
+        (["compile", "--regex", "(a|b)*a(a|b){24}", "--timeout", "2", "--json"], "compile_timeout"),
+        (["compile", "--schema", '{"type": "strin"}', "--json"], "invalid_schema"),
+        (["compile", "--schema", "{not json", "--json"], "invalid_schema"),
+        (["compile", "--schema", '{"type": "object", "properties": {"a": {"enum": []}}}', "--json"], "unsatisfiable"),
+        (["compile", "--regex", "abc", "--backend", "nope", "--json"], "unknown_backend"),
+        (["generate", "--regex", "a", "--prompt", "x", "--model", "nobody/nothing", "--json"], "unknown_model"),
+    ],
+)
+def test_errors_exit_2_with_json(args, kind):
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = json.loads(r.stdout)["error"]
+    assert err["kind"] == kind
+    assert err["message"] and "\n" not in err["message"]
+    assert "Traceback" not in r.stderr
+
+
+def test_error_without_json_is_one_line_on_stderr():
+    r = run_cli("compile", "--regex", "a(b")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "invalid_regex" in r.stderr
+
+
+def test_compile_json_describes_the_automata(engine, capsys):
+    # in-process: reuses the session's tokenizer cache
+    assert main(["compile", "--regex", r'\{"a": [0-9]+, "b": (true|false)\}', "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    for key in ("num_states", "transitions", "accepting", "chains", "jumpable_states", "compile_seconds"):
+        assert key in rep
+    assert {"from": 0, "string": '{"a": '}.items() <= rep["chains"][0].items()
+    assert rep["backend_stats"]["token_index"]["vocab_size"] == 49152
+
+
+@pytest.mark.model
+def test_generate_requests_file(engine, tmp_path, capsys):
+    f = tmp_path / "reqs.jsonl"
+    f.write_text(
+        json.dumps({"prompt": "Is water wet?", "regex": "(yes|no)", "mode": "jump"}) + "\n"
+        + json.dumps({"prompt": "Pick", "regex": "(?=x)", "mode": "jump"}) + "\n"
+        + json.dumps({"prompt": "A number", "schema": {"type": "integer"}, "mode": "masked", "max_new_tokens": 8}) + "\n"
+    )
+    rc = main(["generate", "--requests", str(f)])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert rc == 2  # one request failed, the others ran
+    assert lines[0]["text"] in ("yes", "no")
+    assert lines[1]["error"]["kind"] == "unsupported_feature"
+    assert lines[2]["text"].lstrip("-").isdigit()

@@ -1,0 +1,81 @@
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from engine.errors import CfsmError
+from engine.regex_dfa import build_char_dfa, normalize_regex
+
+
+@pytest.mark.parametrize(
+    "pattern, good, bad",
+    [
+        (r"[0-9]{3}-[0-9]{4}", ["555-1234"], ["5551234", "55-1234"]),
+        (r"(apple|apricot)", ["apple", "apricot"], ["ap", "apples"]),
+        (r"\u4e2d\u6587[a-c]+", ["中文abc"], ["中文", "中文d"]),
+        (r"🙂+!", ["🙂🙂!"], ["!"]),
+        (r"[\w\d\s]{1,3}", ["a 1", "_"], ["", "abcd", "é"]),
+        (r"^ab$", ["ab"], ["a"]),
+        (r"[^\"]x", ["ax", "中x"], ['"x']),
+    ],
+)
+def test_dfa_agrees_with_python_re(pattern, good, bad):
+    dfa = build_char_dfa(pattern)
+    for s in good:
+        assert dfa.accepts(s), s
+    for s in bad:
+        assert not dfa.accepts(s), s
+    # the normalized pattern means the same to Python's re on these strings
+    norm = normalize_regex(pattern)
+    for s in good:
+        assert re.fullmatch(norm, s)
+
+
+def test_unicode_escapes_become_literals():
+    assert normalize_regex(r"\u4e2d\U0001F642") == "中🙂"
+    assert normalize_regex(r"[\u005d]") == r"[\]]"
+    assert normalize_regex(r"\u002e") == r"\."
+    assert normalize_regex(r"a\\u0041") == r"a\\u0041"  # escaped backslash stays literal
+
+
+@pytest.mark.parametrize(
+    "pattern, kind, word",
+    [
+        ("(?=a)b", "unsupported_feature", "look-ahead"),
+        ("(?!a)b", "unsupported_feature", "negative look-around"),
+        (r"(a)\1", "unsupported_feature", "back-reference"),
+        (r"\bfoo", "unsupported_feature", "word boundary"),
+        ("a(b", "invalid_regex", "missing )"),
+        ("a{3,1}", "invalid_regex", "min repeat greater than max"),
+        ("a{100000}", "state_explosion", "100000"),
+        (r"[^\s\S]", "unsatisfiable", "empty language"),
+    ],
+)
+def test_bad_regexes_name_the_problem(pattern, kind, word):
+    with pytest.raises(CfsmError) as ei:
+        build_char_dfa(pattern)
+    assert ei.value.kind == kind
+    assert word in ei.value.message
+    assert "\n" not in ei.value.message
+
+
+def test_state_limit_is_enforced():
+    with pytest.raises(CfsmError) as ei:
+        build_char_dfa("(a|b)*a(a|b){8}", max_states=100)
+    assert ei.value.kind == "state_explosion"
+
+
+def test_numbering_is_canonical_across_hash_seeds(character_regex):
+    code = (
+        "import json,sys; from engine.regex_dfa import build_char_dfa; "
+        "d=build_char_dfa(sys.argv[1]); print(json.dumps(d.to_json()))"
+    )
+    outs = []
+    for seed in ("1", "2"):
+        env = {"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"}
+        r = subprocess.run([sys.executable, "-c", code, character_regex], capture_output=True, text=True, env=env, check=True)
+        outs.append(json.loads(r.stdout))
+    assert outs[0] == outs[1]
+    assert outs[0]["num_states"] > 100

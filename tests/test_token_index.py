@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+
+from engine.regex_dfa import build_char_dfa
+from engine.token_index import TokenIndex
+
+
+def brute_allowed(dfa, vocab, state: int) -> set[int]:
+    """Reference: walk every text token's characters one by one."""
+    out = set()
+    for tid, b in enumerate(vocab.token_bytes):
+        if not b:
+            continue
+        try:
+            text = b.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if dfa.walk(text, state) is not None:
+            out.add(tid)
+    if state in dfa.finals:
+        out.add(vocab.eos_token_id)
+    return out
+
+
+@pytest.mark.parametrize("pattern", [r"(apple|apricot) pie [0-9]{1,3}", r'\{"id": [0-9]+, "ok": (true|false)\}', r"[a-z ]{0,8}\."])
+def test_vectorized_index_matches_brute_force(ctx, pattern):
+    dfa = build_char_dfa(pattern)
+    idx = TokenIndex(dfa, ctx.vocab)
+    for s in range(dfa.num_states):
+        got = set(idx.allowed_ids(s).tolist())
+        want = brute_allowed(dfa, ctx.vocab, s)
+        # byte-level tokens that are not valid UTF-8 can only be allowed where a
+        # non-ASCII character is; these patterns are ASCII
+        assert got == want, (pattern, s, sorted(got ^ want)[:10])
+
+
+def test_partial_utf8_tokens_walk_through_pending_states(ctx, tokenizer):
+    dfa = build_char_dfa(r"[\u4e00-\u9fff]{2,5}!")
+    idx = TokenIndex(dfa, ctx.vocab)
+    text = "中文好不好!"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    # at least one token of this text ends inside a character
+    assert any(_not_utf8(ctx.vocab.token_bytes[t]) for t in ids)
+    s = idx.initial
+    for t in ids:
+        assert t in set(idx.allowed_ids(s).tolist())
+        s = idx.next_state(s, t)
+        assert s is not None
+    assert idx.is_final(s)
+    assert ctx.eos_token_id in set(idx.allowed_ids(s).tolist())
+    # a lone continuation byte is never allowed at the start
+    cont = [t for t in range(ctx.vocab.size) if ctx.vocab.token_bytes[t] and 0x80 <= ctx.vocab.token_bytes[t][0] <= 0xBF]
+    assert not set(cont) & set(idx.allowed_ids(idx.initial).tolist())
+
+
+def _not_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        return True
+
+
+def test_masks_are_device_tensors_cached_per_state(ctx):
+    dfa = build_char_dfa(r"(yes|no)")
+    idx = TokenIndex(dfa, ctx.vocab)
+    m1 = idx.mask(idx.initial, "cpu")
+    m2 = idx.mask(idx.initial, "cpu")
+    assert m1 is m2
+    assert int(m1.sum()) == len(idx.allowed_ids(idx.initial))
+    assert m1.dtype.is_floating_point is False
+
+
+def test_disk_cache_round_trip(ctx, tmp_path, character_regex):
+    dfa = build_char_dfa(character_regex)
+    a = TokenIndex(dfa, ctx.vocab, cache_dir=tmp_path)
+    assert list(tmp_path.glob("index-*.npz"))
+    b = TokenIndex(dfa, ctx.vocab, cache_dir=tmp_path)
+    for s in range(dfa.num_states):
+        assert np.array_equal(a.allowed_ids(s), b.allowed_ids(s))
