@@ -3,8 +3,11 @@ boundary back-off. It drives any backend through `Matcher` and emits a plain tra
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -33,6 +36,7 @@ class GenerateRequest:
     jump_threshold: int = 1
     healing_tokens: int = 2
     top_k: int = 10
+    trace_detail: bool = True  # per-step allowed samples and masks for the visualizer
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -47,6 +51,22 @@ class GenerateRequest:
             raise CfsmError("invalid_input", "temperature must be >= 0 and top_p in (0, 1]")
         if self.healing_tokens < 0 or self.jump_threshold < 0:
             raise CfsmError("invalid_input", "healing_tokens and jump_threshold must be >= 0")
+
+
+def encode_mask(ids, vocab_size: int) -> str:
+    """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB."""
+    import numpy as np
+
+    bits = np.zeros(vocab_size, dtype=bool)
+    bits[np.asarray(ids, dtype=np.int64)] = True
+    return base64.b64encode(zlib.compress(np.packbits(bits).tobytes(), 6)).decode("ascii")
+
+
+def decode_mask(blob: str, vocab_size: int):
+    import numpy as np
+
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(blob)), dtype=np.uint8)
+    return np.unpackbits(raw, count=vocab_size).astype(bool)
 
 
 def _lcp(a: list[int], b: list[int]) -> int:
@@ -139,9 +159,12 @@ class Decoder:
 
     # ------------------------------------------------------------------ jump
     def _jump(self, matcher: Matcher, out_ids: list[int], js: str, healing: int):
-        """Append `js`, re-tokenize the output alone, re-walk the grammar and back off
-        trailing tokens a vocabulary token could extend. Returns (target ids, info) or
-        None when the jump cannot be applied (the matcher is then unchanged)."""
+        """Append `js`, re-tokenize the output alone and re-walk the grammar. Up to
+        `healing` trailing tokens that a vocabulary token could extend (and the grammar
+        allows) become *candidates*: the model re-decides them from the logits of the same
+        prefill pass. Returns (new ids, number of candidates, info) with the matcher
+        positioned before the candidates, or None (matcher unchanged) when the jump
+        cannot be applied."""
         old_bytes = self._bytes(out_ids)
         try:
             old_text = old_bytes.decode("utf-8")
@@ -159,30 +182,39 @@ class Decoder:
                 for t_old in out_ids[common:]:
                     matcher.accept_token(t_old)
                 return None
-        tb = self.vocab.token_bytes
-        backed = 0
-        while backed < healing and len(new_ids) - backed > 0:
-            cut = len(new_ids) - backed - 1
+        cands = 0
+        while cands < healing and len(new_ids) - cands > 1:
+            cut = len(new_ids) - cands - 1
             if len(self._bytes(new_ids[:cut])) <= len(old_bytes):
-                break  # keep progress: never undo more than the jump added
+                break  # only tokens wholly inside the jumped text are re-decided
             tail = self._bytes(new_ids[cut:])
             matcher.rollback(1)
             ext = self.vocab.ids_extending(tail)
             if len(ext) and matcher.allows_any(ext):
-                backed += 1
+                cands += 1
             else:
                 matcher.accept_token(new_ids[cut])
                 break
-        target = new_ids[: len(new_ids) - backed]
         info = {
             "string": js,
             "tokens_before": [[t, self.token_text(t)] for t in out_ids],
-            "tokens_retokenized": [[t, self.token_text(t)] for t in new_ids],
-            "tokens_after": [[t, self.token_text(t)] for t in target],
-            "backed_off": [[t, (tb[t] or b"").decode("utf-8", "replace")] for t in new_ids[len(target):]],
+            "tokens_after": [[t, self.token_text(t)] for t in new_ids],
+            "backed_off": [[t, self.token_text(t)] for t in new_ids[len(new_ids) - cands:]],
             "retokenize_us": round((time.perf_counter() - t0) * 1e6, 1),
         }
-        return target, info
+        return new_ids, cands, info
+
+    def _detail(self, step: dict, matcher: Matcher, masks: dict, sample: int = 48) -> None:
+        """Trace bookkeeping outside the timed sections: the first allowed tokens with
+        the state each leads to, and the whole mask (deduplicated, compressed)."""
+        ids = matcher.allowed_ids()
+        step["allowed_sample"] = [
+            [int(t), self.token_text(int(t)), matcher.next_char_state(int(t))] for t in ids[:sample]
+        ]
+        blob = encode_mask(ids, self.ctx.vocab_size)
+        key = hashlib.sha1(blob.encode()).hexdigest()[:12]
+        masks.setdefault(key, blob)
+        step["mask_key"] = key
 
     # ------------------------------------------------------------------ run
     def run(
@@ -211,76 +243,110 @@ class Decoder:
         gen.manual_seed(int(req.seed))
         matcher = compiled.matcher() if req.mode != "free" else None
         cache = DynamicCache(config=self.lm.model.config)
-        out_ids: list[int] = []
+        out_ids: list[int] = []  # confirmed output tokens
         origins: list[str] = []
         token_step: list[int] = []
         steps: list[dict] = []
         jumps: list[dict] = []
+        masks: dict[str, str] = {}
         forward_passes = 0
         prefilled_tokens = 0
         forward_s = 0.0
         grammar_s = 0.0
         finished, reason = False, "max_new_tokens"
+        # logits waiting to be used: (logits, forward seconds, expected token or None).
+        # After a jump, the candidates' positions come from the same prefill pass.
+        queue: list[tuple] = []
 
-        def fwd(ids: list[int]):
+        def fwd(ids: list[int], keep: int = 1):
             nonlocal forward_passes, forward_s
+            import torch as _t
+
             t = time.perf_counter()
-            lg = self._forward(ids, cache)
+            x = _t.tensor([ids], dtype=_t.long, device=dev)
+            lg = self.lm.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=keep).logits[0]
             forward_passes += 1
             dt = time.perf_counter() - t
             forward_s += dt
             return lg, dt
 
-        def try_jump(step_index: int) -> bool:
-            """Jump if the forced string is long enough; returns True if applied."""
-            nonlocal out_ids, origins, token_step, grammar_s
-            t = time.perf_counter()
-            js = matcher.jump_forward()
-            grammar_s += time.perf_counter() - t
-            if len(js) <= req.jump_threshold:
-                return False
-            res = self._jump(matcher, out_ids, js, req.healing_tokens)
-            if res is None:
-                return False
-            target, info = res
-            keep = _lcp(out_ids, target)
-            kept_origins = origins[:keep]
-            kept_steps = token_step[:keep]
-            info.update({"step": step_index, "reused_output_tokens": keep})
-            jumps.append(info)
-            out_ids = target
-            origins = kept_origins + ["jump"] * (len(target) - keep)
-            token_step = kept_steps + [step_index] * (len(target) - keep)
-            return True
+        def cache_keep(n_out: int) -> None:
+            drop = cache.get_seq_length() - (len(prompt_ids) + n_out)
+            if drop > 0:
+                _crop(cache, drop)
 
         def only_eos() -> bool:
             ids = matcher.allowed_ids()
             return len(ids) == 1 and int(ids[0]) == eos
 
-        # ---- prefill (with an initial jump when the constraint starts with forced text)
+        def jump_or_feed(step_index: int, fed: list[int]) -> bool:
+            """After a confirmed token: jump if the forced text is long enough, then
+            queue the logits of one forward pass. Returns False when decoding is done."""
+            nonlocal out_ids, origins, token_step, grammar_s, prefilled_tokens, queue
+            res = None
+            if req.mode == "jump":
+                t = time.perf_counter()
+                js = matcher.jump_forward()
+                grammar_s += time.perf_counter() - t
+                if len(js) > req.jump_threshold:
+                    res = self._jump(matcher, out_ids, js, req.healing_tokens)
+            if res is None:
+                if matcher is not None and out_ids and only_eos():
+                    return False
+                lg, dt = fwd(fed)
+                queue = [(lg[-1], dt, None)]
+                return True
+            new_ids, cands, info = res
+            keep = _lcp(out_ids, new_ids)
+            info.update({"step": step_index, "reused_output_tokens": keep})
+            jumps.append(info)
+            if step_index >= 0:
+                steps[step_index]["jump"] = len(jumps) - 1
+            confirmed = len(new_ids) - cands
+            origins = origins[:keep] + ["jump"] * (confirmed - keep)
+            token_step = token_step[:keep] + [step_index] * (confirmed - keep)
+            if cands == 0 and only_eos():
+                out_ids = new_ids
+                info.update({"prefilled": 0, "forward_ms": 0.0})
+                return False
+            fresh = cache.get_seq_length() == 0  # the initial jump: nothing cached yet
+            in_cache = 0 if fresh else cache.get_seq_length() - len(prompt_ids)
+            reuse = min(keep, in_cache)
+            if not fresh:
+                cache_keep(reuse)
+            feed = (prompt_ids if fresh else []) + new_ids[reuse:]
+            lg, dt = fwd(feed, keep=cands + 1)
+            prefilled_tokens += len(new_ids) - reuse
+            out_ids = new_ids[:confirmed]
+            info.update({"prefilled": len(new_ids) - reuse, "prefilled_tokens": [[t, self.token_text(t)] for t in new_ids[reuse:]],
+                         "forward_ms": round(dt * 1e3, 3), "candidates": cands})
+            queue = [(lg[i], dt if i == 0 else 0.0, new_ids[confirmed + i]) for i in range(cands)] + [(lg[cands], 0.0 if cands else dt, None)]
+            return True
+
+        # ---- prefill, with an initial jump when the constraint starts with forced text
+        alive = True
         if req.mode == "jump":
-            try_jump(-1)
-        kv_tokens = 0  # output tokens whose keys/values are in the cache
-        logits = None
-        last_fwd_s = 0.0
-        if matcher is not None and out_ids and only_eos():
-            finished, reason = True, "complete"
+            alive = jump_or_feed(-1, prompt_ids)
+            if not queue and alive:
+                lg, dt = fwd(prompt_ids)
+                queue = [(lg[-1], dt, None)]
         else:
-            logits, last_fwd_s = fwd(prompt_ids + out_ids)
-            kv_tokens = len(out_ids)
-            if jumps:
-                jumps[-1].update({"prefilled": len(prompt_ids) + len(out_ids), "forward_ms": round(last_fwd_s * 1e3, 3)})
-        prefill_ms = round(last_fwd_s * 1e3, 3)
+            lg, dt = fwd(prompt_ids)
+            queue = [(lg[-1], dt, None)]
+        if not alive:
+            finished, reason = True, "complete"
+        prefill_ms = round(forward_s * 1e3, 3)
         emit("start", {"prompt_tokens": len(prompt_ids), "initial_jump": jumps[0] if jumps else None})
 
         t_decode = time.perf_counter()
-        while logits is not None:
+        while alive and queue:
             if should_stop is not None and should_stop():
                 reason = "cancelled"
                 break
             if len(out_ids) >= req.max_new_tokens:
                 reason = "max_new_tokens"
                 break
+            logits, fwd_s_step, expect = queue.pop(0)
             t_mask = time.perf_counter()
             mask = None
             count = self.ctx.vocab_size
@@ -300,60 +366,56 @@ class Decoder:
             tid = int(pack[0])
             raw_v, raw_i = pack[4 : 4 + k], pack[4 + k : 4 + 2 * k]
             m_v, m_i = pack[4 + 2 * k : 4 + 3 * k], pack[4 + 3 * k : 4 + 4 * k]
-            origin = "forced" if count == 1 else "model"
             step = {
                 "index": len(steps),
                 **state,
                 "allowed": int(count),
                 "token_id": tid,
                 "token_text": self.token_text(tid),
-                "origin": origin,
+                "origin": "forced" if count == 1 else "model",
                 "prob": round(pack[2], 6),
                 "raw_prob": round(pack[3], 6),
                 "feasible_mass": round(min(1.0, pack[1]), 6),
                 "top_raw": [[int(i), self.token_text(int(i)), round(v, 6)] for v, i in zip(raw_v, raw_i, strict=True)],
                 "top_masked": [[int(i), self.token_text(int(i)), round(v, 6)] for v, i in zip(m_v, m_i, strict=True) if v > 0],
-                "forward_ms": round(last_fwd_s * 1e3, 3),
+                "forward_ms": round(fwd_s_step * 1e3, 3),
                 "mask_us": round(mask_s * 1e6, 1),
                 "sample_us": round(sample_s * 1e6, 1),
                 "jump": None,
                 "output_len": len(out_ids),
             }
+            if expect is not None:
+                step["verifies"] = [expect, self.token_text(expect)]
             steps.append(step)
-            if tid == eos:
-                if matcher is None or matcher.is_final():
-                    finished, reason = True, "eos"
-                    emit("step", step)
-                    break
+            if matcher is not None and req.trace_detail:
+                self._detail(step, matcher, masks)
             t_acc = time.perf_counter()
-            if matcher is not None and not matcher.accept_token(tid):
-                raise CfsmError("dead_end", f"backend rejected token {tid} it had allowed")
-            out_ids.append(tid)
-            origins.append(origin)
-            token_step.append(step["index"])
-            grammar_s += time.perf_counter() - t_acc + mask_s
-            step["grammar_us"] = round((time.perf_counter() - t_acc + mask_s) * 1e6, 1)
-            jumped = req.mode == "jump" and try_jump(step["index"])
-            if jumped:
-                step["jump"] = len(jumps) - 1
-            if matcher is not None and only_eos():
-                finished, reason = True, "complete"
+            if tid == eos and (matcher is None or matcher.is_final()):
+                finished, reason = True, "eos"
                 emit("step", step)
                 break
-            if jumped:
-                reuse = min(jumps[-1]["reused_output_tokens"], kv_tokens)
-                drop = cache.get_seq_length() - (len(prompt_ids) + reuse)
-                if drop > 0:
-                    _crop(cache, drop)
-                feed = out_ids[reuse:]
-                logits, last_fwd_s = fwd(feed)
-                prefilled_tokens += len(feed)
-                kv_tokens = len(out_ids)
-                jumps[-1].update({"prefilled": len(feed), "prefilled_tokens": [[t, self.token_text(t)] for t in feed],
-                                  "forward_ms": round(last_fwd_s * 1e3, 3)})
+            if matcher is not None and not matcher.accept_token(tid):
+                raise CfsmError("dead_end", f"backend rejected token {tid} it had allowed")
+            step["grammar_us"] = round((time.perf_counter() - t_acc + mask_s) * 1e6, 1)
+            grammar_s += time.perf_counter() - t_acc + mask_s
+            if expect is not None:
+                origins.append("jump" if tid == expect else step["origin"])
+                token_step.append(step["index"])
+                out_ids.append(tid)
+                if tid == expect:
+                    step["verified"] = True
+                    emit("step", step)
+                    continue  # its keys/values are already in the cache
+                step["verified"] = False
+                queue = []
+                cache_keep(len(out_ids) - 1)
             else:
-                logits, last_fwd_s = fwd([tid])
-                kv_tokens = len(out_ids)
+                out_ids.append(tid)
+                origins.append(step["origin"])
+                token_step.append(step["index"])
+            alive = jump_or_feed(step["index"], [tid])
+            if not alive:
+                finished, reason = True, "complete"
             emit("step", step)
         wall = time.perf_counter() - t_start
         decode_wall = time.perf_counter() - t_decode
@@ -401,6 +463,7 @@ class Decoder:
             "tokens": tokens,
             "steps": steps,
             "jumps": jumps,
+            "masks": masks,
             "totals": totals,
         }
         emit("end", {"totals": totals})

@@ -83,6 +83,10 @@ class Matcher(ABC):
         pos[pos >= len(allowed)] = 0
         return bool(len(allowed) and (allowed[pos] == ids).any())
 
+    def next_char_state(self, token_id: int) -> int | None:
+        """Char-level state this token would lead to (None where the backend has none)."""
+        return None
+
     def state_info(self) -> dict:
         """Ids the trace records (char-level state where the backend has one)."""
         return {"char_state": None, "token_state": None}

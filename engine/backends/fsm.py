@@ -46,6 +46,10 @@ class FsmMatcher(Matcher):
     def is_final(self) -> bool:
         return self.c.index.is_final(self.state)
 
+    def next_char_state(self, token_id: int) -> int | None:
+        nxt = self.c.index.next_state(self.state, token_id)
+        return None if nxt is None else self.c.index.split(nxt)[0]
+
     def jump_forward(self) -> str:
         char_state, pending = self.c.index.split(self.state)
         if pending:
