@@ -6,11 +6,14 @@ when it exceeds the time limit, so a request never hangs on it."""
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 from .backends import CompiledConstraint, TokenizerContext, get_backend
 from .constraint import Constraint
@@ -20,58 +23,71 @@ from .regex_dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
 DEFAULT_COMPILE_TIMEOUT_S = 20.0
 
 
-def _dfa_job(pattern: str, max_states: int):
-    try:
-        return ("ok", build_char_dfa(pattern, max_states))
-    except CfsmError as exc:
-        return ("error", exc.kind, exc.message)
-
-
 class DfaWorker:
-    """A killable process that builds character DFAs."""
+    """A killable subprocess (engine.dfa_worker) that builds character DFAs."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pool: cf.ProcessPoolExecutor | None = None
+        self._proc: subprocess.Popen | None = None
 
-    def _get_pool(self) -> cf.ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        return self._pool
+    def _get(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            root = str(Path(__file__).resolve().parent.parent)
+            env = dict(os.environ)
+            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.dfa_worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root,
+            )
+        return self._proc
 
     def build(self, pattern: str, max_states: int, timeout_s: float) -> CharDFA:
+        from .dfa_worker import _read, _write
+
         with self._lock:
-            pool = self._get_pool()
-            fut = pool.submit(_dfa_job, pattern, max_states)
-            try:
-                res = fut.result(timeout=timeout_s)
-            except cf.TimeoutError:
+            proc = self._get()
+            box: dict = {}
+
+            def talk() -> None:
+                try:
+                    _write(proc.stdin, (pattern, max_states))
+                    box["res"] = _read(proc.stdout)
+                except Exception as exc:  # noqa: BLE001
+                    box["exc"] = exc
+
+            t = threading.Thread(target=talk, daemon=True)
+            t.start()
+            t.join(timeout_s)
+            if t.is_alive():
                 self._kill()
+                t.join(1.0)
                 raise CfsmError(
                     "compile_timeout",
                     f"building the automaton took longer than {timeout_s:g} s (the regex is probably "
                     "exponential, e.g. a counted repeat after an unbounded one)",
-                ) from None
-            except cf.process.BrokenProcessPool:
+                )
+            res = box.get("res")
+            if res is None:
                 self._kill()
-                raise CfsmError("state_explosion", "the automaton builder ran out of resources") from None
+                raise CfsmError("compile_failed", "the automaton builder stopped unexpectedly (out of memory?)")
         if res[0] == "error":
             raise CfsmError(res[1], res[2])
         return res[1]
 
     def _kill(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        for p in list(getattr(pool, "_processes", {}).values()):
-            try:
-                p.kill()
-            except Exception:  # noqa: BLE001
-                pass
-        pool.shutdown(wait=False, cancel_futures=True)
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
 
     def close(self) -> None:
         with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                try:
+                    self._proc.stdin.close()
+                    self._proc.wait(timeout=2)
+                except Exception:  # noqa: BLE001
+                    pass
             self._kill()
 
 

@@ -197,6 +197,7 @@ class Decoder:
                 break
         info = {
             "string": js,
+            "char_start": len(old_text),
             "tokens_before": [[t, self.token_text(t)] for t in out_ids],
             "tokens_after": [[t, self.token_text(t)] for t in new_ids],
             "backed_off": [[t, self.token_text(t)] for t in new_ids[len(new_ids) - cands:]],
@@ -204,10 +205,11 @@ class Decoder:
         }
         return new_ids, cands, info
 
-    def _detail(self, step: dict, matcher: Matcher, masks: dict, sample: int = 48) -> None:
+    def _detail(self, step: dict, matcher: Matcher, masks: dict, out_ids: list[int], sample: int = 48) -> None:
         """Trace bookkeeping outside the timed sections: the first allowed tokens with
         the state each leads to, and the whole mask (deduplicated, compressed)."""
         ids = matcher.allowed_ids()
+        step["char_offset"] = len(self._bytes(out_ids).decode("utf-8", errors="ignore"))
         step["allowed_sample"] = [
             [int(t), self.token_text(int(t)), matcher.next_char_state(int(t))] for t in ids[:sample]
         ]
@@ -323,6 +325,17 @@ class Decoder:
             queue = [(lg[i], dt if i == 0 else 0.0, new_ids[confirmed + i]) for i in range(cands)] + [(lg[cands], 0.0 if cands else dt, None)]
             return True
 
+        def emit_step(step: dict) -> None:
+            if on_event is None:
+                return
+            emit("step", {
+                "step": step,
+                "tokens": [[t, self.token_text(t), o, si] for t, o, si in zip(out_ids, origins, token_step, strict=False)],
+                "forward_passes": forward_passes,
+                "jumps": len(jumps),
+                "elapsed_s": time.perf_counter() - t_start,
+            })
+
         # ---- prefill, with an initial jump when the constraint starts with forced text
         alive = True
         if req.mode == "jump":
@@ -388,11 +401,11 @@ class Decoder:
                 step["verifies"] = [expect, self.token_text(expect)]
             steps.append(step)
             if matcher is not None and req.trace_detail:
-                self._detail(step, matcher, masks)
+                self._detail(step, matcher, masks, out_ids)
             t_acc = time.perf_counter()
             if tid == eos and (matcher is None or matcher.is_final()):
                 finished, reason = True, "eos"
-                emit("step", step)
+                emit_step(step)
                 break
             if matcher is not None and not matcher.accept_token(tid):
                 raise CfsmError("dead_end", f"backend rejected token {tid} it had allowed")
@@ -404,7 +417,7 @@ class Decoder:
                 out_ids.append(tid)
                 if tid == expect:
                     step["verified"] = True
-                    emit("step", step)
+                    emit_step(step)
                     continue  # its keys/values are already in the cache
                 step["verified"] = False
                 queue = []
@@ -416,7 +429,7 @@ class Decoder:
             alive = jump_or_feed(step["index"], [tid])
             if not alive:
                 finished, reason = True, "complete"
-            emit("step", step)
+            emit_step(step)
         wall = time.perf_counter() - t_start
         decode_wall = time.perf_counter() - t_decode
         out_bytes = self._bytes(out_ids)

@@ -99,6 +99,13 @@ class Engine:
                 trace["regex"] = req.constraint.regex()
             if res.dfa is not None:
                 trace["automaton"] = automaton_json(res.dfa)
+                path = [res.dfa.initial]
+                for ch in trace["text"]:
+                    nxt = res.dfa.step(path[-1], ch)
+                    if nxt is None:
+                        break
+                    path.append(nxt)
+                trace["automaton"]["path"] = path
                 ids = [t["id"] for t in trace["tokens"]]
                 canon = list(dec.lm.tokenizer.encode(trace["text"], add_special_tokens=False))
                 ideal = ideal_counts(CompressedFSM(res.dfa), trace["text"], canon, dec.vocab.token_bytes)

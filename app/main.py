@@ -1,0 +1,474 @@
+"""The Gradio playground: wiring only. Engine work lives in engine/, pictures in viz/."""
+
+from __future__ import annotations
+
+import json
+import queue
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import gradio as gr
+
+from engine.constraint import Constraint, parse_schema, schema_to_regex
+from engine.decode import GenerateRequest
+from engine.errors import CfsmError
+from engine.regex_dfa import validate_regex
+from engine.trace import validate_trace
+from viz.graph import svg_document
+from viz.panels import CSS as PANEL_CSS
+from viz.panels import token_strip
+from viz.plots import gauges, timeline
+from viz.step_view import graph_svg, render_step
+
+from .presets import presets
+from .state import EngineHub, check_page_model
+
+BACKENDS = ["fsm", "outlines", "xgrammar", "llguidance"]
+MODES = ["jump", "masked", "free"]
+WS = ["compact", "spaced", "flexible"]
+KINDS = ["regex", "schema", "grammar"]
+MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+STREAM_EVERY_S = 0.25
+
+APP_CSS = """
+.cfsm-error{color:#b91c1c;font-weight:600;}
+#caption{font-size:15px;background:#f8fafc;border-left:4px solid #2563eb;padding:6px 10px;}
+"""
+
+
+def _msg(exc: BaseException) -> str:
+    if isinstance(exc, CfsmError):
+        return f'<div class="cfsm-error" id="error-box">\u26a0 {exc.kind}: {exc.message}</div>'
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    return f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {text}</div>'
+
+
+def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str) -> Constraint:
+    text = {"regex": rx, "schema": sch, "grammar": gram}.get(kind, "")
+    if not (text or "").strip():
+        raise CfsmError("invalid_input", f"the {kind} is empty")
+    return Constraint(kind, text, ws)
+
+
+def live_check(kind: str, text: str, ws: str) -> str:
+    """Validation while typing, in the engine's words (cheap checks only)."""
+    if not (text or "").strip():
+        return ""
+    try:
+        if kind == "regex":
+            validate_regex(text)
+        elif kind == "schema":
+            parse_schema(text)
+            try:
+                schema_to_regex(text, ws)
+            except CfsmError as exc:
+                return f'<div class="cfsm-muted">valid schema; the FSM view is unavailable ({exc.message}) \u2014 use xgrammar or llguidance</div>'
+        return '<div class="cfsm-muted" style="color:#15803d">\u2713 looks valid</div>'
+    except CfsmError as exc:
+        return _msg(exc)
+
+
+def summary_md(trace: dict) -> str:
+    t = trace["totals"]
+    ideal = trace.get("ideal") or {}
+    parts = [
+        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 {t['output_tokens']} tokens \u00b7 "
+        f"{t['forward_passes']} forward passes \u00b7 {t['wall_s']} s \u00b7 {t['tokens_per_s']} tok/s \u00b7 "
+        f"{t['jumps']} jumps ({t['jumped_chars']} chars) \u00b7 finished: {t['finished']} ({t['reason']})"
+    ]
+    if ideal:
+        parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")
+    return "  \n".join(parts)
+
+
+def step_outputs(trace: dict | None, step: int, collapse: bool, whole: bool):
+    if not trace:
+        return ["", "Run something to see its steps.", None, None, "", "", ""]
+    from viz import graph as g
+
+    old = g.MAX_FULL_NODES
+    try:
+        if whole:
+            g.MAX_FULL_NODES = 100_000
+        v = render_step(trace, int(step) if step is not None else None, collapse)
+    finally:
+        g.MAX_FULL_NODES = old
+    return [v["graph"], v["caption"], v["mask"], v["topk"], v["allowed"], v["strip"], v["jump"]]
+
+
+def build_demo(hub: EngineHub) -> gr.Blocks:
+    P = presets()
+    first = "SGLang character (regex)"
+
+    with gr.Blocks(title="cfsm-lab: compressed-FSM constrained decoding") as demo:
+        trace_state = gr.State(None)
+        stop_state = gr.State(None)
+        kind_state = gr.State(P[first]["kind"])
+        gr.Markdown("# cfsm-lab \u2014 constrained decoding with a compressed FSM and jump-forward")
+        status = gr.Markdown(hub.status(), elem_id="model-status")
+        status_timer = gr.Timer(1.0)
+
+        with gr.Tab("Playground", id="playground"):
+            with gr.Row():
+                with gr.Column(scale=3):
+                    preset = gr.Dropdown(list(P), value=first, label="Preset", elem_id="preset")
+                    with gr.Tabs(selected="regex") as ctabs:
+                        with gr.Tab("Regex", id="regex") as tab_rx:
+                            rx = gr.Textbox(P[first]["text"], label="Regex (full match, Python syntax)", lines=4, elem_id="regex-input")
+                            rx_err = gr.HTML("", elem_id="regex-error")
+                        with gr.Tab("JSON schema", id="schema") as tab_sch:
+                            sch = gr.Code(P["Person (JSON schema)"]["text"],
+                                          language="json", label="JSON schema", elem_id="schema-input")
+                            sch_err = gr.HTML("", elem_id="schema-error")
+                        with gr.Tab("Grammar", id="grammar") as tab_g:
+                            gram = gr.Textbox(P["Colour (EBNF grammar)"]["text"], lines=4, elem_id="grammar-input",
+                                              label="Grammar: EBNF for xgrammar, Lark for llguidance")
+                            gram_err = gr.HTML("", elem_id="grammar-error")
+                    prompt = gr.Textbox(P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt")
+                with gr.Column(scale=2):
+                    model = gr.Textbox("embedded", label="Model: 'embedded' (SmolLM2-135M-Instruct), an HF id from the local cache, or a folder in the models dir", elem_id="model")
+                    with gr.Row():
+                        backend = gr.Dropdown(BACKENDS, value="fsm", label="Backend", elem_id="backend")
+                        mode = gr.Radio(MODES, value="jump", label="Mode", elem_id="mode")
+                    ws = gr.Radio(WS, value="compact", label="JSON whitespace policy", elem_id="whitespace")
+                    with gr.Row():
+                        max_new = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
+                        temp = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                    with gr.Row():
+                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+                        seed = gr.Number(0, precision=0, label="Seed")
+                    with gr.Row():
+                        run_btn = gr.Button("Run", variant="primary", elem_id="run")
+                        stop_btn = gr.Button("Stop", elem_id="stop")
+            error_box = gr.HTML("", elem_id="run-error")
+            summary = gr.Markdown("", elem_id="summary")
+            gauge_plot = gr.Plot(label="Gauges", elem_id="gauges")
+            with gr.Row():
+                scrub = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="scrubber")
+                play = gr.Button("\u25b6 Play", size="sm", elem_id="play")
+                pause = gr.Button("\u23f8 Pause", size="sm", elem_id="pause")
+                collapse = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
+                whole = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
+            play_timer = gr.Timer(0.8, active=False)
+            caption = gr.Markdown("", elem_id="caption")
+            with gr.Row():
+                with gr.Column(scale=3):
+                    graph = gr.HTML("", label="FSM", elem_id="graph-panel")
+                with gr.Column(scale=2):
+                    jump_html = gr.HTML("", elem_id="jump-html")
+                    allowed_html = gr.HTML("", elem_id="allowed-html")
+            strip = gr.HTML("", elem_id="strip-html")
+            with gr.Row():
+                mask_plot = gr.Plot(label="Mask", elem_id="mask-plot")
+                topk_plot = gr.Plot(label="Top-k", elem_id="topk-plot")
+            timeline_plot = gr.Plot(label="Timeline", elem_id="timeline-plot")
+            with gr.Accordion("Share and export", open=False):
+                with gr.Row():
+                    dl_trace = gr.File(label="Trace JSON", elem_id="dl-trace")
+                    dl_svg = gr.File(label="FSM SVG", elem_id="dl-svg")
+                    up_trace = gr.File(label="Upload a trace to view it", file_types=[".json"], elem_id="up-trace")
+                permalink = gr.Markdown("", elem_id="permalink")
+
+        with gr.Tab("Compare", id="compare"):
+            gr.Markdown("The same prompt and constraint (from the Playground tab) in two configurations, side by side.")
+            with gr.Row():
+                with gr.Column():
+                    mode_a = gr.Radio(MODES, value="masked", label="A: mode")
+                    backend_a = gr.Dropdown(BACKENDS, value="fsm", label="A: backend")
+                    ws_a = gr.Radio(WS, value="compact", label="A: whitespace")
+                with gr.Column():
+                    mode_b = gr.Radio(MODES, value="jump", label="B: mode")
+                    backend_b = gr.Dropdown(BACKENDS, value="fsm", label="B: backend")
+                    ws_b = gr.Radio(WS, value="compact", label="B: whitespace")
+            cmp_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
+            cmp_err = gr.HTML("")
+            cmp_table = gr.Markdown("", elem_id="compare-table")
+            with gr.Row():
+                strip_a = gr.HTML("", elem_id="strip-a")
+                strip_b = gr.HTML("", elem_id="strip-b")
+
+        # ------------------------------------------------------------ wiring
+        status_timer.tick(lambda: hub.status(), None, status, show_progress="hidden", queue=False)
+
+        for box, err, k in ((rx, rx_err, "regex"), (sch, sch_err, "schema"), (gram, gram_err, "grammar")):
+            box.change(lambda text, w, k=k: live_check(k, text, w), [box, ws], err, show_progress="hidden", queue=False)
+        tab_rx.select(lambda: "regex", None, kind_state, queue=False)
+        tab_sch.select(lambda: "schema", None, kind_state, queue=False)
+        tab_g.select(lambda: "grammar", None, kind_state, queue=False)
+
+        def on_preset(name):
+            p = P.get(name)
+            if not p:
+                return [gr.skip()] * 9
+            k = p["kind"]
+            return [
+                k,
+                gr.Tabs(selected=k),
+                p["text"] if k == "regex" else gr.skip(),
+                p["text"] if k == "schema" else gr.skip(),
+                p["text"] if k == "grammar" else gr.skip(),
+                p["prompt"],
+                p["whitespace"],
+                p["mode"],
+                p.get("backend", "fsm"),
+            ]
+
+        preset.input(on_preset, preset, [kind_state, ctabs, rx, sch, gram, prompt, ws, mode, backend], queue=False)
+
+        view_outputs = [graph, caption, mask_plot, topk_plot, allowed_html, strip, jump_html]
+
+        def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
+                   collapse_v, whole_v):
+            stop = threading.Event()
+            n_out = 9 + len(view_outputs)
+            skip = [gr.skip()] * n_out
+
+            def out(**kw):
+                row = list(skip)
+                names = ["trace", "stop", "error", "summary", "gauges", "timeline", "scrub", "permalink", "dl"] + \
+                        ["graph", "caption", "mask", "topk", "allowed", "strip", "jump"]
+                for k, v in kw.items():
+                    row[names.index(k)] = v
+                return row
+
+            try:
+                constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v)
+                name = check_page_model(model_t)
+                req = GenerateRequest(prompt=prompt_t or "", constraint=constraint, mode=mode_v, backend=backend_v,
+                                      max_new_tokens=int(max_v), temperature=float(temp_v), top_p=float(top_v),
+                                      seed=int(seed_v or 0))
+                req.validate()
+                yield out(stop=stop, error="", summary="Loading the model \u2026")
+                eng = hub.get(name)
+                if constraint is not None:
+                    fut = eng.cache.submit(constraint, backend_v)
+                    t0 = time.time()
+                    while not fut.done():
+                        yield out(summary=f"Compiling the {constraint.kind} for {backend_v} \u2026 {time.time() - t0:.1f} s")
+                        time.sleep(0.3)
+                    eng.cache.get(constraint, backend_v)  # raises the compile error, if any
+                events: queue.Queue = queue.Queue()
+                box: dict = {}
+
+                def work():
+                    try:
+                        box["trace"] = eng.generate(req, on_event=lambda k, d: events.put((k, d)), should_stop=stop.is_set)
+                    except BaseException as exc:  # noqa: BLE001 - shown in the page
+                        box["error"] = exc
+                    finally:
+                        events.put(("done", None))
+
+                threading.Thread(target=work, daemon=True).start()
+                last = 0.0
+                latest = None
+                while True:
+                    try:
+                        k, d = events.get(timeout=0.5)
+                    except queue.Empty:
+                        continue
+                    if k == "done":
+                        break
+                    if k == "step":
+                        latest = d
+                    if latest is not None and time.time() - last > STREAM_EVERY_S:
+                        last = time.time()
+                        partial = {"tokens": [{"id": t, "text": x, "origin": o, "step": s} for t, x, o, s in latest["tokens"]],
+                                   "steps": []}
+                        el = max(1e-6, latest["elapsed_s"])
+                        live = {"totals": {"output_tokens": len(partial["tokens"]), "forward_passes": latest["forward_passes"],
+                                           "tokens_per_s": round(len(partial["tokens"]) / el, 1),
+                                           "jumped_tokens": sum(1 for t in partial["tokens"] if t["origin"] == "jump")}}
+                        yield out(strip=token_strip(partial), gauges=gauges(live),
+                                  summary=f"Decoding \u2026 step {latest['step']['index']} \u00b7 {len(partial['tokens'])} tokens \u00b7 "
+                                          f"{latest['forward_passes']} forward passes \u00b7 {latest['jumps']} jumps")
+                if "error" in box:
+                    raise box["error"]
+                trace = box["trace"]
+                n = len(trace["steps"])
+                link = permalink_md(kind, {"regex": rx_t, "schema": sch_t, "grammar": gram_t}[kind], ws_v, prompt_t, model_t,
+                                    backend_v, mode_v, max_v, temp_v, seed_v)
+                views = step_outputs(trace, 0, collapse_v, whole_v)
+                yield out(trace=trace, error="", summary=summary_md(trace), gauges=gauges(trace), timeline=timeline(trace, 0),
+                          scrub=gr.Slider(minimum=0, maximum=max(0, n - 1), value=0, step=1), permalink=link,
+                          dl=write_trace_file(trace),
+                          **dict(zip(["graph", "caption", "mask", "topk", "allowed", "strip", "jump"], views, strict=True)))
+            except GeneratorExit:
+                stop.set()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the page shows one line and keeps serving
+                stop.set()
+                yield out(error=_msg(exc), summary="")
+
+        run_evt = run_btn.click(
+            do_run,
+            [kind_state, rx, sch, gram, ws, prompt, model, backend, mode, max_new, temp, top_p, seed, collapse, whole],
+            [trace_state, stop_state, error_box, summary, gauge_plot, timeline_plot, scrub, permalink, dl_trace] + view_outputs,
+            concurrency_limit=1, concurrency_id="decode",
+        )
+        stop_btn.click(lambda s: (s.set() if s is not None else None) or gr.skip(), stop_state, None, cancels=[run_evt], queue=False)
+
+        def on_scrub(trace, step, collapse_v, whole_v):
+            if not trace:
+                return [gr.skip()] * (len(view_outputs) + 1)
+            return step_outputs(trace, step, collapse_v, whole_v) + [timeline(trace, int(step))]
+
+        for comp in (scrub, collapse, whole):
+            comp.change(on_scrub, [trace_state, scrub, collapse, whole], view_outputs + [timeline_plot], show_progress="hidden")
+
+        play.click(lambda: gr.Timer(active=True), None, play_timer, queue=False)
+        pause.click(lambda: gr.Timer(active=False), None, play_timer, queue=False)
+
+        def tick(trace, step):
+            if not trace:
+                return gr.skip(), gr.Timer(active=False)
+            n = len(trace["steps"])
+            nxt = int(step) + 1
+            if nxt >= n:
+                return gr.skip(), gr.Timer(active=False)
+            return nxt, gr.skip()
+
+        play_timer.tick(tick, [trace_state, scrub], [scrub, play_timer], show_progress="hidden")
+
+        def on_svg(trace, step, collapse_v):
+            if not trace or not trace.get("automaton"):
+                return None
+            html_ = graph_svg(trace, int(step), collapse_v)
+            svg = html_[html_.index("<svg"): html_.rindex("</svg>") + 6]
+            path = Path(tempfile.mkdtemp(prefix="cfsm-")) / "fsm.svg"
+            path.write_text(svg_document(svg), encoding="utf-8")
+            return str(path)
+
+        scrub.release(on_svg, [trace_state, scrub, collapse], dl_svg, show_progress="hidden")
+        run_evt.then(on_svg, [trace_state, scrub, collapse], dl_svg, show_progress="hidden")
+
+        def on_upload(f, collapse_v, whole_v):
+            try:
+                if f is None:
+                    return [gr.skip()] * (6 + len(view_outputs))
+                p = Path(f if isinstance(f, str) else f.name)
+                if p.stat().st_size > MAX_UPLOAD_BYTES:
+                    raise CfsmError("input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
+                trace = validate_trace(p.read_text(encoding="utf-8"))
+                n = len(trace["steps"])
+                return [trace, "", summary_md(trace), gauges(trace), timeline(trace, 0),
+                        gr.Slider(minimum=0, maximum=max(0, n - 1), value=0, step=1)] + step_outputs(trace, 0, collapse_v, whole_v)
+            except BaseException as exc:  # noqa: BLE001
+                return [gr.skip(), _msg(exc)] + [gr.skip()] * (4 + len(view_outputs))
+
+        up_trace.upload(on_upload, [up_trace, collapse, whole],
+                        [trace_state, error_box, summary, gauge_plot, timeline_plot, scrub] + view_outputs)
+
+        def do_compare(kind, rx_t, sch_t, gram_t, prompt_t, model_t, max_v, ma, ba, wa, mb, bb, wb):
+            try:
+                eng = hub.get(check_page_model(model_t))
+                traces = []
+                for m, b, w in ((ma, ba, wa), (mb, bb, wb)):
+                    c = None if m == "free" else make_constraint(kind, rx_t, sch_t, gram_t, w)
+                    traces.append(eng.generate(GenerateRequest(prompt=prompt_t, constraint=c, mode=m, backend=b,
+                                                               max_new_tokens=int(max_v), trace_detail=False)))
+                a, b = traces
+                ta, tb = a["totals"], b["totals"]
+                speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
+                rows = [
+                    "| | A | B |", "|---|---|---|",
+                    f"| config | {ma} / {ba} / {wa} | {mb} / {bb} / {wb} |",
+                    f"| output | `{a['text'][:80]!r}` | `{b['text'][:80]!r}` |",
+                    f"| tokens | {ta['output_tokens']} | {tb['output_tokens']} |",
+                    f"| forward passes | {ta['forward_passes']} | {tb['forward_passes']} |",
+                    f"| wall time | {ta['wall_s']} s | {tb['wall_s']} s |",
+                    f"| finished | {ta['finished']} ({ta['reason']}) | {tb['finished']} ({tb['reason']}) |",
+                    "", f"**B is {speed:.2f}x {'faster' if speed >= 1 else 'slower'} than A in wall time, with "
+                        f"{ta['forward_passes'] / max(1, tb['forward_passes']):.2f}x fewer forward passes.**",
+                ]
+                return "", "\n".join(rows), token_strip(a), token_strip(b)
+            except BaseException as exc:  # noqa: BLE001
+                return _msg(exc), "", "", ""
+
+        cmp_btn.click(do_compare, [kind_state, rx, sch, gram, prompt, model, max_new, mode_a, backend_a, ws_a, mode_b, backend_b, ws_b],
+                      [cmp_err, cmp_table, strip_a, strip_b], concurrency_limit=1, concurrency_id="decode")
+
+        def on_load(request: gr.Request):
+            q = dict(request.query_params) if request is not None else {}
+            if not q:
+                return [gr.skip()] * 14
+            k = q.get("kind", "regex") if q.get("kind") in KINDS else "regex"
+            c = q.get("c", "")
+            return [
+                k, gr.Tabs(selected=k),
+                c if k == "regex" else gr.skip(), c if k == "schema" else gr.skip(), c if k == "grammar" else gr.skip(),
+                q.get("prompt", gr.skip()),
+                q["ws"] if q.get("ws") in WS else gr.skip(),
+                q["backend"] if q.get("backend") in BACKENDS else gr.skip(),
+                q["mode"] if q.get("mode") in MODES else gr.skip(),
+                _num(q.get("max"), 1, 512, gr.skip()), _num(q.get("temp"), 0, 2, gr.skip()),
+                _num(q.get("seed"), 0, 2**31, gr.skip()),
+                q.get("model", gr.skip()),
+                gr.skip(),
+            ]
+
+        demo.load(on_load, None, [kind_state, ctabs, rx, sch, gram, prompt, ws, backend, mode, max_new, temp, seed, model, preset],
+                  queue=False)
+
+        # ------------------------------------------------------------ API (gradio_client)
+        def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm") -> dict:
+            """Compile a regex/schema/grammar; returns the automaton description (engine JSON)."""
+            try:
+                eng = hub.get()
+                return eng.compile_report(Constraint(kind, constraint, whitespace), backend)
+            except CfsmError as exc:
+                raise gr.Error(f"{exc.kind}: {exc.message}") from None
+
+        def api_run(prompt: str, kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
+                    mode: str = "jump", max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0) -> dict:
+            """Decode under a constraint; returns the engine's trace JSON."""
+            try:
+                eng = hub.get()
+                c = None if mode == "free" else Constraint(kind, constraint, whitespace)
+                return eng.generate(GenerateRequest(prompt=prompt, constraint=c, mode=mode, backend=backend,
+                                                    max_new_tokens=int(max_new_tokens), temperature=float(temperature),
+                                                    seed=int(seed)))
+            except CfsmError as exc:
+                raise gr.Error(f"{exc.kind}: {exc.message}") from None
+
+        gr.api(api_compile, api_name="compile", concurrency_limit=2)
+        gr.api(api_run, api_name="run", concurrency_limit=1, concurrency_id="decode")
+    return demo
+
+
+def _num(v, lo, hi, default):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return default
+    return min(hi, max(lo, x))
+
+
+def permalink_md(kind, text, ws, prompt, model, backend, mode, max_v, temp, seed) -> str:
+    q = {"kind": kind, "c": text, "ws": ws, "prompt": prompt, "backend": backend, "mode": mode,
+         "max": int(max_v), "temp": temp, "seed": int(seed or 0)}
+    if model and model != "embedded":
+        q["model"] = model
+    url = "?" + urllib.parse.urlencode(q)
+    if len(url) > 8000:
+        return "Permalink unavailable: the inputs are too long for a URL (download the trace instead)."
+    return f"[Permalink to these inputs]({url})"
+
+
+def write_trace_file(trace: dict) -> str:
+    path = Path(tempfile.mkdtemp(prefix="cfsm-")) / "trace.json"
+    path.write_text(json.dumps(trace, ensure_ascii=False), encoding="utf-8")
+    return str(path)
+
+
+def serve(host: str = "127.0.0.1", port: int = 7860, model: str | None = None, device: str | None = None,
+          prevent_thread_lock: bool = False):
+    hub = EngineHub(model, device)
+    hub.start()
+    demo = build_demo(hub)
+    demo.queue(default_concurrency_limit=2, max_size=32)
+    demo.launch(server_name=host, server_port=port, css=APP_CSS, head=PANEL_CSS, show_error=False,
+                prevent_thread_lock=prevent_thread_lock, quiet=True, ssr_mode=False)
+    return demo, hub

@@ -1,0 +1,108 @@
+"""Engines the app serves, loaded in the background (the page is usable meanwhile)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from engine.errors import CfsmError
+
+MAX_MODELS = 2
+
+
+def models_dir() -> Path:
+    """The only folder from which the page may load local models (CFSM_MODELS_DIR)."""
+    root = os.environ.get("CFSM_MODELS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cfsm-lab", "models")
+    return Path(root)
+
+
+def check_page_model(name: str) -> str:
+    """Model names typed in the page: the embedded model, an HF id (owner/name), or a
+    folder inside the allowlisted models folder. Anything else is refused."""
+    name = (name or "").strip()
+    if name in ("", "embedded"):
+        return "embedded"
+    if len(name) > 200:
+        raise CfsmError("unknown_model", "model name is too long")
+    p = Path(name).expanduser()
+    if name.startswith(("/", ".", "~")) or p.is_absolute():
+        base = models_dir().resolve()
+        try:
+            rp = p.resolve()
+        except OSError as exc:
+            raise CfsmError("unknown_model", f"bad model path {name!r}") from exc
+        if not rp.is_relative_to(base):
+            raise CfsmError("unknown_model", f"the page may only load local models from {base}")
+        return str(rp)
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?", name) or ".." in name:
+        raise CfsmError("unknown_model", f"{name!r} is not a Hugging Face model id")
+    return name
+
+
+class EngineHub:
+    """Loads engines once, in background threads, and reports progress."""
+
+    def __init__(self, default_model: str | None = None, device: str | None = None) -> None:
+        self.default = default_model or "embedded"
+        self.device = device
+        self._engines: dict[str, object] = {}
+        self._errors: dict[str, str] = {}
+        self._started: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def start(self, name: str | None = None) -> None:
+        name = name or self.default
+        with self._lock:
+            if name in self._engines or name in self._started:
+                return
+            self._started[name] = time.time()
+        threading.Thread(target=self._load, args=(name,), daemon=True, name=f"load-{name}").start()
+
+    def _load(self, name: str) -> None:
+        try:
+            from engine.service import Engine
+
+            eng = Engine(None if name == "embedded" else name, self.device)
+            with self._lock:
+                if len(self._engines) >= MAX_MODELS:
+                    oldest = next(k for k in self._engines if k != self.default)
+                    self._engines.pop(oldest).close()
+                self._engines[name] = eng
+        except CfsmError as exc:
+            with self._lock:
+                self._errors[name] = exc.message
+                self._started.pop(name, None)
+        except Exception as exc:  # noqa: BLE001
+            with self._lock:
+                self._errors[name] = " ".join(str(exc).split())
+                self._started.pop(name, None)
+
+    def status(self, name: str | None = None) -> str:
+        name = name or self.default
+        with self._lock:
+            eng = self._engines.get(name)
+            if eng is not None:
+                lm = eng.lm
+                return f"Model ready: **{lm.name}** on `{lm.device}` ({lm.dtype}), loaded in {lm.load_seconds:.1f} s"
+            if name in self._errors:
+                return f"Model failed to load: {self._errors[name]}"
+            if name in self._started:
+                return f"Loading model {name} \u2026 {time.time() - self._started[name]:.0f} s"
+        return "Model not loaded yet."
+
+    def get(self, name: str | None = None, wait_s: float = 180.0):
+        name = name or self.default
+        self.start(name)
+        t0 = time.time()
+        while time.time() - t0 < wait_s:
+            with self._lock:
+                if name in self._engines:
+                    return self._engines[name]
+                if name in self._errors:
+                    raise CfsmError("unknown_model", self._errors.pop(name))
+            time.sleep(0.1)
+        raise CfsmError("unknown_model", f"model {name} is still loading; try again shortly")

@@ -1,0 +1,113 @@
+"""The playground in a real browser: Debian chromium driven by playwright (no
+downloaded browser). Loads the page, picks the character preset, runs, scrubs, and
+checks every panel shows content from this run. Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(engine):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian chromium is missing: run `make test` (it installs it) or apt-get install chromium")
+    from app.main import serve
+
+    port = _free_port()
+    demo, hub = serve(port=port, prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    user_dir = ARTIFACTS / "chromium-profile"
+    shutil.rmtree(user_dir, ignore_errors=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"],
+        )
+        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        pg.goto(app_url, wait_until="domcontentloaded")
+        yield pg
+        browser.close()
+
+
+def test_character_preset_run_and_scrub(page):
+    page.wait_for_selector("#model-status", timeout=60_000)
+    page.wait_for_function("document.querySelector('#model-status').innerText.includes('Model ready')", timeout=180_000)
+    # choose the character preset from the dropdown
+    dd = page.locator("#preset input")
+    dd.click()
+    dd.fill("SGLang character")
+    page.get_by_role("option", name="SGLang character (regex)").click()
+    page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('Gryffindor')", timeout=10_000)
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#summary').innerText.includes('forward passes') && "
+                           "document.querySelector('#summary').innerText.includes('finished')", timeout=240_000)
+    page.screenshot(path=str(ARTIFACTS / "step-view-initial.png"), full_page=True)
+
+    # move the scrubber: the range input responds to the keyboard
+    rng = page.locator("#scrubber input[type=range]")
+    rng.focus()
+    for _ in range(6):
+        rng.press("ArrowRight")
+    page.wait_for_function("document.querySelector('#scrubber input[type=number]').value === '6'", timeout=10_000)
+    page.wait_for_function("document.querySelector('#caption').innerText.includes('Step 6')", timeout=20_000)
+
+    # the FSM graph: an SVG with states, a highlighted current state and chain labels
+    svg = page.locator("#fsm-graph svg")
+    assert svg.count() == 1
+    svg_html = svg.inner_html()
+    assert "<ellipse" in svg_html and "#f97316" in svg_html
+    assert page.locator("#fsm-graph svg g.node").count() >= 5
+    # the mask plot and the top-k plot are plotly figures with data
+    page.wait_for_selector("#mask-plot .js-plotly-plot", timeout=20_000)
+    assert "Allowed-token mask" in page.locator("#mask-plot").inner_text()
+    page.wait_for_selector("#topk-plot .js-plotly-plot", timeout=20_000)
+    # the token strip: chips from this run, some jumped
+    chips = page.locator("#token-strip .cfsm-chip[data-origin]")
+    assert chips.count() > 20
+    assert page.locator("#token-strip .cfsm-chip[data-origin=jump]").count() > 5
+    strip_text = page.locator("#token-strip").inner_text()
+    assert "name" in strip_text and "house" in strip_text
+    # the jump panel and the gauges
+    assert "Jump-forward" in page.locator("#jump-panel").inner_text()
+    page.wait_for_selector("#gauges .js-plotly-plot", timeout=20_000)
+    assert "passes saved vs masked" in page.locator("#gauges").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "step-view-scrubbed.png"), full_page=True)
+
+
+def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
+    box = page.locator("#regex-input textarea")
+    box.fill("(?<=a)b")
+    page.wait_for_function("document.querySelector('#regex-error').innerText.includes('look-ahead')", timeout=20_000)
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#run-error').innerText.includes('unsupported_feature')", timeout=60_000)
+    assert "Traceback" not in page.content()
+    box.fill("(yes|no)")
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
+    assert page.locator("#run-error").inner_text().strip() == ""
