@@ -87,15 +87,7 @@ def summary_md(trace: dict) -> str:
 def step_outputs(trace: dict | None, step: int, collapse: bool, whole: bool):
     if not trace:
         return ["", "Run something to see its steps.", None, None, "", "", ""]
-    from viz import graph as g
-
-    old = g.MAX_FULL_NODES
-    try:
-        if whole:
-            g.MAX_FULL_NODES = 100_000
-        v = render_step(trace, int(step) if step is not None else None, collapse)
-    finally:
-        g.MAX_FULL_NODES = old
+    v = render_step(trace, int(step) if step is not None else None, collapse, whole)
     return [v["graph"], v["caption"], v["mask"], v["topk"], v["allowed"], v["strip"], v["jump"]]
 
 

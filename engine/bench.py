@@ -47,6 +47,7 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
                     "output_tokens": t["output_tokens"],
                     "ideal_forward_passes": (tr.get("ideal") or {}).get("ideal_forward_passes"),
                     "grammar_us_per_step": t["grammar_us_per_step"],
+                    "sample_us_per_step": t["sample_us_per_step"],
                     "forward_ms_per_pass": t["forward_ms_per_pass"],
                     "valid": bool(t["finished"] and re.fullmatch(regex, tr["text"])),
                     "finished": t["finished"],
@@ -69,6 +70,8 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
         g_us_m = statistics.mean(r["masked_grammar_us_per_step"] for r in rs)
         f_ms = statistics.mean(r["jump_forward_ms_per_pass"] for r in rs)
         f_ms_m = statistics.mean(r["masked_forward_ms_per_pass"] for r in rs)
+        s_us = statistics.mean(r["jump_sample_us_per_step"] for r in rs)
+        s_us_m = statistics.mean(r["masked_sample_us_per_step"] for r in rs)
         summary[backend] = {
             "runs": len(rs),
             "masked_forward_passes": m_fp,
@@ -84,6 +87,10 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
             "grammar_us_per_step_jump": round(g_us, 1),
             "grammar_overhead_pct_masked": round(100 * g_us_m / 1000 / f_ms_m, 2),
             "grammar_overhead_pct_jump": round(100 * g_us / 1000 / f_ms, 2),
+            "mask_apply_sample_us_per_step_masked": round(s_us_m, 1),
+            "mask_apply_sample_us_per_step_jump": round(s_us, 1),
+            "forward_ms_per_pass_masked": round(f_ms_m, 2),
+            "forward_ms_per_pass_jump": round(f_ms, 2),
             "valid_masked": sum(r["masked_valid"] for r in rs),
             "valid_jump": sum(r["jump_valid"] for r in rs),
         }
@@ -92,7 +99,7 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
 
 def format_table(result: dict) -> str:
     hdr = ("backend", "masked fp", "jump fp", "ideal fp", "fp ratio", "jump/ideal", "masked s", "jump s", "speedup",
-           "grammar us/step (m/j)", "overhead % (m/j)", "valid m/j")
+           "grammar us/step (m/j)", "overhead % (m/j)", "apply+sample us (m/j)", "valid m/j")
     lines = [" | ".join(hdr), " | ".join("---" for _ in hdr)]
     for b, s in result["summary"].items():
         lines.append(" | ".join(str(x) for x in (
@@ -100,6 +107,7 @@ def format_table(result: dict) -> str:
             s["jump_over_ideal"], s["masked_wall_s"], s["jump_wall_s"], f"{s['wall_speedup']}x",
             f"{s['grammar_us_per_step_masked']}/{s['grammar_us_per_step_jump']}",
             f"{s['grammar_overhead_pct_masked']}/{s['grammar_overhead_pct_jump']}",
+            f"{s['mask_apply_sample_us_per_step_masked']}/{s['mask_apply_sample_us_per_step_jump']}",
             f"{s['valid_masked']}/{s['runs']} {s['valid_jump']}/{s['runs']}")))
     return "\n".join("| " + line + " |" for line in lines)
 

@@ -148,6 +148,11 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.suite == "scrub":
+        from viz.bench_scrub import main as scrub_main
+
+        scrub_main(args.out if args.out != "bench-results/paper-character.json" else "bench-results/scrub.json")
+        return 0
     from .bench import main as bench_main
 
     return bench_main(args)
@@ -200,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument("--suite", default="paper-character", choices=["paper-character"])
+    b.add_argument("--suite", default="paper-character", choices=["paper-character", "scrub"],
+                   help="paper-character: masked vs jump per backend; scrub: step-view re-render time")
     b.add_argument("--names", type=int, default=10, help="how many character names")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
     b.add_argument("--max-new-tokens", type=int, default=256)

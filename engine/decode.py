@@ -291,7 +291,9 @@ class Decoder:
                 js = matcher.jump_forward()
                 grammar_s += time.perf_counter() - t
                 if len(js) > req.jump_threshold:
+                    t = time.perf_counter()
                     res = self._jump(matcher, out_ids, js, req.healing_tokens)
+                    grammar_s += time.perf_counter() - t  # re-tokenization is grammar-side work
             if res is None:
                 if matcher is not None and out_ids and only_eos():
                     return False
@@ -457,6 +459,7 @@ class Decoder:
             "forward_s": round(forward_s, 4),
             "grammar_s": round(grammar_s, 5),
             "grammar_us_per_step": round(grammar_s * 1e6 / n_steps, 1),
+            "sample_us_per_step": round(sum(s["sample_us"] for s in steps) / n_steps, 1),
             "forward_ms_per_pass": round(forward_s * 1e3 / max(1, forward_passes), 3),
             "tokens_per_s": round(len(out_ids) / wall, 2) if wall > 0 else None,
             "compile_s": round(compiled.compile_seconds, 4) if compiled is not None else 0.0,

@@ -5,6 +5,7 @@ checks every panel shows content from this run. Screenshots go to test-artifacts
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -98,6 +99,22 @@ def test_character_preset_run_and_scrub(page):
     page.wait_for_selector("#gauges .js-plotly-plot", timeout=20_000)
     assert "passes saved vs masked" in page.locator("#gauges").inner_text()
     page.screenshot(path=str(ARTIFACTS / "step-view-scrubbed.png"), full_page=True)
+
+
+def test_compare_masked_vs_jump(page):
+    page.get_by_role("tab", name="Compare").click()
+    page.locator("#compare-run").click()
+    page.wait_for_function("document.querySelector('#compare-table').innerText.includes('forward passes')", timeout=240_000)
+    table = page.locator("#compare-table").inner_text()
+    assert "masked / fsm" in table and "jump / fsm" in table
+    m = re.search(r"B is ([0-9.]+)x (faster|slower)", table)
+    assert m, table
+    # both strips show tokens; B (jump) has jumped chips, A (masked) has none
+    assert page.locator("#strip-a .cfsm-chip[data-origin]").count() > 20
+    assert page.locator("#strip-a .cfsm-chip[data-origin=jump]").count() == 0
+    assert page.locator("#strip-b .cfsm-chip[data-origin=jump]").count() > 5
+    page.screenshot(path=str(ARTIFACTS / "compare-view.png"), full_page=True)
+    page.get_by_role("tab", name="Playground").click()
 
 
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):

@@ -40,23 +40,27 @@ def graph_state(trace: dict, step: int | None) -> tuple[int | None, list[int], l
     return current, path, pairs
 
 
-def graph_svg(trace: dict, step: int | None, collapse: bool = True) -> str:
+WHOLE_GRAPH_LIMIT = 1500  # beyond this, `dot` takes seconds: always show a neighbourhood
+
+
+def graph_svg(trace: dict, step: int | None, collapse: bool = True, whole: bool = False) -> str:
     auto = trace.get("automaton")
     if not auto:
         kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
         why = "grammars are context-free." if kind == "grammar" else "free decoding has no constraint." if trace.get("mode") == "free" else "the automaton was not built."
         return NO_GRAPH.format(why=why)
     current, path, pairs = graph_state(trace, step)
-    svg = fsm_svg(auto, current=current, path=path, jump_pairs=pairs, collapse=collapse)
+    kw = {"max_nodes": WHOLE_GRAPH_LIMIT} if whole else {}
+    svg = fsm_svg(auto, current=current, path=path, jump_pairs=pairs, collapse=collapse, **kw)
     return f'<div id="fsm-graph" style="overflow:auto;max-height:520px">{svg}</div>'
 
 
-def render_step(trace: dict, step: int | None, collapse: bool = True) -> dict:
+def render_step(trace: dict, step: int | None, collapse: bool = True, whole: bool = False) -> dict:
     vocab = int(trace.get("model", {}).get("vocab_size", 0))
     steps = trace.get("steps", [])
     s = steps[step] if step is not None and step < len(steps) else None
     return {
-        "graph": graph_svg(trace, step, collapse),
+        "graph": graph_svg(trace, step, collapse, whole),
         "mask": mask_heatmap(trace, step),
         "topk": topk_bars(trace, step),
         "allowed": allowed_tokens(s, vocab) if s else "",

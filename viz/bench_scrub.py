@@ -1,0 +1,116 @@
+"""How long one scrub step takes to re-render (every panel of the step view), for
+automata of several sizes. Target: <= 200 ms per step up to 300 states."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+
+from .step_view import render_step
+
+CASES = [
+    ("date (small)", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"),
+    ("person schema", None),
+    ("SGLang character", "CHARACTER"),
+    ("10k states", r"[a-z0-9]{1,9990}"),
+]
+
+
+def _sample_text(dfa, rng: random.Random, max_len: int = 400) -> str:
+    s, out = dfa.initial, []
+    for _ in range(max_len):
+        row = dfa.trans[s]
+        if not row or (s in dfa.finals and rng.random() < 0.01):
+            break
+        k, t = rng.choice(sorted(row.items()))
+        chars = dfa.classes[k] or "x"
+        ch = rng.choice(chars) if k != dfa.other_class else "x"
+        if dfa.step(s, ch) is None:
+            break
+        out.append(ch)
+        s = t
+    return "".join(out)
+
+
+def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed: int = 0) -> dict:
+    """A trace shaped like the engine's, on a random string of the regex (no model)."""
+    from engine.compressed import CompressedFSM
+    from engine.decode import encode_mask
+    from engine.regex_dfa import build_char_dfa
+    from engine.service import automaton_json
+
+    dfa = build_char_dfa(pattern)
+    rng = random.Random(seed)
+    text = _sample_text(dfa, rng)
+    auto = automaton_json(dfa)
+    path = [dfa.initial]
+    for ch in text:
+        path.append(dfa.step(path[-1], ch))
+    auto["path"] = path
+    cf = CompressedFSM(dfa)
+    n = max(1, min(steps, len(text)))
+    cuts = sorted(rng.sample(range(len(text)), n - 1)) if len(text) > n else list(range(len(text)))
+    bounds = [0] + cuts + [len(text)]
+    mask = encode_mask(list(range(0, vocab_size, 7)), vocab_size)
+    tokens, st = [], []
+    for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
+        if a == b:
+            continue
+        piece = text[a:b]
+        st.append({"index": len(st), "char_state": path[a], "token_state": path[a], "char_offset": a, "allowed": 7022,
+                   "token_id": 100 + i, "token_text": piece, "origin": "forced" if cf.is_jumpable(path[a]) else "model",
+                   "prob": 0.5, "raw_prob": 0.4, "feasible_mass": 0.8, "top_raw": [[100 + i, piece, 0.4]],
+                   "top_masked": [[100 + i, piece, 0.5]], "forward_ms": 50.0, "mask_us": 20.0, "sample_us": 100.0,
+                   "jump": None, "mask_key": "m", "allowed_sample": [[100 + i, piece, path[b]]]})
+        tokens.append({"id": 100 + i, "text": piece, "origin": st[-1]["origin"], "step": st[-1]["index"]})
+    return {"version": 1, "mode": "masked", "backend": "fsm", "model": {"vocab_size": vocab_size}, "text": text,
+            "tokens": tokens, "steps": st, "jumps": [], "masks": {"m": mask}, "automaton": auto,
+            "totals": {"output_tokens": len(tokens), "forward_passes": len(tokens) + 1}}
+
+
+def measure(trace: dict) -> dict:
+    n = len(trace["steps"])
+    t0 = time.perf_counter()
+    render_step(trace, 0)
+    first = time.perf_counter() - t0
+    times = []
+    for i in range(1, n):
+        t = time.perf_counter()
+        render_step(trace, i)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return {
+        "states": trace["automaton"]["num_states"],
+        "steps": n,
+        "first_ms": round(first * 1e3, 1),
+        "median_ms": round(statistics.median(times) * 1e3, 1) if times else None,
+        "p95_ms": round(times[int(0.95 * (len(times) - 1))] * 1e3, 1) if times else None,
+        "max_ms": round(times[-1] * 1e3, 1) if times else None,
+    }
+
+
+def main(out_path: str | None = None) -> dict:
+    from pathlib import Path
+
+    from app.presets import PERSON_SCHEMA, presets
+    from engine.constraint import schema_to_regex
+
+    results = {}
+    for name, rx in CASES:
+        if rx is None:
+            rx = schema_to_regex(json.dumps(PERSON_SCHEMA), "spaced")
+        elif rx == "CHARACTER":
+            rx = presets()["SGLang character (regex)"]["text"]
+        results[name] = measure(synthetic_trace(rx))
+        print(f"{name:18s} {results[name]}")
+    if out_path:
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(out_path).write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main("bench-results/scrub.json")
