@@ -25,3 +25,6 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) bench-results test-artifacts
+
+fuzz: setup
+	CFSM_FUZZ=long $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py

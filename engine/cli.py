@@ -158,6 +158,34 @@ def cmd_bench(args) -> int:
     return bench_main(args)
 
 
+def cmd_doctor(args) -> int:
+    from .doctor import diagnose, format_report
+    from .service import Engine
+
+    constraint = _constraint_from(args)
+    use_model = args.prompt is not None
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=use_model)
+    try:
+        samples = None
+        if use_model:
+            from .decode import GenerateRequest
+
+            samples = []
+            for i in range(args.samples):
+                tr = eng.generate(GenerateRequest(prompt=args.prompt, constraint=constraint, mode="jump", backend="fsm",
+                                                  temperature=0.0 if i == 0 else 0.8, seed=i, max_new_tokens=args.max_new_tokens,
+                                                  trace_detail=False))
+                if tr["totals"]["finished"]:
+                    samples.append(tr["text"])
+        dfa = eng.compile(constraint, "fsm").dfa
+        rep = diagnose(constraint, eng.ctx.tokenizer, eng.ctx.vocab.token_bytes, samples=samples, n=args.samples,
+                       seed=args.seed, threshold=args.jump_threshold, dfa=dfa)
+    finally:
+        eng.close()
+    print(json.dumps(rep, ensure_ascii=False) if args.json else format_report(rep))
+    return 0
+
+
 def cmd_serve(args) -> int:
     from app.main import serve
 
@@ -203,6 +231,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the full trace")
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)
+
+    d = sub.add_parser("doctor", help="explain a poor jump-forward speedup and what to change")
+    _add_constraint_args(d)
+    d.add_argument("--samples", type=int, default=8, help="sample outputs to analyse")
+    d.add_argument("--prompt", default=None, help="generate the samples with the model from this prompt (default: synthesize them from the automaton)")
+    d.add_argument("--max-new-tokens", type=int, default=256)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--jump-threshold", type=int, default=1)
+    d.add_argument("--json", action="store_true")
+    _add_model_args(d)
+    d.set_defaults(func=cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
     b.add_argument("--suite", default="paper-character", choices=["paper-character", "scrub"],

@@ -18,9 +18,8 @@ from pathlib import Path
 from .backends import CompiledConstraint, TokenizerContext, get_backend
 from .constraint import Constraint
 from .errors import CfsmError
+from .limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from .regex_dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
-
-DEFAULT_COMPILE_TIMEOUT_S = 20.0
 
 
 class DfaWorker:

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CfsmError
+from .limits import MAX_GRAMMAR_CHARS, MAX_SCHEMA_CHARS  # noqa: F401 - MAX_GRAMMAR_CHARS is re-exported
 
 KINDS = ("regex", "schema", "grammar")
 WHITESPACE_POLICIES = ("compact", "spaced", "flexible")
 FLEXIBLE_WS = "[ ]?"
-MAX_SCHEMA_CHARS = 200_000
-MAX_GRAMMAR_CHARS = 100_000
 _SENTINEL = "\ue000"  # private-use char marking where outlines-core puts whitespace
 
 

@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass
 from .backends import CompiledConstraint, Matcher, TokenizerContext
 from .constraint import Constraint
 from .errors import CfsmError
+from .limits import MAX_NEW_TOKENS as MAX_NEW_TOKENS_LIMIT
+from .limits import MAX_PROMPT_CHARS
 from .model import LoadedModel
 from .trace import TRACE_VERSION
 
 MODES = ("free", "masked", "jump")
-MAX_PROMPT_CHARS = 20_000
-MAX_NEW_TOKENS_LIMIT = 2048
 
 
 @dataclass

@@ -191,8 +191,9 @@ def load_model(
     dtype = pick_dtype(dev)
     try:
         tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        # safetensors only: never unpickle weights from a model folder
         mdl = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dtype, trust_remote_code=trust_remote_code
+            source, dtype=dtype, trust_remote_code=trust_remote_code, use_safetensors=True
         )
     except CfsmError:
         raise

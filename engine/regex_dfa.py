@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import CfsmError
-
-MAX_REGEX_CHARS = 20_000
-DEFAULT_MAX_STATES = 10_000
+from .limits import MAX_REGEX_CHARS
+from .limits import MAX_STATES as DEFAULT_MAX_STATES
 
 # sre opcodes that name a construct the automaton cannot represent.
 _UNSUPPORTED_OPS = {
@@ -102,6 +101,11 @@ def normalize_regex(pattern: str) -> str:
             special = _SPECIAL_INSIDE if in_class else _SPECIAL_OUTSIDE
             out.append("\\" + lit if lit in special else lit)
             i += width
+            continue
+        if c == "." and not in_class:
+            # Python's `.` excludes only the newline; some engines include it: spell it out
+            out.append("[^\\n]")
+            i += 1
             continue
         if c == "[" and not in_class:
             in_class = True

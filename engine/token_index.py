@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import CfsmError
+from .limits import MAX_INDEX_ENTRIES
 from .regex_dfa import CharDFA
 from .vocab import TokenVocab
 
@@ -127,6 +129,7 @@ class TokenIndex:
 
     def _compute_all(self, chunk: int = 32) -> None:
         n = self.num_char_states
+        self._entries = 0
         dead = n
         table = self._table
         cls = self._cls
@@ -139,11 +142,18 @@ class TokenIndex:
                 cur[:, :active] = table[cur[:, :active], cls[:active, j]]
             for row, s in enumerate(states):
                 ok = self._regular_ids[cur[row] != dead]
+                self._entries += len(ok)
+                if self._entries > MAX_INDEX_ENTRIES:
+                    raise CfsmError(
+                        "state_explosion",
+                        f"the token index would exceed {MAX_INDEX_ENTRIES:,} (state, token) pairs "
+                        f"({n} states x {self.vocab.size} tokens); simplify the constraint",
+                    )
                 extra = [t for t in self._irregular if self._walk(int(s), b"", self.vocab.token_bytes[t]) is not None]
                 ids = np.concatenate([ok, np.array(extra, dtype=np.int64)]) if extra else ok
                 if int(s) in self.dfa.finals:
                     ids = np.append(ids, self.vocab.eos_token_id)
-                self._allowed[int(s)] = np.sort(ids.astype(np.int64))
+                self._allowed[int(s)] = np.sort(ids.astype(np.int32))
 
     # ---------------------------------------------------------------- disk cache
     def _key(self) -> str:
@@ -165,7 +175,7 @@ class TokenIndex:
                 return None
             for s in range(self.num_char_states):
                 bits = np.unpackbits(packed[s], count=self.vocab.size).astype(bool)
-                self._allowed[s] = np.flatnonzero(bits).astype(np.int64)
+                self._allowed[s] = np.flatnonzero(bits).astype(np.int32)
             return True
         except Exception:  # noqa: BLE001 - a corrupt cache is rebuilt
             return None
@@ -279,7 +289,7 @@ class TokenIndex:
         if got is None:
             s, pending = self.split(tstate)
             ids = [t for t in self._cont_start if self._walk(s, pending, self.vocab.token_bytes[t]) is not None]
-            got = np.array(sorted(ids), dtype=np.int64)
+            got = np.array(sorted(ids), dtype=np.int32)
             self._allowed[tstate] = got
         return got
 
@@ -293,7 +303,7 @@ class TokenIndex:
             m = torch.zeros(self.vocab.size, dtype=torch.bool)
             ids = self.allowed_ids(tstate)
             if len(ids):
-                m[torch.from_numpy(ids)] = True
+                m[torch.from_numpy(ids.astype(np.int64))] = True
             m = m.to(device)
             self._masks[key] = m
         return m

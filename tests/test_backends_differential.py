@@ -106,3 +106,18 @@ def test_llguidance_difference_is_the_canonical_forced_tokenization(ctx):
     assert llg < fsm
     dropped = {ctx.vocab.token_bytes[t] for t in fsm - llg}
     assert b"{" in dropped  # a prefix-only token of the forced text
+
+
+def test_outlines_core_alternation_is_leftmost_first(ctx):
+    """Found by the fuzzer: for `(a|ab)` at the end of a pattern, outlines-core drops the
+    longer alternative (leftmost-first semantics); every other backend, like Python's
+    `re.fullmatch`, accepts "ab". The order `(ab|a)` is the workaround."""
+    import re
+
+    assert re.fullmatch("(a|ab)", "ab")
+    ab = [t for t in range(ctx.vocab.size) if ctx.vocab.token_bytes[t] == b"ab"][0]
+    for rx, outlines_has_ab in (("(a|ab)", False), ("(ab|a)", True)):
+        ms = _matchers(ctx, rx)
+        for b in ("fsm", "xgrammar", "llguidance"):
+            assert ab in set(ms[b].allowed_ids().tolist()), (rx, b)
+        assert (ab in set(ms["outlines"].allowed_ids().tolist())) == outlines_has_ab

@@ -128,3 +128,28 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     page.locator("#run").click()
     page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
     assert page.locator("#run-error").inner_text().strip() == ""
+
+
+def test_permalink_restores_inputs(page, app_url):
+    import urllib.parse
+
+    q = urllib.parse.urlencode({"kind": "regex", "c": "(red|blue) sky", "prompt": "Colour?", "mode": "masked",
+                                "backend": "xgrammar", "max": 17})
+    page.goto(f"{app_url}/?{q}", wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelector('#regex-input textarea').value === '(red|blue) sky'", timeout=60_000)
+    assert page.locator("#prompt textarea").input_value() == "Colour?"
+    assert page.locator("#mode input[value=masked]").is_checked()
+
+
+def test_api_endpoints_with_gradio_client(app_url):
+    from gradio_client import Client
+
+    c = Client(app_url + "/", verbose=False)
+    rep = c.predict("regex", "(apple|apricot) pie", "compact", "fsm", api_name="/compile")
+    assert rep["chains"] and rep["num_states"] > 3
+    tr = c.predict("Which fruit pie?", "regex", "(apple|apricot) pie", "compact", "fsm", "jump", 16, 0.0, 0, api_name="/run")
+    assert tr["text"] in ("apple pie", "apricot pie")
+    assert tr["version"] == 1 and tr["jumps"]
+    with pytest.raises(Exception) as ei:
+        c.predict("regex", "a(b", "compact", "fsm", api_name="/compile")
+    assert "invalid_regex" in str(ei.value)

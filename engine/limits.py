@@ -1,0 +1,30 @@
+"""Limits that keep one request from taking the process down. Each has a sane default
+and can be changed with an environment variable (the CLI also has flags for some)."""
+
+from __future__ import annotations
+
+import os
+
+
+def _int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def _float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+MAX_STATES = _int("CFSM_MAX_STATES", 10_000)                    # DFA states
+COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)       # building the automaton
+MAX_INDEX_ENTRIES = _int("CFSM_MAX_INDEX_ENTRIES", 60_000_000)   # allowed (state, token) pairs kept
+MAX_PROMPT_CHARS = _int("CFSM_MAX_PROMPT_CHARS", 20_000)
+MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)
+MAX_REGEX_CHARS = _int("CFSM_MAX_REGEX_CHARS", 20_000)
+MAX_SCHEMA_CHARS = _int("CFSM_MAX_SCHEMA_CHARS", 200_000)
+MAX_GRAMMAR_CHARS = _int("CFSM_MAX_GRAMMAR_CHARS", 100_000)
