@@ -200,8 +200,8 @@ def _classify(dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_s
         return "stop_decision"
     if is_schema:
         ctx = _json_context(text, pos)
-        if non_ws <= {",", "]"} and "]" in non_ws:
-            return "array_lengths"
+        if "]" in non_ws:
+            return "array_lengths"  # closing the array now or writing another item
         if non_ws <= {",", "}"} and "}" in non_ws:
             return "optional_or_order"
         if ctx == "key" or (ctx == "structure" and '"' in non_ws and len(non_ws) > 1):
@@ -409,11 +409,14 @@ def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] 
                 what_if.append({"change": label, "error": exc.message})
                 continue
             re_texts = [t2 for t2 in (_reserialize(t, ws, sch) for t in texts) if t2 and dfa2.accepts(t2)]
-            if not re_texts:
+            note = "same documents, re-serialized"
+            if len(re_texts) < len(texts):
+                # the change alters which documents are valid: measure fresh samples of it
                 re_texts = synthesize(dfa2, n, seed)
+                note = "fresh synthesized samples: the change alters which documents are valid"
             r2 = analyse_samples(dfa2, re_texts, tokenizer, token_bytes, True, threshold)
             what_if.append({"change": label, "whitespace": ws, "ideal_reduction_before": res["ideal_reduction"],
-                            "ideal_reduction_after": r2["ideal_reduction"], "samples": r2["samples"]})
+                            "ideal_reduction_after": r2["ideal_reduction"], "samples": r2["samples"], "note": note})
     return {
         "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
         "fsm": cf.stats(),
@@ -451,5 +454,5 @@ def format_report(rep: dict) -> str:
             if "error" in w:
                 lines.append(f"  {w['change']}: {w['error']}")
             else:
-                lines.append(f"  {w['change']}: {w['ideal_reduction_before']}x -> {w['ideal_reduction_after']}x")
+                lines.append(f"  {w['change']}: {w['ideal_reduction_before']}x -> {w['ideal_reduction_after']}x ({w['note']})")
     return "\n".join(lines)

@@ -136,7 +136,7 @@ def test_permalink_restores_inputs(page, app_url):
     q = urllib.parse.urlencode({"kind": "regex", "c": "(red|blue) sky", "prompt": "Colour?", "mode": "masked",
                                 "backend": "xgrammar", "max": 17})
     page.goto(f"{app_url}/?{q}", wait_until="domcontentloaded")
-    page.wait_for_function("document.querySelector('#regex-input textarea').value === '(red|blue) sky'", timeout=60_000)
+    page.wait_for_function("document.querySelector('#regex-input textarea')?.value === '(red|blue) sky'", timeout=60_000)
     assert page.locator("#prompt textarea").input_value() == "Colour?"
     assert page.locator("#mode input[value=masked]").is_checked()
 
