@@ -98,13 +98,22 @@ def synthesize(dfa: CharDFA, n: int, seed: int = 0, soft_len: int = 60, hard_len
     return out
 
 
-def _json_pointer_at(text: str, pos: int) -> str | None:
-    """JSON pointer of the value being written at `pos` (a tiny scanner over a prefix)."""
-    stack: list = []  # entries: ["obj", key] or ["arr", index]
-    i, n = 0, min(pos, len(text))
-    in_str, esc, buf, expecting_key = False, False, [], False
-    while i < n:
-        c = text[i]
+@dataclass
+class _JsonScan:
+    stack: list  # ["obj", key or None] / ["arr", index]
+    expecting_key: bool
+    in_str: bool
+    str_is_key: bool
+    last_struct: str
+
+
+def _scan_json(text: str, pos: int) -> _JsonScan:
+    """One pass over a JSON prefix: the container stack and where we are in it."""
+    stack: list = []
+    in_str = esc = expecting_key = str_is_key = False
+    buf: list[str] = []
+    last_struct = ""
+    for c in text[: min(pos, len(text))]:
         if in_str:
             if esc:
                 esc = False
@@ -112,12 +121,14 @@ def _json_pointer_at(text: str, pos: int) -> str | None:
                 esc = True
             elif c == '"':
                 in_str = False
-                if expecting_key and stack and stack[-1][0] == "obj":
+                if str_is_key and stack and stack[-1][0] == "obj":
                     stack[-1][1] = "".join(buf)
             else:
                 buf.append(c)
-        elif c == '"':
+            continue
+        if c == '"':
             in_str, buf = True, []
+            str_is_key = expecting_key and bool(stack) and stack[-1][0] == "obj"
         elif c == "{":
             stack.append(["obj", None])
             expecting_key = True
@@ -127,6 +138,7 @@ def _json_pointer_at(text: str, pos: int) -> str | None:
         elif c in "}]":
             if stack:
                 stack.pop()
+            expecting_key = False
         elif c == ":":
             expecting_key = False
         elif c == ",":
@@ -134,12 +146,19 @@ def _json_pointer_at(text: str, pos: int) -> str | None:
                 stack[-1][1] += 1
             else:
                 expecting_key = True
-        i += 1
+        if c in "{}[],:":
+            last_struct = c
+    return _JsonScan(stack, expecting_key, in_str, str_is_key, last_struct)
+
+
+def _json_pointer_at(text: str, pos: int) -> str:
+    """JSON pointer of the value being written at `pos`."""
+    sc = _scan_json(text, pos)
     parts = []
-    for depth, (kind, v) in enumerate(stack):
-        last = depth == len(stack) - 1
+    for depth, (kind, v) in enumerate(sc.stack):
+        last = depth == len(sc.stack) - 1
         if kind == "obj":
-            if v is None or (last and expecting_key):
+            if v is None or (last and sc.expecting_key and not sc.in_str):
                 break  # choosing a key: the place is the object itself
             parts.append("properties/" + str(v).replace("~", "~0").replace("/", "~1"))
         else:
@@ -148,38 +167,14 @@ def _json_pointer_at(text: str, pos: int) -> str | None:
 
 
 def _json_context(text: str, pos: int) -> str:
-    """'key', 'string', 'number', 'literal' or 'structure' at `pos`."""
-    in_str, esc, is_key, last_struct = False, False, False, ""
-    for i in range(min(pos, len(text))):
-        c = text[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-            is_key = last_struct in ("{", ",") and _expect_key(text, i)
-        elif c in "{}[],:":
-            last_struct = c
-    if in_str:
-        return "key" if is_key else "string"
+    """'key', 'string', 'number' or 'structure' at `pos`."""
+    sc = _scan_json(text, pos)
+    if sc.in_str:
+        return "key" if sc.str_is_key else "string"
     ch = text[pos] if pos < len(text) else ""
-    if ch in "-0123456789.eE+" and last_struct in (":", "[", ","):
+    if ch in "-0123456789.eE+" and sc.last_struct in (":", "[", ","):
         return "number"
     return "structure"
-
-
-def _expect_key(text: str, quote_pos: int) -> bool:
-    depth_obj = []
-    for c in text[:quote_pos]:
-        if c in "{[":
-            depth_obj.append(c)
-        elif c in "}]" and depth_obj:
-            depth_obj.pop()
-    return bool(depth_obj) and depth_obj[-1] == "{"
 
 
 def _classify(dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_schema: bool, threshold: int) -> str:

@@ -92,6 +92,18 @@ class Matcher(ABC):
         return {"char_state": None, "token_state": None}
 
 
+class StackMatcher(Matcher):
+    """Matchers that keep one state per accepted token; rollback pops them."""
+
+    stack: list
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens >= len(self.stack):
+            raise ValueError("rollback past the start")
+        if num_tokens > 0:
+            del self.stack[-num_tokens:]
+
+
 class CompiledConstraint(ABC):
     """A compiled constraint for one tokenizer; cheap to make matchers from."""
 

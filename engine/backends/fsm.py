@@ -10,10 +10,10 @@ from ..constraint import Constraint
 from ..errors import CfsmError
 from ..regex_dfa import CharDFA
 from ..token_index import TokenIndex
-from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
 
-class FsmMatcher(Matcher):
+class FsmMatcher(StackMatcher):
     backend = "fsm"
 
     def __init__(self, compiled: FsmCompiled) -> None:
@@ -36,12 +36,6 @@ class FsmMatcher(Matcher):
             return False
         self.stack.append(nxt)
         return True
-
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens >= len(self.stack):
-            raise ValueError("rollback past the start")
-        if num_tokens > 0:
-            del self.stack[-num_tokens:]
 
     def is_final(self) -> bool:
         return self.c.index.is_final(self.state)

@@ -10,7 +10,7 @@ from ..compressed import CompressedFSM
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..regex_dfa import CharDFA, normalize_regex
-from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
 
 def _vocabulary(ctx: TokenizerContext):
@@ -23,12 +23,13 @@ def _vocabulary(ctx: TokenizerContext):
     return Vocabulary(ctx.eos_token_id, groups)
 
 
-class OutlinesMatcher(Matcher):
+class OutlinesMatcher(StackMatcher):
     backend = "outlines"
 
     def __init__(self, c: OutlinesCompiled) -> None:
         self.c = c
-        self.stack: list[tuple[int, bytes]] = [(c.index.get_initial_state(), b"")]
+        # (index state, char state of our DFA or None, bytes of an unfinished character)
+        self.stack: list[tuple[int, int | None, bytes]] = [(c.index.get_initial_state(), c.compressed.dfa.initial, b"")]
 
     def allowed_ids(self) -> np.ndarray:
         state = self.stack[-1][0]
@@ -54,31 +55,36 @@ class OutlinesMatcher(Matcher):
         return m
 
     def accept_token(self, token_id: int) -> bool:
-        state, text = self.stack[-1]
+        state, char_state, pending = self.stack[-1]
         if token_id == self.c.eos_token_id:
             return self.c.index.is_final_state(state)
         nxt = self.c.index.get_next_state(state, token_id)
         if nxt is None:
             return False
-        self.stack.append((nxt, text + (self.c.token_bytes[token_id] or b"")))
+        # follow the same text in our DFA, incrementally, for the jump string
+        buf = pending + (self.c.token_bytes[token_id] or b"")
+        cut = len(buf)
+        while cut > 0 and cut > len(buf) - 4:
+            try:
+                text = buf[:cut].decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                cut -= 1
+        else:
+            text, cut = "", 0
+        if char_state is not None:
+            char_state = self.c.compressed.dfa.walk(text, char_state)
+        self.stack.append((nxt, char_state, buf[cut:]))
         return True
-
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens >= len(self.stack):
-            raise ValueError("rollback past the start")
-        if num_tokens > 0:
-            del self.stack[-num_tokens:]
 
     def is_final(self) -> bool:
         return bool(self.c.index.is_final_state(self.stack[-1][0]))
 
     def jump_forward(self) -> str:
-        try:
-            text = self.stack[-1][1].decode("utf-8")
-        except UnicodeDecodeError:
+        _state, char_state, pending = self.stack[-1]
+        if pending or char_state is None:
             return ""
-        s = self.c.compressed.dfa.walk(text)
-        return "" if s is None else self.c.compressed.jump_string(s)
+        return self.c.compressed.jump_string(char_state)
 
     def state_info(self) -> dict:
         return {"char_state": None, "token_state": int(self.stack[-1][0])}
