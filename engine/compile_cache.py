@@ -90,6 +90,30 @@ class DfaWorker:
             self._kill()
 
 
+class DfaWorkerPool:
+    """A few killable workers, so one pathological regex (held until its time limit)
+    does not hold up the automata of other sessions."""
+
+    def __init__(self, size: int = 2) -> None:
+        import queue
+
+        self._free: queue.Queue[DfaWorker] = queue.Queue()
+        self._all = [DfaWorker() for _ in range(max(1, size))]
+        for w in self._all:
+            self._free.put(w)
+
+    def build(self, pattern: str, max_states: int, timeout_s: float) -> CharDFA:
+        w = self._free.get()
+        try:
+            return w.build(pattern, max_states, timeout_s)
+        finally:
+            self._free.put(w)
+
+    def close(self) -> None:
+        for w in self._all:
+            w.close()
+
+
 @dataclass
 class CompileResult:
     compiled: CompiledConstraint
@@ -119,7 +143,7 @@ class CompileCache:
         self._futures: OrderedDict[tuple, cf.Future] = OrderedDict()
         self._dfas: dict[str, cf.Future] = {}
         self._lock = threading.Lock()
-        self._worker = DfaWorker() if use_worker else None
+        self._worker = DfaWorkerPool(2) if use_worker else None
 
     def key(self, constraint: Constraint, backend: str) -> tuple:
         return (constraint.kind, constraint.text, backend, constraint.whitespace, self.ctx.fingerprint)

@@ -153,3 +153,18 @@ def test_api_endpoints_with_gradio_client(app_url):
     with pytest.raises(Exception) as ei:
         c.predict("regex", "a(b", "compact", "fsm", api_name="/compile")
     assert "invalid_regex" in str(ei.value)
+
+
+def test_app_survives_a_client_that_disconnects_mid_run(app_url):
+    import time
+
+    from gradio_client import Client
+
+    c = Client(app_url + "/", verbose=False)
+    job = c.submit("Write a long story.", "regex", "[a-z ]{1,300}", "compact", "fsm", "masked", 120, 0.0, 0, api_name="/run")
+    time.sleep(1.0)
+    job.cancel()
+    del c
+    fresh = Client(app_url + "/", verbose=False)
+    tr = fresh.predict("Say ok.", "regex", "(ok)", "compact", "fsm", "jump", 4, 0.0, 0, api_name="/run")
+    assert tr["text"] == "ok" and tr["totals"]["finished"]
