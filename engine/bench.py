@@ -22,19 +22,32 @@ def _paper_bench() -> dict:
     return json.loads(PAPER_BENCH.read_text())
 
 
-def run_paper_character(engine, names: int, backends: list[str], max_new_tokens: int = 256, log=print) -> dict:
-    data = _paper_bench()["character"]
-    regex = data["regex"]
+CITY_DOCS = Path(__file__).resolve().parent.parent / "assets" / "city_documents.json"
+
+
+def paper_items(task: str, names: int) -> tuple[str, list[tuple[str, str]]]:
+    """(regex, [(label, prompt)]) for the SGLang character or city task."""
+    data = _paper_bench()[task]
+    if task == "character":
+        items = [(n, data["prompt_template"].format(name=n)) for n in data["names"][:names]]
+    else:
+        docs = json.loads(CITY_DOCS.read_text(encoding="utf-8"))["documents"]
+        items = [(city, data["prompt_template"].format(document=doc)) for city, doc in list(docs.items())[:names]]
+    return data["regex"], items
+
+
+def run_paper_character(engine, names: int, backends: list[str], max_new_tokens: int = 256, log=print,
+                        task: str = "character") -> dict:
+    regex, items = paper_items(task, names)
     constraint = Constraint("regex", regex)
-    picked = data["names"][:names]
+    picked = [label for label, _ in items]
     rows = []
     for b in backends:
         engine.compile(constraint, b)  # compile outside the timed runs
     # warm-up: first forward passes are slower (allocator, caches)
     engine.generate(GenerateRequest(prompt="Hello", constraint=constraint, mode="jump", max_new_tokens=16))
     for backend in backends:
-        for name in picked:
-            prompt = data["prompt_template"].format(name=name)
+        for name, prompt in items:
             pair = {}
             for mode in ("masked", "jump"):
                 tr = engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, mode=mode, backend=backend,
@@ -94,7 +107,7 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
             "valid_masked": sum(r["masked_valid"] for r in rs),
             "valid_jump": sum(r["jump_valid"] for r in rs),
         }
-    return {"suite": "paper-character", "names": picked, "rows": rows, "summary": summary}
+    return {"suite": f"paper-{task}", "names": picked, "rows": rows, "summary": summary}
 
 
 def format_table(result: dict) -> str:
@@ -118,19 +131,28 @@ def main(args) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     eng = Engine(args.model, args.device, args.trust_remote_code)
     t0 = time.perf_counter()
+    log = (lambda *_: None) if args.json else print
     try:
-        result = run_paper_character(eng, args.names, backends, args.max_new_tokens,
-                                     log=(lambda *_: None) if args.json else print)
+        if args.suite == "paper":
+            result = {"suite": "paper", "tasks": {}}
+            for task, n in (("character", args.names), ("city", args.names)):
+                log(f"--- {task}")
+                result["tasks"][task] = run_paper_character(eng, n, backends, args.max_new_tokens, log=log, task=task)
+        else:
+            result = run_paper_character(eng, args.names, backends, args.max_new_tokens, log=log)
     finally:
         eng.close()
     result["device"] = eng.lm.device
     result["model"] = eng.lm.name
     result["elapsed_s"] = round(time.perf_counter() - t0, 1)
-    out = Path(args.out)
+    out = Path(args.out or f"bench-results/{args.suite}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     if args.json:
         print(json.dumps(result))
+    elif "tasks" in result:
+        for task, r in result["tasks"].items():
+            print(f"\n{task}:\n" + format_table(r))
     else:
         print()
         print(format_table(result))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .errors import CfsmError
 
@@ -148,14 +149,39 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.suite == "jsonschemabench":
+        from .bench_jsb import format_table, run
+        from .service import Engine
+
+        eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        res = run(eng, backends, per_subset=args.per_subset, log=(lambda *_: None) if args.json else print)
+        eng.close()
+        out = Path(args.out or "bench-results/jsonschemabench.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res))
+        from viz.bench_report import write_report
+
+        html = write_report(res, out.with_suffix(".html"))
+        print(json.dumps({k: v for k, v in res.items() if k != "rows"}) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
+        return 0
     if args.suite == "scrub":
         from viz.bench_scrub import main as scrub_main
 
-        scrub_main(args.out if args.out != "bench-results/paper-character.json" else "bench-results/scrub.json")
+        scrub_main(args.out or "bench-results/scrub.json")
         return 0
     from .bench import main as bench_main
 
-    return bench_main(args)
+    args.out = args.out or f"bench-results/{args.suite}.json"
+    rc = bench_main(args)
+    out = Path(args.out)
+    if rc == 0 and out.exists():
+        from viz.bench_report import write_report
+
+        html = write_report(json.loads(out.read_text()), out.with_suffix(".html"))
+        if not args.json:
+            print(f"report: {html}")
+    return rc
 
 
 def cmd_doctor(args) -> int:
@@ -244,12 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument("--suite", default="paper-character", choices=["paper-character", "scrub"],
-                   help="paper-character: masked vs jump per backend; scrub: step-view re-render time")
+    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "scrub", "jsonschemabench"],
+                   help="paper-character: masked vs jump per backend on --names names; paper: the character "
+                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view re-render time")
     b.add_argument("--names", type=int, default=10, help="how many character names")
+    b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
     b.add_argument("--max-new-tokens", type=int, default=256)
-    b.add_argument("--out", default="bench-results/paper-character.json")
+    b.add_argument("--out", default=None, help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)")
     b.add_argument("--json", action="store_true")
     _add_model_args(b)
     b.set_defaults(func=cmd_bench)

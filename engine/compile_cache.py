@@ -19,6 +19,7 @@ from .backends import CompiledConstraint, TokenizerContext, get_backend
 from .constraint import Constraint
 from .errors import CfsmError
 from .limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
+from .limits import MAX_REGEX_CHARS, MAX_SCHEMA_CHARS
 from .regex_dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
 
 
@@ -40,7 +41,7 @@ class DfaWorker:
             )
         return self._proc
 
-    def build(self, pattern: str, max_states: int, timeout_s: float) -> CharDFA:
+    def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
         from .dfa_worker import _read, _write
 
         with self._lock:
@@ -49,7 +50,7 @@ class DfaWorker:
 
             def talk() -> None:
                 try:
-                    _write(proc.stdin, (pattern, max_states))
+                    _write(proc.stdin, (pattern, max_states, max_chars))
                     box["res"] = _read(proc.stdout)
                 except Exception as exc:  # noqa: BLE001
                     box["exc"] = exc
@@ -102,10 +103,10 @@ class DfaWorkerPool:
         for w in self._all:
             self._free.put(w)
 
-    def build(self, pattern: str, max_states: int, timeout_s: float) -> CharDFA:
+    def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
         w = self._free.get()
         try:
-            return w.build(pattern, max_states, timeout_s)
+            return w.build(pattern, max_states, timeout_s, max_chars)
         finally:
             self._free.put(w)
 
@@ -148,10 +149,10 @@ class CompileCache:
     def key(self, constraint: Constraint, backend: str) -> tuple:
         return (constraint.kind, constraint.text, backend, constraint.whitespace, self.ctx.fingerprint)
 
-    def _build_dfa(self, pattern: str) -> CharDFA:
+    def _build_dfa(self, pattern: str, max_chars: int) -> CharDFA:
         if self._worker is None:
-            return build_char_dfa(pattern, self.max_states)
-        return self._worker.build(pattern, self.max_states, self.timeout_s)
+            return build_char_dfa(pattern, self.max_states, max_chars)
+        return self._worker.build(pattern, self.max_states, self.timeout_s, max_chars)
 
     def dfa(self, constraint: Constraint) -> CharDFA:
         """The character DFA of a regex/schema constraint (cached)."""
@@ -168,7 +169,9 @@ class CompileCache:
                 owner = False
         if owner:
             try:
-                fut.set_result(self._build_dfa(pattern))
+                # regexes derived from schemas are long by nature; the state limit governs them
+                max_chars = MAX_REGEX_CHARS if constraint.kind == "regex" else 25 * MAX_SCHEMA_CHARS
+                fut.set_result(self._build_dfa(pattern, max_chars))
             except BaseException as exc:  # noqa: BLE001
                 fut.set_exception(exc)
                 with self._lock:
@@ -182,7 +185,8 @@ class CompileCache:
             try:
                 dfa = self.dfa(constraint)
             except CfsmError as exc:
-                if backend in ("fsm", "outlines") or exc.kind in ("invalid_regex", "invalid_schema", "unsatisfiable", "input_too_large"):
+                # fsm and outlines need the automaton; native backends only lose the FSM view
+                if backend in ("fsm", "outlines") or constraint.kind == "regex":
                     raise
                 dfa_error = exc.message
         compiled = get_backend(backend).compile(constraint, self.ctx, dfa=dfa, cache_dir=self.cache_dir)

@@ -93,6 +93,23 @@ def _walk_schema(node, pointer: str = ""):
             yield from _walk_schema(v, f"{pointer}/{i}")
 
 
+def _unanchor_patterns(obj):
+    """String `pattern`s are embedded in the document's regex, where ^ and $ would be
+    anchors in the middle of it; a generated string matches its pattern in full anyway."""
+    import copy
+
+    obj = copy.deepcopy(obj)
+    for _ptr, node in _walk_schema(obj):
+        pat = node.get("pattern")
+        if isinstance(pat, str):
+            if pat.startswith("^"):
+                pat = pat[1:]
+            if pat.endswith("$") and not pat.endswith("\\$"):
+                pat = pat[:-1]
+            node["pattern"] = pat
+    return obj
+
+
 def _check_regexable(obj) -> None:
     """Reject what outlines-core's converter would get silently wrong."""
     for ptr, node in _walk_schema(obj):
@@ -110,7 +127,7 @@ def _check_regexable(obj) -> None:
 def schema_to_regex(text: str, whitespace: str = "compact") -> str:
     """JSON schema -> regex through outlines-core, then place whitespace by policy:
     compact `,` `:`; spaced `, ` `: ` (json.dumps style); flexible `[ ]?` everywhere."""
-    obj = parse_schema(text)
+    obj = _unanchor_patterns(parse_schema(text))
     _check_regexable(obj)
     from outlines_core.json_schema import build_regex_from_schema
 
@@ -120,6 +137,8 @@ def schema_to_regex(text: str, whitespace: str = "compact") -> str:
         msg = " ".join(str(exc).split())
         kind = "unsupported_feature" if "support" in msg.lower() else "invalid_schema"
         raise CfsmError(kind, f"cannot turn the schema into a regex: {msg}") from exc
+    if len(rx) > 25 * MAX_SCHEMA_CHARS:
+        raise CfsmError("input_too_large", f"the schema's regex is {len(rx):,} characters long")
     if whitespace == "flexible":
         return rx.replace(_SENTINEL, FLEXIBLE_WS)
     if whitespace == "spaced":

@@ -116,12 +116,13 @@ class Decoder:
         tb = self.vocab.token_bytes
         return b"".join(tb[t] or b"" for t in ids)
 
-    def _forward(self, ids: list[int], cache):
+    def _forward(self, ids: list[int], cache, keep: int = 1):
+        """Logits of the last `keep` positions after feeding `ids` on top of `cache`."""
         import torch
 
         x = torch.tensor([ids], dtype=torch.long, device=self.lm.device)
-        out = self.lm.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[0, -1]
+        out = self.lm.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=keep)
+        return out.logits[0]
 
     def _select(self, logits, mask, req: GenerateRequest, gen) -> list[float]:
         """Mask, pick a token and gather the trace's top-k numbers on the device; one
@@ -262,11 +263,8 @@ class Decoder:
 
         def fwd(ids: list[int], keep: int = 1):
             nonlocal forward_passes, forward_s
-            import torch as _t
-
             t = time.perf_counter()
-            x = _t.tensor([ids], dtype=_t.long, device=dev)
-            lg = self.lm.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=keep).logits[0]
+            lg = self._forward(ids, cache, keep)
             forward_passes += 1
             dt = time.perf_counter() - t
             forward_s += dt

@@ -32,9 +32,9 @@ def main() -> None:
         req = _read(inp)
         if req is None:
             return
-        pattern, max_states = req
+        pattern, max_states, max_chars = req
         try:
-            _write(out, ("ok", build_char_dfa(pattern, max_states)))
+            _write(out, ("ok", build_char_dfa(pattern, max_states, max_chars)))
         except CfsmError as exc:
             _write(out, ("error", exc.kind, exc.message))
         except Exception as exc:  # noqa: BLE001

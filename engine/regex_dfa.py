@@ -238,10 +238,10 @@ def _largest_repeat(parsed) -> int:
     return best
 
 
-def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> str:
+def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS) -> str:
     """Check the regex with Python's parser and name unsupported constructs.
     Returns the normalized pattern that the automata are built from."""
-    if len(pattern) > MAX_REGEX_CHARS:
+    if len(pattern) > max_chars:
         raise CfsmError("input_too_large", f"regex is {len(pattern)} characters; the limit is {MAX_REGEX_CHARS}")
     try:
         re.compile(pattern)
@@ -268,14 +268,14 @@ def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> str:
     return norm
 
 
-def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS) -> CharDFA:
     """Compile a regex to a canonical character DFA (may be slow for pathological input:
     callers that must stay responsive go through engine.compile_cache)."""
     import interegular
     from interegular.fsm import anything_else
     from interegular.patterns import Unsupported
 
-    norm = validate_regex(pattern, max_states)
+    norm = validate_regex(pattern, max_states, max_chars)
     try:
         fsm = interegular.parse_pattern(norm).to_fsm()
     except Unsupported as exc:

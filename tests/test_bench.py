@@ -1,0 +1,61 @@
+"""Benchmark plumbing on small inputs (the benchmarks themselves are run by `cfsm bench`)."""
+
+import json
+
+from engine.bench import paper_items
+from engine.bench_jsb import _reorder, summarize, walk_instance
+from engine.compile_cache import CompileCache
+from engine.constraint import Constraint
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"enum": ["alpha", "beta"]}},
+          "required": ["n", "tag"], "additionalProperties": False}
+
+
+def test_paper_items_cover_both_tasks(paper_bench):
+    rx, items = paper_items("character", 50)
+    assert len(items) == 50 and "Harry Potter" in items[0][1]
+    rx, items = paper_items("city", 10)
+    assert len(items) >= 6 and all("Page begin." in p and len(p) > 200 for _, p in items)
+
+
+def test_walk_instance_accepts_valid_and_rejects_invalid(ctx):
+    cache = CompileCache(ctx, use_worker=False)
+    try:
+        for backend in ("fsm", "xgrammar", "llguidance"):
+            comp = cache.get(Constraint("schema", json.dumps(SCHEMA), "compact"), backend).compiled
+            good = json.dumps(_reorder({"tag": "beta", "n": 12}, SCHEMA), separators=(",", ":"))
+            assert good == '{"n":12,"tag":"beta"}'
+            w = walk_instance(comp, ctx.tokenizer, ctx.vocab.token_bytes, good)
+            assert w["accepted"], backend
+            assert len(w["mask_s"]) >= 3
+            assert 0 < w["covered"] < w["bytes"]  # `{"n":` and `,"tag":"` are forced
+            bad = walk_instance(comp, ctx.tokenizer, ctx.vocab.token_bytes, '{"n":12,"tag":"gamma"}')
+            assert not bad["accepted"], backend
+    finally:
+        cache.close()
+
+
+def test_summary_counts_coverage_and_leaks():
+    rows = [
+        {"subset": "s", "id": "a", "backends": {"xgrammar": {"compiled": True, "compile_s": 0.01, "mask_us": [5.0, 7.0],
+                                                             "valid": 2, "valid_accepted": 2, "invalid": 1, "invalid_accepted": [0],
+                                                             "jump_covered_bytes": 10, "instance_bytes": 40},
+                                                "llguidance": {"compiled": False, "error": "unsupported_feature"}}},
+        {"subset": "s", "id": "b", "backends": {"xgrammar": {"compiled": False, "error": "compile_timeout"},
+                                                "llguidance": {"compiled": True, "compile_s": 0.02}}},
+    ]
+    res = summarize(rows, ["xgrammar", "llguidance"])
+    assert res["summary"]["xgrammar"]["coverage"] == 0.5
+    assert res["summary"]["xgrammar"]["jump_share_of_instance_bytes"] == 0.25
+    assert res["fallback_chain"]["covered"] == 2
+    assert res["invalid_instances_accepted"] == [{"subset": "s", "id": "a", "backend": "xgrammar", "tests": [0]}]
+
+
+def test_html_report(tmp_path):
+    from viz.bench_report import write_report
+
+    rows = [{"subset": "s", "id": "a", "backends": {"xgrammar": {"compiled": True, "compile_s": 0.01, "mask_us": [5.0],
+                                                                "valid": 1, "valid_accepted": 1, "invalid": 0, "invalid_accepted": [],
+                                                                "jump_covered_bytes": 3, "instance_bytes": 9}}}]
+    html = write_report(summarize(rows, ["xgrammar"]), tmp_path / "r.html").read_text()
+    assert "Compile coverage" in html and "plotly" in html.lower()
