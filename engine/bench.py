@@ -110,6 +110,44 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
     return {"suite": f"paper-{task}", "names": picked, "rows": rows, "summary": summary}
 
 
+def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=print) -> dict:
+    """Throughput and latency of batched decoding, masked vs jump, on the character task."""
+    from .batch import run_batch
+
+    regex, items = paper_items("character", max(sizes))
+    constraint = Constraint("regex", regex)
+    compiled = engine.compile(constraint, "fsm").compiled
+    dec = engine.ensure_model()
+    run_batch(dec, [items[0][1]], compiled, mode="jump", max_new_tokens=16)  # warm-up
+    rows = []
+    for b in sizes:
+        prompts = [p for _, p in items[:b]]
+        pair = {}
+        for mode in ("masked", "jump"):
+            r = run_batch(dec, prompts, compiled, mode=mode, max_new_tokens=max_new_tokens)
+            lat = sorted(r["latency_s"])
+            pair[mode] = {"tokens_per_s": r["tokens_per_s"], "wall_s": r["wall_s"], "output_tokens": r["output_tokens"],
+                          "latency_p50_s": lat[len(lat) // 2], "latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
+                          "batched_passes": r["batched_passes"], "own_passes": r["own_passes"],
+                          "valid": sum(1 for t, f in zip(r["texts"], r["finished"], strict=True) if f and re.fullmatch(regex, t))}
+        rows.append({"batch_size": b, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
+                     "throughput_speedup": round(pair["jump"]["tokens_per_s"] / max(1e-9, pair["masked"]["tokens_per_s"]), 2)})
+        log(f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 {pair['masked']['latency_p50_s']:.2f}s | "
+            f"jump {pair['jump']['tokens_per_s']:7.1f} tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']} of {b}")
+    return {"suite": "batch", "device": dec.lm.device, "rows": rows}
+
+
+def format_batch_table(result: dict) -> str:
+    lines = ["| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched passes m / j | solo prefills m / j | valid m / j |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | {r['throughput_speedup']}x | "
+                     f"{r['masked_latency_p50_s']} / {r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / {r['jump_latency_p95_s']} s | "
+                     f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['masked_own_passes']} / {r['jump_own_passes']} | "
+                     f"{r['masked_valid']} / {r['jump_valid']} |")
+    return "\n".join(lines)
+
+
 def format_table(result: dict) -> str:
     hdr = ("backend", "masked fp", "jump fp", "ideal fp", "fp ratio", "jump/ideal", "masked s", "jump s", "speedup",
            "grammar us/step (m/j)", "overhead % (m/j)", "apply+sample us (m/j)", "valid m/j")
@@ -133,7 +171,9 @@ def main(args) -> int:
     t0 = time.perf_counter()
     log = (lambda *_: None) if args.json else print
     try:
-        if args.suite == "paper":
+        if args.suite == "batch":
+            result = run_batch_suite(eng, tuple(int(x) for x in args.batch_sizes.split(",")), args.max_new_tokens, log=log)
+        elif args.suite == "paper":
             result = {"suite": "paper", "tasks": {}}
             for task, n in (("character", args.names), ("city", args.names)):
                 log(f"--- {task}")
@@ -150,6 +190,8 @@ def main(args) -> int:
     out.write_text(json.dumps(result, indent=1))
     if args.json:
         print(json.dumps(result))
+    elif result.get("suite") == "batch":
+        print("\n" + format_batch_table(result))
     elif "tasks" in result:
         for task, r in result["tasks"].items():
             print(f"\n{task}:\n" + format_table(r))

@@ -270,11 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "scrub", "jsonschemabench"],
+    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench"],
                    help="paper-character: masked vs jump per backend on --names names; paper: the character "
                         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view re-render time")
     b.add_argument("--names", type=int, default=10, help="how many character names")
     b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
+    b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
     b.add_argument("--max-new-tokens", type=int, default=256)
     b.add_argument("--out", default=None, help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)")
