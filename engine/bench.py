@@ -128,7 +128,7 @@ def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=pri
             lat = sorted(r["latency_s"])
             pair[mode] = {"tokens_per_s": r["tokens_per_s"], "wall_s": r["wall_s"], "output_tokens": r["output_tokens"],
                           "latency_p50_s": lat[len(lat) // 2], "latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
-                          "batched_passes": r["batched_passes"], "own_passes": r["own_passes"],
+                          "batched_passes": r["batched_passes"], "jump_prefill_passes": r["jump_prefill_passes"],
                           "valid": sum(1 for t, f in zip(r["texts"], r["finished"], strict=True) if f and re.fullmatch(regex, t))}
         rows.append({"batch_size": b, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
                      "throughput_speedup": round(pair["jump"]["tokens_per_s"] / max(1e-9, pair["masked"]["tokens_per_s"]), 2)})
@@ -138,12 +138,12 @@ def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=pri
 
 
 def format_batch_table(result: dict) -> str:
-    lines = ["| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched passes m / j | solo prefills m / j | valid m / j |",
+    lines = ["| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         lines.append(f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | {r['throughput_speedup']}x | "
                      f"{r['masked_latency_p50_s']} / {r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / {r['jump_latency_p95_s']} s | "
-                     f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['masked_own_passes']} / {r['jump_own_passes']} | "
+                     f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | "
                      f"{r['masked_valid']} / {r['jump_valid']} |")
     return "\n".join(lines)
 
