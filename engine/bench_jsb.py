@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from .compile_cache import CompileCache
-from .constraint import Constraint
+from .constraint import Constraint, reorder_like_schema
 from .errors import CfsmError
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "jsonschemabench"
@@ -23,18 +23,6 @@ def _pct(xs: list[float], q: float) -> float | None:
         return None
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
-
-
-def _reorder(doc, schema):
-    """Instances in schema property order (the order every backend generates)."""
-    if isinstance(doc, dict) and isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-        props = schema["properties"]
-        out = {k: _reorder(doc[k], props[k]) for k in props if k in doc}
-        out.update({k: v for k, v in doc.items() if k not in out})
-        return out
-    if isinstance(doc, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
-        return [_reorder(x, schema["items"]) for x in doc]
-    return doc
 
 
 def walk_instance(compiled, tokenizer, token_bytes, text: str) -> dict:
@@ -118,7 +106,7 @@ def run(engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.
                     if comp is not None:
                         masks, cov, chars, ok_valid, n_valid, bad_accepted, n_invalid = [], 0, 0, 0, 0, [], 0
                         for i, test in enumerate(record["tests"]):
-                            text = json.dumps(_reorder(test["data"], rs), separators=(",", ":"), ensure_ascii=False)
+                            text = json.dumps(reorder_like_schema(test["data"], rs), separators=(",", ":"), ensure_ascii=False)
                             try:
                                 w = walk_instance(comp, tok, ctx.vocab.token_bytes, text)
                             except Exception as exc:  # noqa: BLE001

@@ -123,3 +123,12 @@ class CompressedFSM:
             "longest_chain": max((len(c.string) for c in self.chains), default=0),
             "chain_chars": sum(len(c.string) for c in self.chains),
         }
+
+
+def compressed_of(dfa: CharDFA) -> CompressedFSM:
+    """The CompressedFSM of a DFA, built once and kept on the DFA object."""
+    cf = dfa.__dict__.get("_compressed")
+    if cf is None:
+        cf = CompressedFSM(dfa)
+        dfa.__dict__["_compressed"] = cf
+    return cf

@@ -145,3 +145,16 @@ def schema_to_regex(text: str, whitespace: str = "compact") -> str:
         rx = rx.replace(_SENTINEL + "," + _SENTINEL, ", ").replace(_SENTINEL + ":" + _SENTINEL, ": ")
         rx = rx.replace("," + _SENTINEL, ", ")
     return rx.replace(_SENTINEL, "")
+
+
+def reorder_like_schema(doc, schema):
+    """A document with its keys in the schema's property order (the order generation
+    follows), recursively; keys the schema does not list keep their place at the end."""
+    if isinstance(doc, dict) and isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        props = schema["properties"]
+        out = {k: reorder_like_schema(doc[k], props[k]) for k in props if k in doc}
+        out.update({k: v for k, v in doc.items() if k not in out})
+        return out
+    if isinstance(doc, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
+        return [reorder_like_schema(x, schema["items"]) for x in doc]
+    return doc

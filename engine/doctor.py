@@ -10,8 +10,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from .compressed import CompressedFSM
-from .constraint import Constraint, parse_schema, schema_to_regex
+from .compressed import CompressedFSM, compressed_of
+from .constraint import Constraint, parse_schema, reorder_like_schema, schema_to_regex
 from .errors import CfsmError
 from .regex_dfa import CharDFA, build_char_dfa
 
@@ -234,7 +234,7 @@ def _regex_span(pattern: str, forced_before: str) -> list[int] | None:
 
 def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_schema: bool, threshold: int = 1,
                     pattern: str | None = None) -> dict:
-    cf = CompressedFSM(dfa)
+    cf = compressed_of(dfa)
     counts: Counter = Counter()
     places: dict[str, Counter] = defaultdict(Counter)
     total_tokens = 0
@@ -346,20 +346,9 @@ def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
     except ValueError:
         return None
     if schema is not None:
-        doc = _reorder(doc, schema)
+        doc = reorder_like_schema(doc, schema)
     seps = (", ", ": ") if ws == "spaced" else (",", ":")
     return json.dumps(doc, separators=seps, ensure_ascii=False)
-
-
-def _reorder(doc, schema):
-    if isinstance(doc, dict) and isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-        props = schema["properties"]
-        out = {k: _reorder(doc[k], props[k]) for k in props if k in doc}
-        out.update({k: v for k, v in doc.items() if k not in out})
-        return out
-    if isinstance(doc, list) and isinstance(schema, dict):
-        return [_reorder(x, schema.get("items", {})) for x in doc]
-    return doc
 
 
 def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] | None = None, n: int = 8,
@@ -370,7 +359,7 @@ def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] 
     is_schema = constraint.kind == "schema"
     pattern = constraint.regex() or ""
     dfa = dfa or build_char_dfa(pattern)
-    cf = CompressedFSM(dfa)
+    cf = compressed_of(dfa)
     source = "model" if samples else "synthesized"
     texts = [t for t in (samples or []) if dfa.accepts(t)] or synthesize(dfa, n, seed)
     if not texts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .backends import TokenizerContext
 from .compile_cache import DEFAULT_COMPILE_TIMEOUT_S, CompileCache, CompileResult
-from .compressed import CompressedFSM
+from .compressed import compressed_of
 from .constraint import Constraint
 from .decode import Decoder, GenerateRequest
 from .errors import CfsmError
@@ -17,8 +17,12 @@ MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
 
 
 def automaton_json(dfa: CharDFA) -> dict:
-    """The DFA and its compressed view, as the trace and `cfsm compile` carry it."""
-    cfsm = CompressedFSM(dfa)
+    """The DFA and its compressed view, as the trace and `cfsm compile` carry it (built
+    once per automaton; callers get a shallow copy they may extend)."""
+    cached = dfa.__dict__.get("_automaton_json")
+    if cached is not None:
+        return dict(cached)
+    cfsm = compressed_of(dfa)
     data = dfa.to_json()
     if len(data["transitions"]) > MAX_AUTOMATON_EDGES_IN_TRACE:
         data["transitions"] = data["transitions"][:MAX_AUTOMATON_EDGES_IN_TRACE]
@@ -27,7 +31,8 @@ def automaton_json(dfa: CharDFA) -> dict:
     data["jumpable_states"] = cfsm.jumpable_states
     data["jump_strings"] = {str(s): cfsm.jump_string(s) for s in cfsm.jumpable_states}
     data["stats"] = cfsm.stats()
-    return data
+    dfa.__dict__["_automaton_json"] = data
+    return dict(data)
 
 
 class Engine:
@@ -108,7 +113,7 @@ class Engine:
                 trace["automaton"]["path"] = path
                 ids = [t["id"] for t in trace["tokens"]]
                 canon = list(dec.lm.tokenizer.encode(trace["text"], add_special_tokens=False))
-                ideal = ideal_counts(CompressedFSM(res.dfa), trace["text"], canon, dec.vocab.token_bytes)
+                ideal = ideal_counts(compressed_of(res.dfa), trace["text"], canon, dec.vocab.token_bytes)
                 if ideal is not None:
                     ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
                     ideal["emitted_tokens"] = len(ids)

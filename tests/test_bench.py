@@ -3,9 +3,9 @@
 import json
 
 from engine.bench import paper_items
-from engine.bench_jsb import _reorder, summarize, walk_instance
+from engine.bench_jsb import summarize, walk_instance
 from engine.compile_cache import CompileCache
-from engine.constraint import Constraint
+from engine.constraint import Constraint, reorder_like_schema
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"enum": ["alpha", "beta"]}},
           "required": ["n", "tag"], "additionalProperties": False}
@@ -23,7 +23,7 @@ def test_walk_instance_accepts_valid_and_rejects_invalid(ctx):
     try:
         for backend in ("fsm", "xgrammar", "llguidance"):
             comp = cache.get(Constraint("schema", json.dumps(SCHEMA), "compact"), backend).compiled
-            good = json.dumps(_reorder({"tag": "beta", "n": 12}, SCHEMA), separators=(",", ":"))
+            good = json.dumps(reorder_like_schema({"tag": "beta", "n": 12}, SCHEMA), separators=(",", ":"))
             assert good == '{"n":12,"tag":"beta"}'
             w = walk_instance(comp, ctx.tokenizer, ctx.vocab.token_bytes, good)
             assert w["accepted"], backend

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compressed import CompressedFSM
+from ..compressed import compressed_of
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..regex_dfa import CharDFA
@@ -61,7 +61,7 @@ class FsmCompiled(CompiledConstraint):
     def __init__(self, constraint: Constraint, dfa: CharDFA, index: TokenIndex) -> None:
         self.constraint = constraint
         self.dfa = dfa
-        self.compressed = CompressedFSM(dfa)
+        self.compressed = compressed_of(dfa)
         self.index = index
 
     def matcher(self) -> Matcher:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compressed import CompressedFSM
+from ..compressed import compressed_of
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..regex_dfa import CharDFA, normalize_regex
@@ -96,7 +96,7 @@ class OutlinesCompiled(CompiledConstraint):
     def __init__(self, constraint: Constraint, index, dfa: CharDFA, ctx: TokenizerContext) -> None:
         self.constraint = constraint
         self.index = index
-        self.compressed = CompressedFSM(dfa)
+        self.compressed = compressed_of(dfa)
         self.vocab_size = ctx.vocab_size
         self.eos_token_id = ctx.eos_token_id
         self.token_bytes = ctx.vocab.token_bytes
