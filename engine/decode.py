@@ -430,6 +430,10 @@ class Decoder:
             if not alive:
                 finished, reason = True, "complete"
             emit_step(step)
+        if len(out_ids) > req.max_new_tokens:
+            # a jump can carry the output past the limit: the limit holds all the same
+            del out_ids[req.max_new_tokens:], origins[req.max_new_tokens:], token_step[req.max_new_tokens:]
+            finished, reason = False, "max_new_tokens"
         wall = time.perf_counter() - t_start
         decode_wall = time.perf_counter() - t_decode
         out_bytes = self._bytes(out_ids)

@@ -161,6 +161,14 @@ def test_free_mode_and_max_tokens(engine):
     assert tr["totals"]["reason"] == "max_new_tokens" and not tr["totals"]["finished"]
 
 
+def test_max_new_tokens_holds_across_a_jump(engine):
+    c = Constraint("regex", r'\{"description": "a long fixed preamble that is forced", "n": [0-9]\}')
+    tr = gen(engine, "JSON please.", c, mode="jump", max_new_tokens=4)
+    assert tr["totals"]["output_tokens"] == 4
+    assert not tr["totals"]["finished"] and tr["totals"]["reason"] == "max_new_tokens"
+    assert "".join(t["text"] for t in tr["tokens"]) == tr["text"]
+
+
 def test_bad_requests(engine):
     with pytest.raises(CfsmError) as ei:
         gen(engine, "x", None, mode="jump")
