@@ -161,6 +161,10 @@ def run_batch(dec: Decoder, prompts: list[str], compiled: CompiledConstraint, mo
                 else:
                     jump_passes += 1
     wall = time.perf_counter() - t0
+    for r in reqs:
+        if len(r.out_ids) > max_new_tokens:  # a jump can carry a request past the limit
+            del r.out_ids[max_new_tokens:]
+            r.finished, r.reason = False, "max_new_tokens"
     lat = [r.t_done - t0 for r in reqs]
     texts = [dec._bytes(r.out_ids).decode("utf-8", errors="replace") for r in reqs]
     out_tokens = sum(len(r.out_ids) for r in reqs)

@@ -43,3 +43,10 @@ def test_batched_requests_keep_their_own_states(setup, character_regex):
     assert jump["batched_passes"] * 2 < masked["batched_passes"]
     assert 0 < jump["jump_prefill_passes"] <= 11 * len(prompts)
     assert masked["jump_prefill_passes"] == 0
+
+
+def test_max_new_tokens_holds_in_a_batch(setup):
+    engine, c, comp, prompts = setup
+    r = run_batch(engine.ensure_model(), prompts[:2], comp, mode="jump", max_new_tokens=5)
+    assert r["finished"] == [False, False]
+    assert r["output_tokens"] == 10
