@@ -54,19 +54,13 @@ class GenerateRequest:
 
 
 def encode_mask(ids, vocab_size: int) -> str:
-    """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB."""
+    """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB.
+    viz.plots.decode_mask reads it back."""
     import numpy as np
 
     bits = np.zeros(vocab_size, dtype=bool)
     bits[np.asarray(ids, dtype=np.int64)] = True
     return base64.b64encode(zlib.compress(np.packbits(bits).tobytes(), 6)).decode("ascii")
-
-
-def decode_mask(blob: str, vocab_size: int):
-    import numpy as np
-
-    raw = np.frombuffer(zlib.decompress(base64.b64decode(blob)), dtype=np.uint8)
-    return np.unpackbits(raw, count=vocab_size).astype(bool)
 
 
 def _lcp(a: list[int], b: list[int]) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .compressed import CompressedFSM, compressed_of
 from .constraint import Constraint, parse_schema, reorder_like_schema, schema_to_regex
 from .errors import CfsmError
+from .ideal import char_at_byte
 from .regex_dfa import CharDFA, build_char_dfa
 
 CAUSES = {
@@ -72,9 +73,11 @@ def _pick_char(chars: str, rng: random.Random) -> str:
     return rng.choice(letters or list(chars))
 
 
-def synthesize(dfa: CharDFA, n: int, seed: int = 0, soft_len: int = 60, hard_len: int = 400) -> list[str]:
-    """Plausible strings of the language: random walks that head for an accepting state
-    once they are long enough (letters preferred in free classes)."""
+def synthesize(dfa: CharDFA, n: int, seed: int = 0, soft_len: int = 60, hard_len: int = 400,
+               stop_prob: float = 0.15) -> list[str]:
+    """Plausible strings of the language: random walks that stop at an accepting state
+    with `stop_prob`, and head for one once they are `soft_len` long (letters preferred in
+    free classes)."""
     rng = random.Random(seed)
     dist = _dist_to_final(dfa)
     out = []
@@ -82,7 +85,7 @@ def synthesize(dfa: CharDFA, n: int, seed: int = 0, soft_len: int = 60, hard_len
         s, text = dfa.initial, []
         while len(text) < hard_len:
             row = dfa.trans[s]
-            if not row or (s in dfa.finals and (len(text) > soft_len or rng.random() < 0.15)):
+            if not row or (s in dfa.finals and (len(text) > soft_len or rng.random() < stop_prob)):
                 break
             edges = sorted(row.items())
             if len(text) > soft_len:
@@ -248,9 +251,7 @@ def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_s
             states.append(dfa.step(states[-1], ch))
         if states[-1] is None:
             continue
-        char_at_byte = []
-        for i, ch in enumerate(text):
-            char_at_byte.extend([i] * len(ch.encode("utf-8")))
+        byte_char = char_at_byte(text)
         # a char costs a pass when it is a choice, or forced but in a run of forced
         # characters too short to be jumped
         forced = [cf.is_jumpable(states[i]) for i in range(len(text))]
@@ -271,7 +272,7 @@ def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_s
         sample_model = 0
         for tid in ids:
             b = token_bytes[tid] or b""
-            chars = sorted({char_at_byte[j] for j in range(pos, min(pos + len(b), len(char_at_byte)))})
+            chars = sorted({byte_char[j] for j in range(pos, min(pos + len(b), len(byte_char)))})
             pos += len(b)
             costly = [c for c in chars if costly_char[c]]
             if not costly:

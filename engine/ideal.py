@@ -19,6 +19,14 @@ def free_char_flags(cfsm: CompressedFSM, text: str) -> list[bool] | None:
     return flags
 
 
+def char_at_byte(text: str) -> list[int]:
+    """For each UTF-8 byte of `text`, the index of the character it belongs to."""
+    out: list[int] = []
+    for i, ch in enumerate(text):
+        out.extend([i] * len(ch.encode("utf-8")))
+    return out
+
+
 def ideal_counts(cfsm: CompressedFSM, text: str, token_ids: list[int], token_bytes: list[bytes | None]) -> dict | None:
     """Count tokens of `token_ids` (a tokenization of `text`) that contain at least one
     free character, plus the stop decision where the automaton could still go on."""
@@ -26,14 +34,12 @@ def ideal_counts(cfsm: CompressedFSM, text: str, token_ids: list[int], token_byt
     if flags is None:
         return None
     # byte offset -> char index
-    char_at_byte = []
-    for i, ch in enumerate(text):
-        char_at_byte.extend([i] * len(ch.encode("utf-8")))
+    byte_char = char_at_byte(text)
     pos = 0
     model_tokens = 0
     for tid in token_ids:
         b = token_bytes[tid] or b""
-        chars = {char_at_byte[j] for j in range(pos, min(pos + len(b), len(char_at_byte)))}
+        chars = {byte_char[j] for j in range(pos, min(pos + len(b), len(byte_char)))}
         pos += len(b)
         if any(flags[c] for c in chars):
             model_tokens += 1

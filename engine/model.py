@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,6 @@ class LoadedModel:
     device: str
     dtype: str
     load_seconds: float
-    extra: dict = field(default_factory=dict)
 
     @property
     def vocab_size(self) -> int:

@@ -111,12 +111,11 @@ class Engine:
                         break
                     path.append(nxt)
                 trace["automaton"]["path"] = path
-                ids = [t["id"] for t in trace["tokens"]]
                 canon = list(dec.lm.tokenizer.encode(trace["text"], add_special_tokens=False))
                 ideal = ideal_counts(compressed_of(res.dfa), trace["text"], canon, dec.vocab.token_bytes)
                 if ideal is not None:
                     ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
-                    ideal["emitted_tokens"] = len(ids)
+                    ideal["emitted_tokens"] = len(trace["tokens"])
                 trace["ideal"] = ideal
         return trace
 

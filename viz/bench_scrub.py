@@ -18,22 +18,6 @@ CASES = [
 ]
 
 
-def _sample_text(dfa, rng: random.Random, max_len: int = 400) -> str:
-    s, out = dfa.initial, []
-    for _ in range(max_len):
-        row = dfa.trans[s]
-        if not row or (s in dfa.finals and rng.random() < 0.01):
-            break
-        k, t = rng.choice(sorted(row.items()))
-        chars = dfa.classes[k] or "x"
-        ch = rng.choice(chars) if k != dfa.other_class else "x"
-        if dfa.step(s, ch) is None:
-            break
-        out.append(ch)
-        s = t
-    return "".join(out)
-
-
 def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed: int = 0) -> dict:
     """A trace shaped like the engine's, on a random string of the regex (no model)."""
     from engine.compressed import CompressedFSM
@@ -42,8 +26,10 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
     from engine.service import automaton_json
 
     dfa = build_char_dfa(pattern)
+    from engine.doctor import synthesize
+
     rng = random.Random(seed)
-    text = _sample_text(dfa, rng)
+    text = (synthesize(dfa, 1, seed, soft_len=400, hard_len=800, stop_prob=0.01) or [""])[0]
     auto = automaton_json(dfa)
     path = [dfa.initial]
     for ch in text:
