@@ -10,7 +10,8 @@ class CfsmError(Exception):
     Kinds used across the project: invalid_regex, unsupported_feature, state_explosion,
     compile_timeout, invalid_schema, unsatisfiable, prefix_outside_language,
     unknown_model, unknown_backend, invalid_input, input_too_large, invalid_grammar,
-    dead_end.
+    dead_end, unsupported_model (the model cannot be decoded correctly with the installed
+    transformers), compile_failed.
     """
 
     def __init__(self, kind: str, message: str) -> None:

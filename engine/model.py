@@ -111,6 +111,8 @@ class LoadedModel:
     device: str
     dtype: str
     load_seconds: float
+    runner: Any = None  # engine.runner.ModelRunner, self-checked at load
+    self_check: dict | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -208,11 +210,23 @@ def load_model(
         tokenizer=tok,
         device=dev,
         dtype=str(dtype).replace("torch.", ""),
-        load_seconds=time.perf_counter() - t0,
+        load_seconds=0.0,
     )
+    lm.runner, lm.self_check = checked_runner(lm)
+    lm.load_seconds = time.perf_counter() - t0
     with _LOCK:
         _LOADED.setdefault(key, lm)
         return _LOADED[key]
+
+
+def checked_runner(lm: LoadedModel):
+    """The model's runner, after proving that a reused KV cache gives a fresh prefill's
+    logits (raises `unsupported_model` otherwise)."""
+    from .runner import ModelRunner
+
+    runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
+    ids = list(lm.tokenizer.encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False))
+    return runner, runner.self_check(ids)
 
 
 def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):

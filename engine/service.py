@@ -12,6 +12,7 @@ from .errors import CfsmError
 from .ideal import ideal_counts
 from .model import cache_dir, load_model, load_tokenizer
 from .regex_dfa import DEFAULT_MAX_STATES, CharDFA
+from .trace import Trace
 
 MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
 
@@ -46,8 +47,10 @@ class Engine:
         max_states: int = DEFAULT_MAX_STATES,
         compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
         load_weights: bool = True,
+        continuous: bool = False,
     ) -> None:
         self.model_name = model
+        self.continuous = continuous
         self.device = device
         self.trust_remote_code = trust_remote_code
         self.lm = None
@@ -88,36 +91,49 @@ class Engine:
         return out
 
     def generate(self, req: GenerateRequest, on_event=None, should_stop=None) -> dict:
+        """Compile (outside any decoding), decode, and return the trace as JSON. With
+        `continuous=True` the request joins the running batch that other callers share."""
         dec = self.ensure_model()
-        compiled = None
         res = None
         if req.mode != "free":
             if req.constraint is None:
                 raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
             res = self.compile(req.constraint, req.backend)
-            compiled = res.compiled
-        trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
+        compiled = res.compiled if res is not None else None
+        if self.continuous:
+            trace = dec.submit(req, compiled, on_event=on_event, should_stop=should_stop)
+        else:
+            trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
         if res is not None:
-            trace["totals"]["compile_s"] = round(res.seconds, 4)
-            trace["compile"] = res.compiled.stats()
-            if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
-                trace["regex"] = req.constraint.regex()
-            if res.dfa is not None:
-                trace["automaton"] = automaton_json(res.dfa)
-                path = [res.dfa.initial]
-                for ch in trace["text"]:
-                    nxt = res.dfa.step(path[-1], ch)
-                    if nxt is None:
-                        break
-                    path.append(nxt)
-                trace["automaton"]["path"] = path
-                canon = list(dec.lm.tokenizer.encode(trace["text"], add_special_tokens=False))
-                ideal = ideal_counts(compressed_of(res.dfa), trace["text"], canon, dec.vocab.token_bytes)
-                if ideal is not None:
-                    ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
-                    ideal["emitted_tokens"] = len(trace["tokens"])
-                trace["ideal"] = ideal
-        return trace
+            self._annotate(trace, req, res)
+        return trace.to_json()
+
+    def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:
+        """What the compile adds to a trace: its stats, the automaton with the path the
+        output took, and the ideal forward-pass count of the output."""
+        trace.totals.compile_s = round(res.seconds, 4)
+        trace.compile = res.compiled.stats()
+        if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
+            trace.regex = req.constraint.regex()
+        if res.dfa is None:
+            return
+        trace.automaton = automaton_json(res.dfa)
+        path = [res.dfa.initial]
+        for ch in trace.text:
+            nxt = res.dfa.step(path[-1], ch)
+            if nxt is None:
+                break
+            path.append(nxt)
+        trace.automaton["path"] = path
+        dec = self.decoder
+        canon = list(dec.lm.tokenizer.encode(trace.text, add_special_tokens=False))
+        ideal = ideal_counts(compressed_of(res.dfa), trace.text, canon, dec.vocab.token_bytes)
+        if ideal is not None:
+            ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
+            ideal["emitted_tokens"] = len(trace.tokens)
+        trace.ideal = ideal
 
     def close(self) -> None:
+        if self.decoder is not None:
+            self.decoder.close()
         self.cache.close()

@@ -1,20 +1,162 @@
-"""The trace: the JSON contract between the engine, viz/ and app/.
+"""The trace: the JSON contract between the engine, viz/ and app/, typed once here.
 
-Version history: 1 = first release. Readers check `version` and refuse newer majors.
+Version history: 1 = first release; 2 = records built from these dataclasses, plus
+`scheduler` (how the request was decoded: single, batch or continuous), `steps[].batch_size`
+(requests in the forward pass that produced the step's logits) and `totals.queue_s` (time
+waiting to join a running batch). Version 1 traces load and are upgraded with defaults.
+Readers check `version` and refuse newer ones.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .errors import CfsmError
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
 REQUIRED_KEYS = ("version", "mode", "text", "tokens", "steps", "jumps", "totals")
 
 
+def _drop_none(d: dict, keys: tuple[str, ...]) -> dict:
+    for k in keys:
+        if d.get(k) is None:
+            d.pop(k, None)
+    return d
+
+
+@dataclass
+class StepRecord:
+    """One sampling decision (a forward pass's logits, masked and sampled)."""
+
+    index: int
+    char_state: int | None
+    token_state: int | None
+    allowed: int
+    token_id: int
+    token_text: str
+    origin: str  # model | forced
+    prob: float
+    raw_prob: float
+    feasible_mass: float
+    top_raw: list
+    top_masked: list
+    forward_ms: float
+    mask_us: float
+    sample_us: float
+    output_len: int
+    batch_size: int = 1
+    jump: int | None = None
+    verifies: list | None = None  # [id, text]: a backed-off token being re-decided
+    verified: bool | None = None
+    grammar_us: float | None = None
+    char_offset: int | None = None
+    allowed_sample: list | None = None
+    mask_key: str | None = None
+
+    OPTIONAL = ("verifies", "verified", "grammar_us", "char_offset", "allowed_sample", "mask_key")
+
+    def to_json(self) -> dict:
+        return _drop_none(asdict(self), self.OPTIONAL)
+
+
+@dataclass
+class JumpRecord:
+    """One jump-forward: the string, the re-tokenization and the prefill it cost."""
+
+    string: str
+    char_start: int
+    tokens_before: list
+    tokens_after: list
+    backed_off: list
+    retokenize_us: float
+    step: int = -1
+    reused_output_tokens: int = 0
+    prefilled: int = 0
+    prefilled_tokens: list = field(default_factory=list)
+    forward_ms: float = 0.0
+    candidates: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Totals:
+    forward_passes: int
+    output_tokens: int
+    prompt_tokens: int
+    prefilled_tokens: int
+    steps: int
+    model_steps: int
+    forced_steps: int
+    jumped_tokens: int
+    jumps: int
+    jumped_chars: int
+    wall_s: float
+    decode_s: float
+    prefill_ms: float
+    forward_s: float
+    grammar_s: float
+    grammar_us_per_step: float
+    sample_us_per_step: float
+    forward_ms_per_pass: float
+    tokens_per_s: float | None
+    compile_s: float
+    finished: bool
+    reason: str
+    queue_s: float = 0.0
+
+
+@dataclass
+class Trace:
+    request: dict
+    model: dict
+    backend: str | None
+    mode: str
+    prompt_tokens: int
+    text: str
+    tokens: list[dict]
+    steps: list[StepRecord]
+    jumps: list[JumpRecord]
+    masks: dict[str, str]
+    totals: Totals
+    scheduler: dict
+    version: int = TRACE_VERSION
+    # added by the service after decoding, when the constraint has them
+    compile: dict | None = None
+    regex: str | None = None
+    automaton: dict | None = None
+    ideal: dict | None = None
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {
+            "version": self.version, "request": self.request, "model": self.model, "backend": self.backend,
+            "mode": self.mode, "scheduler": self.scheduler, "prompt_tokens": self.prompt_tokens, "text": self.text,
+            "tokens": self.tokens, "steps": [s.to_json() for s in self.steps],
+            "jumps": [j.to_json() for j in self.jumps], "masks": self.masks, "totals": asdict(self.totals),
+        }
+        for k in ("compile", "regex", "automaton", "ideal"):
+            v = getattr(self, k)
+            if v is not None or k == "ideal" and self.automaton is not None:
+                out[k] = v
+        return out
+
+
+def _upgrade_v1(obj: dict) -> dict:
+    """Version 1 -> 2: fill the fields version 2 added with what they meant then."""
+    obj = dict(obj)
+    obj["scheduler"] = {"kind": "single", "batch_size": 1}
+    obj["steps"] = [{"batch_size": 1, **s} for s in obj["steps"]]
+    obj["totals"] = {"queue_s": 0.0, **obj["totals"]}
+    obj["version"] = 2
+    return obj
+
+
 def validate_trace(obj) -> dict:
-    """Check that an uploaded/loaded object is a trace this version can show."""
+    """Check that an uploaded/loaded object is a trace this version can show (and bring
+    an older one up to this version)."""
     if isinstance(obj, (str, bytes)):
         try:
             obj = json.loads(obj)
@@ -25,6 +167,24 @@ def validate_trace(obj) -> dict:
     missing = [k for k in REQUIRED_KEYS if k not in obj]
     if missing:
         raise CfsmError("invalid_input", f"not a cfsm trace: missing {', '.join(missing)}")
-    if not isinstance(obj["version"], int) or obj["version"] > TRACE_VERSION:
-        raise CfsmError("invalid_input", f"trace version {obj['version']!r} is newer than this app ({TRACE_VERSION})")
-    return obj
+    v = obj["version"]
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise CfsmError("invalid_input", f"trace version {v!r} is not a version number")
+    if v > TRACE_VERSION:
+        raise CfsmError("invalid_input", f"trace version {v!r} is newer than this app ({TRACE_VERSION})")
+    if not isinstance(obj["steps"], list) or not isinstance(obj["totals"], dict):
+        raise CfsmError("invalid_input", "not a cfsm trace: steps must be a list and totals an object")
+    return _upgrade_v1(obj) if v == 1 else obj
+
+
+def encode_mask(ids, vocab_size: int) -> str:
+    """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB.
+    viz.plots.decode_mask reads it back."""
+    import base64
+    import zlib
+
+    import numpy as np
+
+    bits = np.zeros(vocab_size, dtype=bool)
+    bits[np.asarray(ids, dtype=np.int64)] = True
+    return base64.b64encode(zlib.compress(np.packbits(bits).tobytes(), 6)).decode("ascii")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest, _crop
+from engine.decode import GenerateRequest
 from engine.errors import CfsmError
 from engine.trace import validate_trace
 
@@ -20,20 +20,47 @@ def gen(engine, prompt, constraint=None, **kw):
 
 
 def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
-    dec = engine.ensure_model()
-    from transformers import DynamicCache
+    from engine.runner import Feed
 
+    dec = engine.ensure_model()
+    run = dec.runner
     ids = dec.prompt_ids("Name a colour.", raw=False)
     extra_old = dec.lm.tokenizer.encode("Blue is", add_special_tokens=False)
     extra_new = dec.lm.tokenizer.encode("Red and green", add_special_tokens=False)
-    cache = DynamicCache(config=dec.lm.model.config)
-    dec._forward(ids + extra_old, cache)
-    _crop(cache, len(extra_old))
+    cache = run.new_cache()
+    run.forward([Feed(cache, ids + extra_old)])
+    run.crop(cache, len(ids))
     assert cache.get_seq_length() == len(ids)
-    reused = dec._forward(extra_new, cache)
-    fresh = dec._forward(ids + extra_new, DynamicCache(config=dec.lm.model.config))
+    (reused,), _ = run.forward([Feed(cache, extra_new)])
+    (fresh,), _ = run.forward([Feed(run.new_cache(), ids + extra_new)])
     assert torch.allclose(reused.float(), fresh.float(), atol=1e-3, rtol=1e-3)
     assert int(reused.argmax()) == int(fresh.argmax())
+
+
+def test_stacked_batch_matches_single_passes(engine):
+    """Two requests of different lengths in one stacked pass give each its own logits."""
+    from engine.runner import Feed
+
+    dec = engine.ensure_model()
+    run = dec.runner
+    a = dec.prompt_ids("Name a colour.", raw=False)
+    b = dec.prompt_ids("Write a long sentence about the sea and the sky.", raw=False)
+    ca, cb = run.new_cache(), run.new_cache()
+    run.forward([Feed(ca, a)])
+    run.forward([Feed(cb, b)])
+    nxt_a, nxt_b = [dec.lm.tokenizer.encode(" Blue", add_special_tokens=False), [11]]
+    rows, _ = run.forward([Feed(ca, nxt_a), Feed(cb, nxt_b)])
+    (fa,), _ = run.forward([Feed(run.new_cache(), a + nxt_a)])
+    (fb,), _ = run.forward([Feed(run.new_cache(), b + nxt_b)])
+    assert ca.get_seq_length() == len(a) + len(nxt_a) and cb.get_seq_length() == len(b) + 1
+    for got, want in ((rows[0], fa), (rows[1], fb)):
+        assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
+
+
+def test_model_self_check_passed_at_load(engine):
+    lm = engine.ensure_model().lm
+    assert lm.self_check["cache_arg"] in ("cache", "past_key_values")
+    assert max(lm.self_check["max_logprob_diff"].values()) < 1e-2
 
 
 def test_character_regex_jump_vs_masked(engine, paper_bench, character_regex):
