@@ -24,7 +24,7 @@ from viz.plots import gauges, timeline
 from viz.step_view import graph_svg, render_step
 
 from .presets import presets
-from .state import EngineHub, check_page_model
+from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
 
 BACKENDS = ["fsm", "outlines", "xgrammar", "llguidance"]
 MODES = ["jump", "masked", "free"]
@@ -226,7 +226,8 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
 
         def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
                    collapse_v, whole_v):
-            stop = threading.Event()
+            handle = RunHandle()
+            stop = handle.event
             n_out = 9 + len(view_outputs)
             skip = [gr.skip()] * n_out
 
@@ -245,15 +246,17 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                                       max_new_tokens=int(max_v), temperature=float(temp_v), top_p=float(top_v),
                                       seed=int(seed_v or 0))
                 req.validate()
-                yield out(stop=stop, error="", summary="Loading the model \u2026")
+                yield out(stop=handle, error="", summary="Loading the model \u2026")
                 eng = hub.get(name)
                 if constraint is not None:
+                    handle.set_phase("compiling", f"the {constraint.kind} for {backend_v}")
                     fut = eng.cache.submit(constraint, backend_v)
                     t0 = time.time()
                     while not fut.done():
                         yield out(summary=f"Compiling the {constraint.kind} for {backend_v} \u2026 {time.time() - t0:.1f} s")
                         time.sleep(0.3)
                     eng.cache.get(constraint, backend_v)  # raises the compile error, if any
+                handle.set_phase("decoding")
                 events: queue.Queue = queue.Queue()
                 box: dict = {}
 
@@ -288,6 +291,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                         yield out(strip=token_strip(partial), gauges=gauges(live),
                                   summary=f"Decoding \u2026 step {latest['step']['index']} \u00b7 {len(partial['tokens'])} tokens \u00b7 "
                                           f"{latest['forward_passes']} forward passes \u00b7 {latest['jumps']} jumps")
+                handle.set_phase("done")
                 if "error" in box:
                     raise box["error"]
                 trace = box["trace"]
@@ -310,9 +314,9 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
             do_run,
             [kind_state, rx, sch, gram, ws, prompt, model, backend, mode, max_new, temp, top_p, seed, collapse, whole],
             [trace_state, stop_state, error_box, summary, gauge_plot, timeline_plot, scrub, permalink, dl_trace] + view_outputs,
-            concurrency_limit=1, concurrency_id="decode",
+            concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
         )
-        stop_btn.click(lambda s: (s.set() if s is not None else None) or gr.skip(), stop_state, None, cancels=[run_evt], queue=False)
+        stop_btn.click(lambda h: (h.stop() if h is not None else '') or gr.skip(), stop_state, summary, cancels=[run_evt], queue=False)
 
         def on_scrub(trace, step, collapse_v, whole_v):
             if not trace:
@@ -392,7 +396,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                 return _msg(exc), "", "", ""
 
         cmp_btn.click(do_compare, [kind_state, rx, sch, gram, prompt, model, max_new, mode_a, backend_a, ws_a, mode_b, backend_b, ws_b],
-                      [cmp_err, cmp_table, strip_a, strip_b], concurrency_limit=1, concurrency_id="decode")
+                      [cmp_err, cmp_table, strip_a, strip_b], concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
         def do_doctor(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, n, with_model):
             from engine.doctor import diagnose
@@ -415,7 +419,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                 return _msg(exc), "", None
 
         doc_btn.click(do_doctor, [kind_state, rx, sch, gram, ws, prompt, model, doc_samples, doc_model], [doc_err, doc_md, doc_plot],
-                      concurrency_limit=1, concurrency_id="decode")
+                      concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
         def on_load(request: gr.Request):
             q = dict(request.query_params) if request is not None else {}
@@ -461,7 +465,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                 raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
         gr.api(api_compile, api_name="compile", concurrency_limit=2)
-        gr.api(api_run, api_name="run", concurrency_limit=1, concurrency_id="decode")
+        gr.api(api_run, api_name="run", concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
     return demo
 
 

@@ -10,6 +10,33 @@ from pathlib import Path
 from engine.errors import CfsmError
 
 MAX_MODELS = 2
+DECODE_SLOTS = 16  # page and API requests decoded together in the running batch
+
+
+class RunHandle:
+    """One page run's Stop switch and what it was doing, so Stop can say what happened."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.phase = "starting"
+        self.detail = ""
+        self.t0 = time.time()
+
+    def set_phase(self, phase: str, detail: str = "") -> None:
+        self.phase, self.detail, self.t0 = phase, detail, time.time()
+
+    def stop(self) -> str:
+        """Cancel the run; returns the line the page shows."""
+        self.event.set()
+        took = time.time() - self.t0
+        if self.phase == "compiling":
+            return (f"Stopped while compiling {self.detail} ({took:.1f} s in). The compile goes on in the background "
+                    "until it finishes or hits its time limit; a later run with the same constraint reuses its result.")
+        if self.phase == "decoding":
+            return f"Stopped after {took:.1f} s of decoding; only this run was cancelled."
+        if self.phase == "done":
+            return ""  # nothing to stop: the page keeps its summary
+        return "Stopped before decoding started."
 
 
 def models_dir() -> Path:
@@ -66,7 +93,7 @@ class EngineHub:
         try:
             from engine.service import Engine
 
-            eng = Engine(None if name == "embedded" else name, self.device)
+            eng = Engine(None if name == "embedded" else name, self.device, continuous=True)
             with self._lock:
                 if len(self._engines) >= MAX_MODELS:
                     oldest = next(k for k in self._engines if k != self.default)

@@ -11,16 +11,28 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 from .backends import CompiledConstraint, TokenizerContext, get_backend
 from .constraint import Constraint
 from .errors import CfsmError
+from .limits import CACHE_BUDGET_MB, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS, WORKER_RSS_MB
 from .limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
-from .limits import MAX_REGEX_CHARS, MAX_SCHEMA_CHARS
+from .lru import ByteLRU
 from .regex_dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (Linux /proc; 0 where unavailable)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 class DfaWorker:
@@ -70,9 +82,16 @@ class DfaWorker:
             if res is None:
                 self._kill()
                 raise CfsmError("compile_failed", "the automaton builder stopped unexpectedly (out of memory?)")
+            self._recycle_if_large()
         if res[0] == "error":
             raise CfsmError(res[1], res[2])
         return res[1]
+
+    def _recycle_if_large(self) -> None:
+        """Python rarely returns freed memory: a worker that grew past its limit is ended
+        (the next build starts a fresh one)."""
+        if self._proc is not None and rss_bytes(self._proc.pid) > WORKER_RSS_MB * 1024 * 1024:
+            self.close_locked()
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -82,13 +101,17 @@ class DfaWorker:
 
     def close(self) -> None:
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                try:
-                    self._proc.stdin.close()
-                    self._proc.wait(timeout=2)
-                except Exception:  # noqa: BLE001
-                    pass
-            self._kill()
+            self.close_locked()
+
+    def close_locked(self) -> None:
+        """End the worker politely (closing its input), then for sure; caller holds the lock."""
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=2)
+            except Exception:  # noqa: BLE001
+                pass
+        self._kill()
 
 
 class DfaWorkerPool:
@@ -123,50 +146,86 @@ class CompileResult:
     seconds: float
 
 
+def dfa_nbytes(dfa: CharDFA) -> int:
+    """Approximate memory of an automaton with its compressed view and JSON (cached on it)."""
+    edges = sum(len(row) for row in dfa.trans)
+    extra = 2 if "_automaton_json" in dfa.__dict__ else 1
+    return 200 * edges * extra + 64 * 1024
+
+
+def _result_nbytes(fut: cf.Future) -> int:
+    """Entries are futures: in flight or failed they hold next to nothing."""
+    if not fut.done() or fut.cancelled() or fut.exception() is not None:
+        return 1024
+    res = fut.result()
+    if isinstance(res, CharDFA):
+        return dfa_nbytes(res)
+    return res.compiled.nbytes()  # its automaton is counted under its own key
+
+
 class CompileCache:
-    """Thread-safe, bounded, shared by every request of a process."""
+    """Thread-safe and shared by every request of a process. Compiled constraints and
+    automata live in one least-recently-used map bounded by bytes (CFSM_CACHE_BUDGET_MB).
+    Failures that are the constraint's fault (CfsmError: timeout, state explosion, ...)
+    are cached too, so their time limit is paid once, and an automaton's failure is
+    shared by every backend that needs that automaton."""
 
     def __init__(
         self,
         ctx: TokenizerContext,
         max_states: int = DEFAULT_MAX_STATES,
         timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
-        capacity: int = 64,
+        budget_bytes: int | None = None,
         cache_dir=None,
         use_worker: bool = True,
     ) -> None:
         self.ctx = ctx
         self.max_states = max_states
         self.timeout_s = timeout_s
-        self.capacity = capacity
         self.cache_dir = cache_dir
         self._threads = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cfsm-compile")
-        self._futures: OrderedDict[tuple, cf.Future] = OrderedDict()
-        self._dfas: dict[str, cf.Future] = {}
+        budget = budget_bytes if budget_bytes is not None else CACHE_BUDGET_MB * 1024 * 1024
+        self.lru = ByteLRU(budget, _result_nbytes)
         self._lock = threading.Lock()
         self._worker = DfaWorkerPool(2) if use_worker else None
+        self.dfa_builds = 0
 
     def key(self, constraint: Constraint, backend: str) -> tuple:
         return (constraint.kind, constraint.text, backend, constraint.whitespace, self.ctx.fingerprint)
 
     def _build_dfa(self, pattern: str, max_chars: int) -> CharDFA:
+        self.dfa_builds += 1
         if self._worker is None:
             return build_char_dfa(pattern, self.max_states, max_chars)
         return self._worker.build(pattern, self.max_states, self.timeout_s, max_chars)
 
+    def _cached(self, key: tuple) -> cf.Future | None:
+        """A cached future unless it failed for a reason worth retrying."""
+        fut = self.lru.get(key)
+        if fut is None:
+            return None
+        if fut.done() and not fut.cancelled() and fut.exception() is not None \
+                and not isinstance(fut.exception(), CfsmError):
+            self.lru.pop(key)
+            return None
+        return fut
+
+    def _watch(self, key: tuple, fut: cf.Future) -> None:
+        """Re-measure an entry once it completes (it was sized as in flight)."""
+        fut.add_done_callback(lambda _f: self.lru.remeasure(key))
+
     def dfa(self, constraint: Constraint) -> CharDFA:
-        """The character DFA of a regex/schema constraint (cached)."""
+        """The character DFA of a regex/schema constraint (cached, failures included)."""
         pattern = constraint.regex()
         if pattern is None:
             raise CfsmError("unsupported_feature", "grammars have no finite automaton to show")
+        key = ("dfa", pattern)
         with self._lock:
-            fut = self._dfas.get(pattern)
-            if fut is None:
+            fut = self._cached(key)
+            owner = fut is None
+            if owner:
                 fut = cf.Future()
-                self._dfas[pattern] = fut
-                owner = True
-            else:
-                owner = False
+                self.lru.put(key, fut)
         if owner:
             try:
                 # regexes derived from schemas are long by nature; the state limit governs them
@@ -174,8 +233,7 @@ class CompileCache:
                 fut.set_result(self._build_dfa(pattern, max_chars))
             except BaseException as exc:  # noqa: BLE001
                 fut.set_exception(exc)
-                with self._lock:
-                    self._dfas.pop(pattern, None)
+            self.lru.remeasure(key)
         return fut.result()
 
     def _compile(self, constraint: Constraint, backend: str) -> CompileResult:
@@ -196,14 +254,11 @@ class CompileCache:
         get_backend(backend)  # unknown names fail here, synchronously
         k = self.key(constraint, backend)
         with self._lock:
-            fut = self._futures.get(k)
-            if fut is not None and not (fut.done() and fut.exception() is not None):
-                self._futures.move_to_end(k)
-                return fut
-            fut = self._threads.submit(self._compile, constraint, backend)
-            self._futures[k] = fut
-            while len(self._futures) > self.capacity:
-                self._futures.popitem(last=False)
+            fut = self._cached(k)
+            if fut is None:
+                fut = self._threads.submit(self._compile, constraint, backend)
+                self.lru.put(k, fut)
+                self._watch(k, fut)
             return fut
 
     def get(self, constraint: Constraint, backend: str, timeout_s: float | None = None) -> CompileResult:
@@ -216,6 +271,9 @@ class CompileCache:
             raise
         except Exception as exc:  # noqa: BLE001 - a library failure becomes an error object
             raise CfsmError("compile_failed", f"{backend} failed to compile: {exc}") from exc
+
+    def stats(self) -> dict:
+        return self.lru.stats()
 
     def close(self) -> None:
         if self._worker is not None:

@@ -28,3 +28,9 @@ MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)
 MAX_REGEX_CHARS = _int("CFSM_MAX_REGEX_CHARS", 20_000)
 MAX_SCHEMA_CHARS = _int("CFSM_MAX_SCHEMA_CHARS", 200_000)
 MAX_GRAMMAR_CHARS = _int("CFSM_MAX_GRAMMAR_CHARS", 100_000)
+
+# Every cache of compiled constraints, token indexes, device masks and automata shares one
+# budget (a least-recently-used map bounded by bytes); a DFA worker process is recycled
+# when its resident memory passes CFSM_WORKER_RSS_MB.
+CACHE_BUDGET_MB = _int("CFSM_CACHE_BUDGET_MB", 768)
+WORKER_RSS_MB = _int("CFSM_WORKER_RSS_MB", 400)

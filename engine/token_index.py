@@ -85,6 +85,7 @@ class TokenIndex:
         if cached is None:
             self._compute_all()
             self._save(cache_dir)
+        self._cls = self._active = None  # only needed while building: ~3 MB a vocabulary
         self.build_seconds = time.perf_counter() - t0
 
     # ---------------------------------------------------------------- preparation
@@ -307,6 +308,12 @@ class TokenIndex:
             m = m.to(device)
             self._masks[key] = m
         return m
+
+    def nbytes(self) -> int:
+        """Memory held (host arrays and device masks), for the byte-bounded caches."""
+        n = sum(a.nbytes for a in self._allowed.values()) + self._table.nbytes + self._regular_ids.nbytes
+        n += sum(m.numel() * m.element_size() for m in self._masks.values())
+        return n + 120 * (len(self._pending) + len(self._allowed) + len(self._masks))
 
     def stats(self) -> dict:
         counts = [len(self._allowed[s]) for s in range(self.num_char_states)]

@@ -42,12 +42,59 @@ def test_exponential_regex_times_out_while_others_compile(cache):
     assert box["t"] - t0 < 15
 
 
-def test_compile_errors_become_error_objects_and_are_not_cached(cache):
+def test_compile_errors_become_error_objects_and_are_cached(cache):
     with pytest.raises(CfsmError) as ei:
         cache.get(Constraint("regex", "a(b"), "fsm")
     assert ei.value.kind == "invalid_regex"
-    fut = cache.submit(Constraint("regex", "a(b"), "fsm")
-    assert fut.exception(timeout=10) is not None
+    first = cache.submit(Constraint("regex", "a(b"), "fsm")
+    assert isinstance(first.exception(timeout=10), CfsmError)
+    assert cache.submit(Constraint("regex", "a(b"), "fsm") is first  # not compiled again
+
+
+def test_a_timeout_is_paid_once_and_shared_by_backends(cache):
+    bad = Constraint("regex", "(a|b)*a(a|b){24}")
+    for backend in ("fsm", "fsm", "outlines"):
+        with pytest.raises(CfsmError) as ei:
+            cache.get(bad, backend)
+        assert ei.value.kind == "compile_timeout"
+    # one automaton build for all three requests: the failure is cached per automaton
+    assert cache.dfa_builds == 1
+
+
+def test_cache_is_bounded_by_bytes(ctx):
+    small = CompileCache(ctx, budget_bytes=6 * 1024 * 1024, use_worker=False)
+    try:
+        sizes = []
+        for i in range(12):
+            res = small.get(Constraint("regex", f"item {i}: [a-z]{{1,{20 + i}}}"), "fsm")
+            sizes.append(res.compiled.nbytes())
+            st = small.stats()
+            assert st["bytes"] <= st["budget_bytes"] or st["entries"] == 1
+        assert small.stats()["evictions"] > 0
+        assert max(sizes) > 100_000  # the entries are big enough for the budget to matter
+        # an evicted constraint compiles again, correctly
+        again = small.get(Constraint("regex", "item 0: [a-z]{1,20}"), "fsm").compiled.matcher()
+        assert again.jump_forward() == "item 0: "
+    finally:
+        small.close()
+
+
+def test_byte_lru_evicts_least_recently_used_and_remeasures():
+    from engine.lru import ByteLRU
+
+    sizes = {"a": 40, "b": 40, "c": 40}
+    lru = ByteLRU(100, lambda k: sizes[k])
+    lru.put("a", "a")
+    lru.put("b", "b")
+    assert lru.get("a") == "a"  # a is now the most recent
+    lru.put("c", "c")  # 120 > 100: b (least recent) goes
+    assert "b" not in lru and "a" in lru and "c" in lru
+    sizes["c"] = 90  # c's caches grew while in use
+    assert lru.get("c") == "c"
+    assert "a" not in lru and lru.stats()["bytes"] == 90
+    sizes["c"] = 500  # the entry in use stays even when it alone is over budget
+    lru.remeasure("c")
+    assert "c" in lru and len(lru) == 1
 
 
 def test_same_request_is_compiled_once(cache):

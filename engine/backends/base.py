@@ -114,6 +114,11 @@ class CompiledConstraint(ABC):
     @abstractmethod
     def matcher(self) -> Matcher: ...
 
+    def nbytes(self) -> int:
+        """Approximate memory this compiled constraint holds (host and device), for the
+        byte-bounded compile cache; may grow as per-state caches fill during decoding."""
+        return 256 * 1024
+
     def stats(self) -> dict:
         return {"backend": self.backend, "compile_seconds": round(self.compile_seconds, 4)}
 

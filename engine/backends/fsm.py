@@ -70,6 +70,9 @@ class FsmCompiled(CompiledConstraint):
     def stats(self) -> dict:
         return {**super().stats(), **self.compressed.stats(), "token_index": self.index.stats()}
 
+    def nbytes(self) -> int:
+        return self.index.nbytes()
+
 
 class FsmBackend(GrammarBackend):
     name = "fsm"

@@ -102,9 +102,16 @@ class OutlinesCompiled(CompiledConstraint):
         self.token_bytes = ctx.vocab.token_bytes
         self.allowed_cache: dict[int, np.ndarray] = {}
         self.mask_cache: dict = {}
+        self._index_bytes: int | None = None
 
     def matcher(self) -> Matcher:
         return OutlinesMatcher(self)
+
+    def nbytes(self) -> int:
+        if self._index_bytes is None:  # outlines-core reports no size: count its transitions once
+            self._index_bytes = 24 * sum(len(v) for v in self.index.get_transitions().values())
+        n = sum(a.nbytes for a in self.allowed_cache.values())
+        return self._index_bytes + n + sum(m.numel() * m.element_size() for m in self.mask_cache.values())
 
 
 class OutlinesBackend(GrammarBackend):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..constraint import Constraint
 from ..errors import CfsmError
+from ..limits import CACHE_BUDGET_MB
 from ..regex_dfa import normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext, unpack_bitmask
 
@@ -72,6 +73,9 @@ class XgrammarCompiled(CompiledConstraint):
         self.vocab_size = vocab_size
         self.emittable = emittable
 
+    def nbytes(self) -> int:
+        return int(self.grammar.memory_size_bytes) + self.vocab_size
+
     def matcher(self) -> Matcher:
         return XgrammarMatcher(self)
 
@@ -87,7 +91,8 @@ class XgrammarBackend(GrammarBackend):
             info = xgr.TokenizerInfo.from_huggingface(
                 ctx.tokenizer, vocab_size=ctx.vocab_size, stop_token_ids=[ctx.eos_token_id]
             )
-            return xgr.GrammarCompiler(info, max_threads=2)
+            # xgrammar's own compile cache is unbounded by default: give it a share of the budget
+            return xgr.GrammarCompiler(info, max_threads=2, cache_limit_bytes=CACHE_BUDGET_MB * 1024 * 1024 // 8)
 
         compiler = ctx.view("xgrammar", make)
         try:
