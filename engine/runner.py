@@ -123,14 +123,16 @@ class ModelRunner:
                     ks.append(k)
                     vs.append(v)
                 batched.update(torch.cat(ks), torch.cat(vs), li)
-        attn = torch.zeros(B, L + M, dtype=torch.long, device=self.device)
-        ids = torch.full((B, M), self.pad_id, dtype=torch.long, device=self.device)
-        pos = torch.zeros(B, M, dtype=torch.long, device=self.device)
+        attn = torch.zeros(B, L + M, dtype=torch.long)
+        ids = torch.full((B, M), self.pad_id, dtype=torch.long)
+        pos = torch.zeros(B, M, dtype=torch.long)
         for i, (f, n, m) in enumerate(zip(feeds, lens, news, strict=True)):
             attn[i, L - n : L + m] = 1
-            ids[i, :m] = torch.tensor(f.tokens, device=self.device)
-            pos[i] = torch.arange(n, n + M, device=self.device)
-        out = self._call(input_ids=ids, attention_mask=attn, position_ids=pos, kv=batched, logits_to_keep=M)
+            ids[i, :m] = torch.tensor(f.tokens)
+            pos[i] = torch.arange(n, n + M)
+        dev = self.device  # built on the host, moved in one go
+        out = self._call(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=pos.to(dev), kv=batched,
+                         logits_to_keep=M)
         rows = []
         for i, (f, m) in enumerate(zip(feeds, news, strict=True)):
             for li, layer in enumerate(batched.layers):

