@@ -88,13 +88,15 @@ class ModelRunner:
         import torch
 
         t0 = time.perf_counter()
-        if len(feeds) == 1:
-            f = feeds[0]
-            x = torch.tensor([f.tokens], dtype=torch.long, device=self.device)
-            out = self._call(input_ids=x, kv=f.cache, logits_to_keep=f.keep)
-            rows = [out.logits[0]]
-        else:
-            rows = self._forward_stacked(feeds)
+        # grad mode is per thread: a scheduler thread would otherwise record autograd graphs
+        with torch.inference_mode():
+            if len(feeds) == 1:
+                f = feeds[0]
+                x = torch.tensor([f.tokens], dtype=torch.long, device=self.device)
+                out = self._call(input_ids=x, kv=f.cache, logits_to_keep=f.keep)
+                rows = [out.logits[0]]
+            else:
+                rows = self._forward_stacked(feeds)
         return rows, time.perf_counter() - t0
 
     def _forward_stacked(self, feeds: list[Feed]) -> list:

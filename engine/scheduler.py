@@ -4,9 +4,10 @@ a running batch, the serving path of the page and the API).
 
 A step: every sequence with logits waiting stages its mask and samples on the device; the
 numbers of all of them come back in one host transfer; each commits its token. Then the
-forward passes: sequences that feed one token go through one batched pass; sequences that
-jumped (or just joined) prefill their new tokens on their own prefixes, together in one
-pass, and rejoin the batch at the next step (the SGLang design).
+forward passes: sequences that jumped (or just joined) prefill their new tokens on their
+own prefixes, together in one pass, and rejoin the batch at the next step (the SGLang
+design); sequences that feed one token share a batched pass, the same one as the prefills
+when the padded pass stays small (`plan_passes`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from dataclasses import dataclass
 from .runner import ModelRunner
 from .sequence import Sequence
 
+MERGE_PADDED_TOKENS = 64
+
 
 @dataclass
 class PassCounts:
     decode_passes: int = 0  # batched passes of one token per request
-    prefill_passes: int = 0  # passes of a new request's prompt (and its initial jump)
-    jump_passes: int = 0  # passes of jumped tails, each on its own prefix
+    prefill_passes: int = 0  # passes with a new request's prompt (and its initial jump)
+    jump_passes: int = 0  # passes with jumped tails, each on its own prefix
     max_batch: int = 0
 
 
@@ -63,15 +66,27 @@ def step(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts) -> None:
                 s.commit(st, vals)
             except Exception as exc:  # noqa: BLE001
                 s.fail(exc)
-    fresh = [s for s in seqs if not s.done and s.feed is not None and s.cache.get_seq_length() == 0]
-    tails = [s for s in seqs if not s.done and s.feed is not None and s not in fresh]
-    decode = [s for s in tails if len(s.feed.tokens) == 1 and s.feed.keep == 1]
-    jumped = [s for s in tails if s not in decode]
-    for group, attr in ((fresh, "prefill_passes"), (jumped, "jump_passes"), (decode, "decode_passes")):
-        if group:
-            _run_group(runner, group)
-            setattr(counts, attr, getattr(counts, attr) + 1)
-            counts.max_batch = max(counts.max_batch, len(group))
+    for group in plan_passes([s for s in seqs if not s.done and s.feed is not None]):
+        kind = ("decode_passes" if all(len(s.feed.tokens) == 1 for s in group) else
+                "prefill_passes" if any(s.cache.get_seq_length() == 0 for s in group) else "jump_passes")
+        _run_group(runner, group)
+        setattr(counts, kind, getattr(counts, kind) + 1)
+        counts.max_batch = max(counts.max_batch, len(group))
+
+
+def plan_passes(feeding: list[Sequence]) -> list[list[Sequence]]:
+    """Group the planned feeds into forward passes. A stacked pass pads every row to the
+    longest feed, so one-token decodes ride along with prefills only while the padded pass
+    stays small (a pass that small costs about one token's pass: the weights are read once);
+    otherwise prefills (new prompts, jumped tails) share one pass and decodes another."""
+    multi = [s for s in feeding if len(s.feed.tokens) > 1 or s.feed.keep > 1]
+    single = [s for s in feeding if s not in multi]
+    if not multi or not single:
+        return [g for g in (multi, single) if g]
+    longest = max(len(s.feed.tokens) for s in multi)
+    if longest * len(feeding) <= MERGE_PADDED_TOKENS:
+        return [multi + single]
+    return [multi, single]
 
 
 def run_to_completion(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts | None = None) -> PassCounts:
@@ -131,8 +146,12 @@ class ContinuousBatcher:
             self._admit(active, block=True)
             if not active:
                 continue
-            with self.lock:
-                step(self.runner, list(active), self.counts)
+            try:
+                with self.lock:
+                    step(self.runner, list(active), self.counts)
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any bug in a step
+                for s in active:
+                    s.fail(exc)
             for s in [s for s in active if s.done]:
                 active.pop(s).set_result(s)
         for s, fut in active.items():

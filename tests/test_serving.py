@@ -108,3 +108,26 @@ def test_a_failing_request_fails_alone(engine):
     good_tr, bad_exc = _submit_all(dec, reqs, [good, Broken()])
     assert isinstance(bad_exc, RuntimeError) and "backend crashed" in str(bad_exc)
     assert good_tr["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", good_tr["text"])
+
+
+def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
+    """A bug in a scheduler step fails the requests of that step; later requests are served."""
+    import engine.scheduler as sched
+
+    dec = engine.ensure_model()
+    comp = engine.compile(Constraint("regex", r"The answer is (yes|no)\."), "fsm").compiled
+    req = GenerateRequest(prompt="Is the sky blue?", constraint=comp.constraint, mode="masked", max_new_tokens=20)
+    real = sched.plan_passes
+    calls = {"n": 0}
+
+    def broken_once(feeding):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("scheduler bug")
+        return real(feeding)
+
+    monkeypatch.setattr(sched, "plan_passes", broken_once)
+    with pytest.raises(RuntimeError, match="scheduler bug"):
+        dec.submit(req, comp)
+    tr = dec.submit(req, comp).to_json()
+    assert tr["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", tr["text"])
