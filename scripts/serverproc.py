@@ -64,10 +64,16 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def rss_bytes(pid: int) -> int:
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def rss_tree_bytes(pid: int) -> int:
     """VmRSS of `pid` and all its descendants (the server and its DFA workers)."""
-    from engine.compile_cache import rss_bytes
-
     total, todo, seen = 0, [pid], set()
     while todo:
         p = todo.pop()
