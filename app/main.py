@@ -136,6 +136,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                         run_btn = gr.Button("Run", variant="primary", elem_id="run")
                         stop_btn = gr.Button("Stop", elem_id="stop")
             error_box = gr.HTML("", elem_id="run-error")
+            stop_msg = gr.Markdown("", elem_id="stop-message")
             summary = gr.Markdown("", elem_id="summary")
             gauge_plot = gr.Plot(label="Gauges", elem_id="gauges")
             with gr.Row():
@@ -316,7 +317,10 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
             [trace_state, stop_state, error_box, summary, gauge_plot, timeline_plot, scrub, permalink, dl_trace] + view_outputs,
             concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
         )
-        stop_btn.click(lambda h: (h.stop() if h is not None else '') or gr.skip(), stop_state, summary, cancels=[run_evt], queue=False)
+        # Stop's message has its own element: the cancelled run's outputs are restored on cancel
+        stop_btn.click(lambda h: (h.stop() if h is not None else "") or gr.skip(), stop_state, stop_msg,
+                       cancels=[run_evt], queue=False)
+        run_btn.click(lambda: "", None, stop_msg, queue=False)
 
         def on_scrub(trace, step, collapse_v, whole_v):
             if not trace:

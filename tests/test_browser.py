@@ -130,6 +130,32 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     assert page.locator("#run-error").inner_text().strip() == ""
 
 
+def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_url):
+    """One tab compiles a pathological regex; a second tab runs meanwhile; Stop in the first
+    tab says it stopped a compile."""
+    page.locator("#regex-input textarea").fill("(a|b)*a(a|b){24}")
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#summary').innerText.includes('Compiling')", timeout=60_000)
+    ctx = page.context.browser.new_context(viewport={"width": 1500, "height": 1100})  # a second user
+    other = ctx.new_page()
+    try:
+        other.goto(app_url, wait_until="domcontentloaded")
+        other.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')",
+                                timeout=120_000)
+        other.locator("#regex-input textarea").fill("The answer is (yes|no)\\.")
+        other.locator("#run").click()
+        other.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
+        assert "The␣answer␣is" in other.locator("#token-strip").inner_text()  # spaces shown as ␣
+        # the first tab is still compiling: the second did not wait for its time limit
+        assert "Compiling" in page.locator("#summary").inner_text()
+    finally:
+        ctx.close()
+    page.locator("#stop").click()
+    page.wait_for_function("document.querySelector('#stop-message').innerText.includes('Stopped while compiling')",
+                           timeout=20_000)
+    assert "regex for fsm" in page.locator("#stop-message").inner_text()
+
+
 def test_permalink_restores_inputs(page, app_url):
     import urllib.parse
 
@@ -153,6 +179,30 @@ def test_api_endpoints_with_gradio_client(app_url):
     with pytest.raises(Exception) as ei:
         c.predict("regex", "a(b", "compact", "fsm", api_name="/compile")
     assert "invalid_regex" in str(ei.value)
+
+
+def test_concurrent_api_clients_decode_together(app_url):
+    """Requests from several clients join one running batch; each gets its own output."""
+    import threading
+
+    from gradio_client import Client
+
+    out = {}
+
+    def client(i):
+        c = Client(app_url + "/", verbose=False)
+        out[i] = c.predict(f"Client {i}, tell a story.", "regex", rf"client {i}: [a-z]+( [a-z]+){{3,30}}", "compact",
+                           "fsm", "masked", 24, 0.0, i, api_name="/run")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    for i in range(3):
+        assert out[i]["text"].startswith(f"client {i}: ") and out[i]["scheduler"]["kind"] == "continuous"
+        assert out[i]["totals"]["output_tokens"] > 3
+    assert max(s["batch_size"] for tr in out.values() for s in tr["steps"]) >= 2
 
 
 def test_app_survives_a_client_that_disconnects_mid_run(app_url):
