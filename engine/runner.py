@@ -52,6 +52,23 @@ class Feed:
     keep: int = 1
 
 
+class _Stacked:
+    """The stacked cache of the last batched pass, and how to tell it is still current:
+    the same caches in the same rows, each still holding exactly the views it was given."""
+
+    def __init__(self, feeds: list[Feed], batched, lens: list[int]) -> None:
+        self.caches = [f.cache for f in feeds]
+        self.views = [f.cache.layers[0].keys for f in feeds]
+        self.batched = batched
+        self.lens = lens
+
+    def fits(self, feeds: list[Feed]) -> bool:
+        return (len(feeds) == len(self.caches)
+                and all(len(f.tokens) == 1 for f in feeds)
+                and all(f.cache is c and f.cache.layers[0].keys is v
+                        for f, c, v in zip(feeds, self.caches, self.views, strict=True)))
+
+
 class ModelRunner:
     """Runs one model; every forward pass of the engine goes through `forward`."""
 
@@ -60,6 +77,8 @@ class ModelRunner:
         self.device = device
         self.pad_id = pad_id
         self.cache_arg = cache_arg_name(model)
+        self._memo: _Stacked | None = None
+        self.stacks_built = 0  # stacked caches assembled (a reused one is not counted)
 
     def new_cache(self):
         from transformers import DynamicCache
@@ -101,30 +120,22 @@ class ModelRunner:
 
     def _forward_stacked(self, feeds: list[Feed]) -> list:
         """Caches stacked left-padded, new tokens right-padded (a padded query still sees
-        real keys, so no row is fully masked); each feed's new keys/values are appended
-        back to its own cache and its logits taken at its last real tokens."""
+        real keys, so no row is fully masked); logits taken at each feed's last real tokens.
+        Afterwards each request's cache holds views into the stacked cache (no copy back),
+        and when the next pass feeds one token to the very same requests whose caches are
+        untouched since, the stacked cache is reused as it is (`_Stacked`)."""
         import torch
 
-        lens = [f.cache.get_seq_length() for f in feeds]
         news = [len(f.tokens) for f in feeds]
+        memo = self._memo
+        if memo is not None and memo.fits(feeds):
+            batched, lens = memo.batched, memo.lens
+        else:
+            self._memo = None
+            lens = [f.cache.get_seq_length() for f in feeds]
+            batched = self._stack(feeds, lens)
+            self.stacks_built += 1
         L, M, B = max(lens), max(news), len(feeds)
-        batched = self.new_cache()
-        if L > 0:
-            template = next(f.cache for f, n in zip(feeds, lens, strict=True) if n > 0)
-            for li, layer in enumerate(template.layers):
-                ks, vs = [], []
-                for f, n in zip(feeds, lens, strict=True):
-                    if n > 0:
-                        k, v = f.cache.layers[li].keys, f.cache.layers[li].values
-                    else:
-                        k = layer.keys.new_zeros(1, layer.keys.shape[1], 0, layer.keys.shape[3])
-                        v = layer.values.new_zeros(1, layer.values.shape[1], 0, layer.values.shape[3])
-                    if n < L:
-                        pad = k.new_zeros(k.shape[0], k.shape[1], L - n, k.shape[3])
-                        k, v = torch.cat([pad, k], dim=-2), torch.cat([pad, v], dim=-2)
-                    ks.append(k)
-                    vs.append(v)
-                batched.update(torch.cat(ks), torch.cat(vs), li)
         attn = torch.zeros(B, L + M, dtype=torch.long)
         ids = torch.full((B, M), self.pad_id, dtype=torch.long)
         pos = torch.zeros(B, M, dtype=torch.long)
@@ -136,11 +147,36 @@ class ModelRunner:
         out = self._call(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=pos.to(dev), kv=batched,
                          logits_to_keep=M)
         rows = []
-        for i, (f, m) in enumerate(zip(feeds, news, strict=True)):
+        for i, (f, n, m) in enumerate(zip(feeds, lens, news, strict=True)):
             for li, layer in enumerate(batched.layers):
-                f.cache.update(layer.keys[i : i + 1, :, L : L + m, :], layer.values[i : i + 1, :, L : L + m, :], li)
+                own = f.cache.layers[li]
+                k, v = layer.keys[i : i + 1, :, L - n : L + m, :], layer.values[i : i + 1, :, L - n : L + m, :]
+                if not own.is_initialized:
+                    own.update(k[:, :, :0], v[:, :, :0])  # typed, empty: then it takes the views
+                own.keys, own.values = k, v
             rows.append(out.logits[i, m - f.keep : m])
+        if all(m == M for m in news):  # every row ends at L + M: the layout stays reusable
+            self._memo = _Stacked(feeds, batched, [n + M for n in lens])
         return rows
+
+    def _stack(self, feeds: list[Feed], lens: list[int]):
+        """A new cache holding every feed's cache as one row, left-padded to the longest."""
+
+        batched = self.new_cache()
+        L, B = max(lens), len(feeds)
+        if L == 0:
+            return batched
+        template = next(f.cache for f, n in zip(feeds, lens, strict=True) if n > 0)
+        for li, layer in enumerate(template.layers):
+            k0, v0 = layer.keys, layer.values
+            K = k0.new_zeros(B, k0.shape[1], L, k0.shape[3])
+            V = v0.new_zeros(B, v0.shape[1], L, v0.shape[3])
+            for i, (f, n) in enumerate(zip(feeds, lens, strict=True)):
+                if n > 0:
+                    K[i, :, L - n :] = f.cache.layers[li].keys[0]
+                    V[i, :, L - n :] = f.cache.layers[li].values[0]
+            batched.update(K, V, li)
+        return batched
 
     def self_check(self, prompt_ids: list[int]) -> dict:
         """Prefill, then one cached step, against a fresh prefill of the same tokens (and

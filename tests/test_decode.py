@@ -57,6 +57,36 @@ def test_stacked_batch_matches_single_passes(engine):
         assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
 
 
+def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
+    """Consecutive one-token passes of the same requests reuse the stacked cache; after one
+    request's cache is cropped (a jump), the group is stacked anew; logits stay exact."""
+    from engine.runner import Feed
+
+    dec = engine.ensure_model()
+    run = dec.runner
+    tok = dec.lm.tokenizer
+    seqs = [dec.prompt_ids("Name a colour.", raw=False), dec.prompt_ids("Write about the sea and the sky.", raw=False)]
+    caches = [run.new_cache(), run.new_cache()]
+    run.forward([Feed(caches[0], seqs[0]), Feed(caches[1], seqs[1])])  # prompts of different lengths
+    built = run.stacks_built
+    nxt = tok.encode(" the big blue whale swims", add_special_tokens=False)
+    for t in nxt[:3]:
+        rows, _ = run.forward([Feed(caches[0], [t]), Feed(caches[1], [t])])
+        for s in seqs:
+            s.append(t)
+    assert run.stacks_built == built + 1  # stacked for the first one-token pass, then reused twice
+    for got, s in zip(rows, seqs, strict=True):
+        (want,), _ = run.forward([Feed(run.new_cache(), s)])
+        assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
+    run.crop(caches[0], len(seqs[0]) - 2)  # a jump crops one request's cache
+    del seqs[0][-2:]
+    rows, _ = run.forward([Feed(caches[0], [nxt[3]]), Feed(caches[1], [nxt[3]])])
+    assert run.stacks_built == built + 2
+    for got, s in zip(rows, seqs, strict=True):
+        (want,), _ = run.forward([Feed(run.new_cache(), s + [nxt[3]])])
+        assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
+
+
 def test_model_self_check_passed_at_load(engine):
     lm = engine.ensure_model().lm
     assert lm.self_check["cache_arg"] in ("cache", "past_key_values")
