@@ -146,6 +146,9 @@ class CompileResult:
     seconds: float
 
 
+FAILURE_TTL_S = 600.0
+
+
 def dfa_nbytes(dfa: CharDFA) -> int:
     """Approximate memory of an automaton with its compressed view and JSON (cached on it)."""
     edges = sum(len(row) for row in dfa.trans)
@@ -185,7 +188,8 @@ class CompileCache:
         self.cache_dir = cache_dir
         self._threads = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cfsm-compile")
         budget = budget_bytes if budget_bytes is not None else CACHE_BUDGET_MB * 1024 * 1024
-        self.lru = ByteLRU(budget, _result_nbytes)
+        # a compile in flight is never evicted: its callers would start it again
+        self.lru = ByteLRU(budget, _result_nbytes, pinned=lambda fut: not fut.done())
         self._lock = threading.Lock()
         self._worker = DfaWorkerPool(2) if use_worker else None
         self.dfa_builds = 0
@@ -200,40 +204,50 @@ class CompileCache:
         return self._worker.build(pattern, self.max_states, self.timeout_s, max_chars)
 
     def _cached(self, key: tuple) -> cf.Future | None:
-        """A cached future unless it failed for a reason worth retrying."""
+        """A cached future unless it failed for a reason worth retrying: a library crash or
+        a dead worker, or a constraint error older than FAILURE_TTL_S (a time limit hit under
+        load may pass later)."""
         fut = self.lru.get(key)
         if fut is None:
             return None
-        if fut.done() and not fut.cancelled() and fut.exception() is not None \
-                and not isinstance(fut.exception(), CfsmError):
-            self.lru.pop(key)
-            return None
+        if fut.done() and not fut.cancelled() and fut.exception() is not None:
+            exc = fut.exception()
+            stale = time.monotonic() - getattr(fut, "cfsm_failed_at", time.monotonic()) > FAILURE_TTL_S
+            if not isinstance(exc, CfsmError) or exc.kind == "compile_failed" or stale:
+                self.lru.pop(key)
+                return None
         return fut
 
     def _watch(self, key: tuple, fut: cf.Future) -> None:
         """Re-measure an entry once it completes (it was sized as in flight)."""
-        fut.add_done_callback(lambda _f: self.lru.remeasure(key))
+
+        def done(f: cf.Future) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                f.cfsm_failed_at = time.monotonic()
+            self.lru.remeasure(key)
+
+        fut.add_done_callback(done)
 
     def dfa(self, constraint: Constraint) -> CharDFA:
         """The character DFA of a regex/schema constraint (cached, failures included)."""
         pattern = constraint.regex()
         if pattern is None:
             raise CfsmError("unsupported_feature", "grammars have no finite automaton to show")
-        key = ("dfa", pattern)
+        # regexes derived from schemas are long by nature; the state limit governs them
+        max_chars = MAX_REGEX_CHARS if constraint.kind == "regex" else 25 * MAX_SCHEMA_CHARS
+        key = ("dfa", pattern, max_chars)
         with self._lock:
             fut = self._cached(key)
             owner = fut is None
             if owner:
                 fut = cf.Future()
+                self._watch(key, fut)
                 self.lru.put(key, fut)
         if owner:
             try:
-                # regexes derived from schemas are long by nature; the state limit governs them
-                max_chars = MAX_REGEX_CHARS if constraint.kind == "regex" else 25 * MAX_SCHEMA_CHARS
                 fut.set_result(self._build_dfa(pattern, max_chars))
             except BaseException as exc:  # noqa: BLE001
                 fut.set_exception(exc)
-            self.lru.remeasure(key)
         return fut.result()
 
     def _compile(self, constraint: Constraint, backend: str) -> CompileResult:

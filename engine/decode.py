@@ -61,7 +61,7 @@ class Decoder:
         seq = self.sequence(req, compiled, on_event, should_stop)
         with self._lock:
             run_to_completion(self.runner, [seq])
-        return self._result(seq, {"kind": "single", "batch_size": 1})
+        return self._result(seq, {"kind": "single", "max_batch": 1})
 
     def run_many(self, seqs: list[Sequence]) -> PassCounts:
         """Decode a fixed batch together until every request is done."""
@@ -70,6 +70,8 @@ class Decoder:
 
     def serve(self, max_batch: int = 16) -> ContinuousBatcher:
         """The continuous batcher (started once): concurrent requests share forward passes."""
+        if self._batcher is not None:
+            return self._batcher
         with self._lock:
             if self._batcher is None:
                 self._batcher = ContinuousBatcher(self.runner, self._lock, max_batch)
@@ -81,7 +83,7 @@ class Decoder:
         """Decode one request in the running batch (blocks until it is done)."""
         batcher = self.serve()
         seq = batcher.submit(self.sequence(req, compiled, on_event, should_stop)).result()
-        return self._result(seq, {"kind": "continuous", "batch_size": batcher.max_batch})
+        return self._result(seq, {"kind": "continuous", "max_batch": batcher.max_batch})
 
     def _result(self, seq: Sequence, scheduler: dict) -> Trace:
         if seq.error is not None:

@@ -12,9 +12,11 @@ from typing import Any
 
 
 class ByteLRU:
-    def __init__(self, budget_bytes: int, sizeof: Callable[[Any], int]) -> None:
+    def __init__(self, budget_bytes: int, sizeof: Callable[[Any], int],
+                 pinned: Callable[[Any], bool] | None = None) -> None:
         self.budget = int(budget_bytes)
         self.sizeof = sizeof
+        self.pinned = pinned or (lambda _v: False)  # entries that must not be evicted now
         self._items: OrderedDict[Hashable, list] = OrderedDict()  # key -> [value, size]
         self._total = 0
         self._lock = threading.RLock()
@@ -57,18 +59,21 @@ class ByteLRU:
             return item[0]
 
     def _measure(self, key: Hashable, item: list) -> None:
-        size = max(0, int(self.sizeof(item[0])))
+        try:
+            size = max(0, int(self.sizeof(item[0])))
+        except Exception:  # noqa: BLE001 - a failed measurement keeps the last size
+            return
         self._total += size - item[1]
         item[1] = size
 
     def _evict(self, keep: Hashable) -> None:
-        """Drop least recently used entries until the total fits (the entry just used
-        stays even when it alone is over budget: it is in use)."""
-        while self._total > self.budget and len(self._items) > 1:
-            k = next(iter(self._items))
-            if k == keep:
-                self._items.move_to_end(k)
-                k = next(iter(self._items))
+        """Drop least recently used entries until the total fits (the entry just used and
+        pinned entries stay, even when they alone are over budget)."""
+        if self._total <= self.budget:
+            return
+        for k in [k for k in self._items if k != keep and not self.pinned(self._items[k][0])]:
+            if self._total <= self.budget:
+                break
             _, size = self._items.pop(k)
             self._total -= size
             self.evictions += 1

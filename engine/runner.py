@@ -79,6 +79,9 @@ class ModelRunner:
         self.cache_arg = cache_arg_name(model)
         self._memo: _Stacked | None = None
         self.stacks_built = 0  # stacked caches assembled (a reused one is not counted)
+        # stacking assumes plain layers (keys hold every position); sliding-window or other
+        # layer kinds get one pass per request instead
+        self.can_stack = all(type(layer).__name__ == "DynamicLayer" for layer in self.new_cache().layers)
 
     def new_cache(self):
         from transformers import DynamicCache
@@ -109,14 +112,27 @@ class ModelRunner:
         t0 = time.perf_counter()
         # grad mode is per thread: a scheduler thread would otherwise record autograd graphs
         with torch.inference_mode():
-            if len(feeds) == 1:
-                f = feeds[0]
-                x = torch.tensor([f.tokens], dtype=torch.long, device=self.device)
-                out = self._call(input_ids=x, kv=f.cache, logits_to_keep=f.keep)
-                rows = [out.logits[0]]
+            if len(feeds) == 1 or not self.can_stack:
+                self._memo = None  # these caches change outside the stacked layout
+                rows = [self._forward_one(f) for f in feeds]
             else:
-                rows = self._forward_stacked(feeds)
+                try:
+                    rows = self._forward_stacked(feeds)
+                except BaseException:
+                    self._memo = None  # a pass that failed half-way leaves the stacked cache unusable
+                    raise
         return rows, time.perf_counter() - t0
+
+    def _forward_one(self, f: Feed):
+        import torch
+
+        x = torch.tensor([f.tokens], dtype=torch.long, device=self.device)
+        out = self._call(input_ids=x, kv=f.cache, logits_to_keep=f.keep)
+        return out.logits[0, -f.keep :]  # the last rows, even if a model ignores logits_to_keep
+
+    def release(self) -> None:
+        """Forget the last stacked cache (the decode loop calls this when it goes idle)."""
+        self._memo = None
 
     def _forward_stacked(self, feeds: list[Feed]) -> list:
         """Caches stacked left-padded, new tokens right-padded (a padded query still sees
@@ -143,9 +159,14 @@ class ModelRunner:
             attn[i, L - n : L + m] = 1
             ids[i, :m] = torch.tensor(f.tokens)
             pos[i] = torch.arange(n, n + M)
+        # logits only at the positions some row needs (a prefill of 40 tokens needs one)
+        need = sorted({p for f, m in zip(feeds, news, strict=True) for p in range(m - f.keep, m)})
+        at = {p: j for j, p in enumerate(need)}
         dev = self.device  # built on the host, moved in one go
         out = self._call(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=pos.to(dev), kv=batched,
-                         logits_to_keep=M)
+                         logits_to_keep=torch.tensor(need, device=dev))
+        if out.logits.shape[1] != len(need):
+            raise CfsmError("unsupported_model", "the model ignores logits_to_keep; it cannot be batched here")
         rows = []
         for i, (f, n, m) in enumerate(zip(feeds, lens, news, strict=True)):
             for li, layer in enumerate(batched.layers):
@@ -154,7 +175,7 @@ class ModelRunner:
                 if not own.is_initialized:
                     own.update(k[:, :, :0], v[:, :, :0])  # typed, empty: then it takes the views
                 own.keys, own.values = k, v
-            rows.append(out.logits[i, m - f.keep : m])
+            rows.append(out.logits[i, [at[p] for p in range(m - f.keep, m)]])
         if all(m == M for m in news):  # every row ends at L + M: the layout stays reusable
             self._memo = _Stacked(feeds, batched, [n + M for n in lens])
         return rows
@@ -200,11 +221,15 @@ class ModelRunner:
         (fresh,), _ = self.forward([Feed(self.new_cache(), ids)])
         other = self.new_cache()
         self.forward([Feed(other, ids[:-2])])
-        stacked, _ = self.forward([Feed(other, ids[-2:]), Feed(self.new_cache(), ids)])
+        stacked, _ = self.forward([Feed(other, ids[-2:], keep=2), Feed(self.new_cache(), ids)])
+        if step.shape[0] != 1 or stacked[0].shape[0] != 2:
+            raise CfsmError("unsupported_model", f"the model returned logits for the wrong positions with "
+                            f"transformers {ver}")
         diffs = {}
-        for name, got in (("cached step", step[-1]), ("stacked batch", stacked[0][-1]), ("stacked fresh", stacked[1][-1])):
+        # rows read the way Sequence.receive reads them: the last `keep` positions, in order
+        for name, got in (("cached step", step[0]), ("stacked batch", stacked[0][1]), ("stacked fresh", stacked[1][0])):
             a = torch.log_softmax(got.float(), -1)
-            b = torch.log_softmax(fresh[-1].float(), -1)
+            b = torch.log_softmax(fresh[0].float(), -1)
             top = torch.topk(b, 20).indices
             diffs[name] = float((a[top] - b[top]).abs().max())
             if diffs[name] > tol:

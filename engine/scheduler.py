@@ -39,7 +39,10 @@ def _run_group(runner: ModelRunner, seqs: list[Sequence]) -> None:
             s.fail(exc)
         return
     for s, r in zip(seqs, rows, strict=True):
-        s.receive(r, dt, len(seqs))
+        try:
+            s.receive(r, dt, len(seqs))
+        except Exception as exc:  # noqa: BLE001
+            s.fail(exc)
 
 
 def step(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts) -> None:
@@ -92,10 +95,13 @@ def plan_passes(feeding: list[Sequence]) -> list[list[Sequence]]:
 def run_to_completion(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts | None = None) -> PassCounts:
     """Decode a fixed set of sequences until every one is done."""
     counts = counts or PassCounts()
-    for s in seqs:
-        s.start()
-    while any(not s.done for s in seqs):
-        step(runner, seqs, counts)
+    try:
+        for s in seqs:
+            s.start()
+        while any(not s.done for s in seqs):
+            step(runner, seqs, counts)
+    finally:
+        runner.release()
     return counts
 
 
@@ -111,20 +117,25 @@ class ContinuousBatcher:
         self.counts = PassCounts()
         self._inbox: queue.Queue[tuple[Sequence, Future]] = queue.Queue()
         self._closed = False
+        self._gate = threading.Lock()  # submit vs close: nothing slips in after the last item
         self._thread = threading.Thread(target=self._loop, daemon=True, name="cfsm-batcher")
         self._thread.start()
 
     def submit(self, seq: Sequence) -> Future:
         fut: Future = Future()
-        if self._closed:
-            fut.set_exception(RuntimeError("the decoder is shut down"))
-        else:
-            self._inbox.put((seq, fut))
+        with self._gate:
+            if self._closed:
+                fut.set_exception(RuntimeError("the decoder is shut down"))
+            else:
+                self._inbox.put((seq, fut))
         return fut
 
     def close(self) -> None:
-        self._closed = True
-        self._inbox.put((None, None))
+        """Take no new requests; those already submitted are decoded to the end, then the
+        thread exits."""
+        with self._gate:
+            self._closed = True
+            self._inbox.put((None, None))
 
     def _admit(self, active: dict, block: bool) -> None:
         while len(active) < self.max_batch:
@@ -133,7 +144,7 @@ class ContinuousBatcher:
             except queue.Empty:
                 return
             if seq is None:
-                return
+                return  # the close marker: the loop sees `_closed`; what is queued is still served
             try:
                 seq.start()
             except Exception as exc:  # noqa: BLE001
@@ -142,8 +153,10 @@ class ContinuousBatcher:
 
     def _loop(self) -> None:
         active: dict[Sequence, Future] = {}
-        while not self._closed:
-            self._admit(active, block=True)
+        while True:
+            if self._closed and not active and self._inbox.empty():
+                break
+            self._admit(active, block=not self._closed)
             if not active:
                 continue
             try:
@@ -154,7 +167,7 @@ class ContinuousBatcher:
                     s.fail(exc)
             for s in [s for s in active if s.done]:
                 active.pop(s).set_result(s)
-        for s, fut in active.items():
-            s.fail(RuntimeError("the decoder shut down"))
-            fut.set_result(s)
+            if not active:
+                with self.lock:
+                    self.runner.release()  # idle: the last stacked cache is not kept
 

@@ -304,6 +304,7 @@ class Sequence:
     def _end(self, finished: bool, reason: str) -> None:
         self.done, self.finished, self.reason = True, finished, reason
         self.feed, self.queue = None, []
+        self.cache = None  # its views may pin a whole stacked cache: let it go now
         self.t_done = time.perf_counter()
         return None
 

@@ -311,8 +311,9 @@ class TokenIndex:
 
     def nbytes(self) -> int:
         """Memory held (host arrays and device masks), for the byte-bounded caches."""
-        n = sum(a.nbytes for a in self._allowed.values()) + self._table.nbytes + self._regular_ids.nbytes
-        n += sum(m.numel() * m.element_size() for m in self._masks.values())
+        # snapshots: the decode thread may add states while this runs
+        n = sum(a.nbytes for a in list(self._allowed.values())) + self._table.nbytes + self._regular_ids.nbytes
+        n += sum(m.numel() * m.element_size() for m in list(self._masks.values()))
         return n + 120 * (len(self._pending) + len(self._allowed) + len(self._masks))
 
     def stats(self) -> dict:

@@ -147,7 +147,7 @@ class Trace:
 def _upgrade_v1(obj: dict) -> dict:
     """Version 1 -> 2: fill the fields version 2 added with what they meant then."""
     obj = dict(obj)
-    obj["scheduler"] = {"kind": "single", "batch_size": 1}
+    obj["scheduler"] = {"kind": "single", "max_batch": 1}
     obj["steps"] = [{"batch_size": 1, **s} for s in obj["steps"]]
     obj["totals"] = {"queue_s": 0.0, **obj["totals"]}
     obj["version"] = 2

@@ -97,6 +97,20 @@ def test_byte_lru_evicts_least_recently_used_and_remeasures():
     assert "c" in lru and len(lru) == 1
 
 
+def test_a_compile_in_flight_is_never_evicted(ctx):
+    small = CompileCache(ctx, budget_bytes=1, use_worker=False)  # everything is over budget
+    try:
+        from concurrent.futures import Future
+
+        pending: Future = Future()  # stands for a compile still running
+        small.lru.put(("in flight",), pending)
+        small.get(Constraint("regex", "[a-z]{1,30}"), "fsm")
+        small.get(Constraint("regex", "[0-9]{1,30}"), "fsm")
+        assert ("in flight",) in small.lru  # finished entries were evicted around it
+    finally:
+        small.close()
+
+
 def test_same_request_is_compiled_once(cache):
     c = Constraint("regex", "[0-9]{2}-[0-9]{2}")
     a = cache.submit(c, "fsm")

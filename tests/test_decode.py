@@ -15,6 +15,12 @@ from engine.trace import validate_trace
 pytestmark = pytest.mark.model
 
 
+def close(engine, a, b) -> bool:
+    """Logits equal up to the precision the model runs in (float32 on CPU, half on GPUs)."""
+    half = engine.ensure_model().lm.dtype in ("float16", "bfloat16")
+    return torch.allclose(a.float(), b.float(), atol=0.15 if half else 2e-3, rtol=2e-2 if half else 1e-3)
+
+
 def gen(engine, prompt, constraint=None, **kw):
     return engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, **kw))
 
@@ -33,7 +39,7 @@ def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
     assert cache.get_seq_length() == len(ids)
     (reused,), _ = run.forward([Feed(cache, extra_new)])
     (fresh,), _ = run.forward([Feed(run.new_cache(), ids + extra_new)])
-    assert torch.allclose(reused.float(), fresh.float(), atol=1e-3, rtol=1e-3)
+    assert close(engine, reused, fresh)
     assert int(reused.argmax()) == int(fresh.argmax())
 
 
@@ -54,7 +60,7 @@ def test_stacked_batch_matches_single_passes(engine):
     (fb,), _ = run.forward([Feed(run.new_cache(), b + nxt_b)])
     assert ca.get_seq_length() == len(a) + len(nxt_a) and cb.get_seq_length() == len(b) + 1
     for got, want in ((rows[0], fa), (rows[1], fb)):
-        assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
+        assert close(engine, got[-1], want[-1])
 
 
 def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
@@ -77,20 +83,20 @@ def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
     assert run.stacks_built == built + 1  # stacked for the first one-token pass, then reused twice
     for got, s in zip(rows, seqs, strict=True):
         (want,), _ = run.forward([Feed(run.new_cache(), s)])
-        assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
+        assert close(engine, got[-1], want[-1])
     run.crop(caches[0], len(seqs[0]) - 2)  # a jump crops one request's cache
     del seqs[0][-2:]
     rows, _ = run.forward([Feed(caches[0], [nxt[3]]), Feed(caches[1], [nxt[3]])])
     assert run.stacks_built == built + 2
     for got, s in zip(rows, seqs, strict=True):
         (want,), _ = run.forward([Feed(run.new_cache(), s + [nxt[3]])])
-        assert torch.allclose(got[-1].float(), want[-1].float(), atol=2e-3, rtol=1e-3)
+        assert close(engine, got[-1], want[-1])
 
 
 def test_model_self_check_passed_at_load(engine):
     lm = engine.ensure_model().lm
     assert lm.self_check["cache_arg"] in ("cache", "past_key_values")
-    assert max(lm.self_check["max_logprob_diff"].values()) < 1e-2
+    assert max(lm.self_check["max_logprob_diff"].values()) < (0.25 if lm.dtype in ("float16", "bfloat16") else 1e-2)
 
 
 def test_character_regex_jump_vs_masked(engine, paper_bench, character_regex):

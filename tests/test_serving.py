@@ -60,33 +60,52 @@ def test_a_solo_request_in_the_batcher_equals_the_single_decoder(engine, paper_b
 
 
 def test_stop_cancels_only_its_own_request(engine):
+    """A short request joins while a long one decodes; the long one is stopped while the
+    short one is in the batch; the short one finishes all the same."""
     dec = engine.ensure_model()
-    long_c = engine.compile(Constraint("regex", r"[a-z ]{1,300}"), "fsm").compiled
+    long_c = engine.compile(Constraint("regex", r"[a-z ]{200,300}"), "fsm").compiled  # no early EOS
     short_c = engine.compile(Constraint("regex", r"The answer is (yes|no)\."), "fsm").compiled
-    stops = [threading.Event(), threading.Event()]
-    reqs = [GenerateRequest(prompt="Write a long story about a cat.", constraint=long_c.constraint, mode="masked",
-                            max_new_tokens=300),
-            GenerateRequest(prompt="Is the sky blue?", constraint=short_c.constraint, max_new_tokens=20)]
-    seen = threading.Event()
+    stop_long = threading.Event()
+    short_started = threading.Event()
+    out = {}
 
-    def on_event(kind, data):
-        if kind == "step" and data["step"]["index"] >= 3:
-            seen.set()
-            stops[0].set()  # the user of the long request presses Stop mid-way
+    def short_run():
+        req = GenerateRequest(prompt="Is the sky blue?", constraint=short_c.constraint, max_new_tokens=20)
+        out["short"] = dec.submit(req, short_c, on_event=lambda k, d: k == "start" and short_started.set()).to_json()
 
-    out = [None, None]
+    short_thread = threading.Thread(target=short_run)
 
-    def long_run():
-        out[0] = dec.submit(reqs[0], long_c, on_event=on_event, should_stop=stops[0].is_set).to_json()
+    def on_long_event(kind, data):
+        if kind != "step":
+            return
+        if data["step"]["index"] == 1:
+            short_thread.start()  # the short request arrives while the long one decodes
+        if short_started.is_set():
+            stop_long.set()  # the long request's user presses Stop
 
-    t = threading.Thread(target=long_run)
-    t.start()
-    out[1] = dec.submit(reqs[1], short_c, should_stop=stops[1].is_set).to_json()
-    t.join(300)
-    assert seen.is_set()
-    assert out[0]["totals"]["reason"] == "cancelled" and not out[0]["totals"]["finished"]
-    assert out[0]["totals"]["output_tokens"] < 300
-    assert out[1]["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", out[1]["text"])
+    req = GenerateRequest(prompt="Write a long story about a cat.", constraint=long_c.constraint, mode="masked",
+                          max_new_tokens=300)
+    out["long"] = dec.submit(req, long_c, on_event=on_long_event, should_stop=stop_long.is_set).to_json()
+    short_thread.join(300)
+    assert out["long"]["totals"]["reason"] == "cancelled" and not out["long"]["totals"]["finished"]
+    assert out["long"]["totals"]["output_tokens"] < 200
+    assert out["short"]["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", out["short"]["text"])
+
+
+def test_close_serves_what_was_submitted_and_refuses_the_rest(engine):
+    from engine.decode import Decoder
+
+    own = Decoder(engine.ensure_model().lm, engine.ctx)  # its own batcher, closed by this test
+    comp = engine.compile(Constraint("regex", r"The answer is (yes|no)\."), "fsm").compiled
+    batcher = own.serve(max_batch=2)
+    req = GenerateRequest(prompt="Is the sky blue?", constraint=comp.constraint, max_new_tokens=20)
+    futs = [batcher.submit(own.sequence(req, comp)) for _ in range(3)]  # one waits behind max_batch
+    batcher.close()
+    for f in futs:
+        seq = f.result(timeout=300)  # resolved, not left hanging
+        assert seq.finished and re.fullmatch(r"The answer is (yes|no)\.", own.texts.bytes(seq.out_ids).decode())
+    with pytest.raises(RuntimeError, match="shut down"):
+        own.submit(req, comp)
 
 
 def test_a_failing_request_fails_alone(engine):

@@ -61,7 +61,7 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
                     finished=True, reason="complete")
     return Trace(request={"prompt": "", "mode": "masked"}, model={"vocab_size": vocab_size}, backend="fsm",
                  mode="masked", prompt_tokens=0, text=text, tokens=tokens, steps=st, jumps=[], masks={"m": mask},
-                 totals=totals, scheduler={"kind": "synthetic", "batch_size": 1}, automaton=auto).to_json()
+                 totals=totals, scheduler={"kind": "synthetic", "max_batch": 1}, automaton=auto).to_json()
 
 
 def measure(trace: dict) -> dict:

@@ -110,8 +110,8 @@ class OutlinesCompiled(CompiledConstraint):
     def nbytes(self) -> int:
         if self._index_bytes is None:  # outlines-core reports no size: count its transitions once
             self._index_bytes = 24 * sum(len(v) for v in self.index.get_transitions().values())
-        n = sum(a.nbytes for a in self.allowed_cache.values())
-        return self._index_bytes + n + sum(m.numel() * m.element_size() for m in self.mask_cache.values())
+        n = sum(a.nbytes for a in list(self.allowed_cache.values()))  # snapshots: decoding adds states
+        return self._index_bytes + n + sum(m.numel() * m.element_size() for m in list(self.mask_cache.values()))
 
 
 class OutlinesBackend(GrammarBackend):
