@@ -109,7 +109,7 @@ class Staged:
     allowed: int
     state: dict
     mask_s: float
-    t_select: float = 0.0
+    sample_s: float = 0.0
 
 
 @dataclass
@@ -216,8 +216,10 @@ class Sequence:
         return Staged(p, mask, int(allowed), state, time.perf_counter() - t)
 
     def select(self, st: Staged):
-        st.t_select = time.perf_counter()
-        return select_pack(st.pending.logits, st.mask, self.req, self.gen)
+        t = time.perf_counter()
+        pack = select_pack(st.pending.logits, st.mask, self.req, self.gen)
+        st.sample_s = time.perf_counter() - t  # on a GPU: launch time; the step's one sync comes later
+        return pack
 
     def commit(self, st: Staged, pack: list[float]) -> None:
         """Record the step, accept the chosen token and plan what comes next."""
@@ -260,7 +262,7 @@ class Sequence:
             top_raw=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(raw_v, raw_i, strict=True)],
             top_masked=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(m_v, m_i, strict=True) if v > 0],
             forward_ms=round(st.pending.forward_s * 1e3, 3), mask_us=round(st.mask_s * 1e6, 1),
-            sample_us=round((time.perf_counter() - st.t_select) * 1e6, 1), output_len=len(self.out_ids),
+            sample_us=round(st.sample_s * 1e6, 1), output_len=len(self.out_ids),
             batch_size=st.pending.batch_size,
             verifies=None if st.pending.expect is None else [st.pending.expect, t(st.pending.expect)],
         )
