@@ -3,7 +3,7 @@ one), batched decoding (a fixed batch) and the continuous batcher (requests join
 a running batch, the serving path of the page and the API).
 
 A step: every sequence with logits waiting stages its mask and samples on the device; the
-numbers of all of them come back in one host transfer; each commits its token. Then the
+numbers of all of them come back in one host transfer; each accepts its token. Then the
 forward passes: sequences that jumped (or just joined) prefill their new tokens on their
 own prefixes, together in one pass, and rejoin the batch at the next step (the SGLang
 design); sequences that feed one token share a batched pass, the same one as the prefills
@@ -66,7 +66,7 @@ def step(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts) -> None:
         for s, st, p in staged:
             vals, at = flat[at : at + p.numel()], at + p.numel()
             try:
-                s.commit(st, vals)
+                s.accept(st, vals)
             except Exception as exc:  # noqa: BLE001
                 s.fail(exc)
     for group in plan_passes([s for s in seqs if not s.done and s.feed is not None]):

@@ -5,7 +5,7 @@ A scheduler (engine.scheduler) owns the forward passes; a `Sequence` decides eve
 else. Its life: `start()` (initial jump-forward) sets `feed`; the scheduler runs the feed
 and calls `receive()`; `stage()` takes the next logits and its mask, `select()` samples on
 the device, the scheduler reads every sequence's numbers back in one transfer, and
-`commit()` records the step, accepts the token and either jumps (a new `feed` with the
+`accept()` records the step, accepts the token and either jumps (a new `feed` with the
 re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the trace.
 """
 
@@ -102,7 +102,7 @@ class Pending:
 
 @dataclass
 class Staged:
-    """A step between `stage()` and `commit()`."""
+    """A step between `stage()` and `accept()`."""
 
     pending: Pending
     mask: Any
@@ -221,7 +221,7 @@ class Sequence:
         st.sample_s = time.perf_counter() - t  # on a GPU: launch time; the step's one sync comes later
         return pack
 
-    def commit(self, st: Staged, pack: list[float]) -> None:
+    def accept(self, st: Staged, pack: list[float]) -> None:
         """Record the step, accept the chosen token and plan what comes next."""
         step = self._record(st, pack)
         tid = step.token_id
