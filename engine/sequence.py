@@ -11,7 +11,6 @@ re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the tra
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,7 +20,7 @@ from .backends import Matcher, TokenizerContext
 from .errors import CfsmError
 from .request import GenerateRequest
 from .runner import Feed
-from .trace import JumpRecord, StepRecord, Totals, Trace, encode_mask
+from .trace import JumpRecord, StepRecord, Trace, TraceRecorder
 
 EventFn = Callable[[str, dict], None]
 
@@ -113,15 +112,6 @@ class Staged:
 
 
 @dataclass
-class Counters:
-    forward_passes: int = 0
-    forward_s: float = 0.0
-    grammar_s: float = 0.0
-    prefilled_tokens: int = 0
-    prefill_ms: float | None = None
-
-
-@dataclass
 class PlannedFeed:
     """What the next forward pass must take for this sequence and how to read it back."""
 
@@ -154,10 +144,8 @@ class Sequence:
         self.token_step: list[int] = []
         self.queue: list[Pending] = []
         self.feed: PlannedFeed | None = None
-        self.steps: list[StepRecord] = []
-        self.jumps: list[JumpRecord] = []
-        self.masks: dict[str, str] = {}
-        self.n = Counters()
+        self.rec = TraceRecorder()
+        self.n = self.rec.n
         self.done = False
         self.finished = False
         self.reason = "max_new_tokens"
@@ -179,7 +167,7 @@ class Sequence:
         if self.done and self.reason == "complete":
             self.finished = True
         self._emit("start", {"prompt_tokens": len(self.prompt_ids),
-                             "initial_jump": self.jumps[0].to_json() if self.jumps else None})
+                             "initial_jump": self.rec.jumps[0].to_json() if self.rec.jumps else None})
 
     def feed_for_runner(self) -> Feed:
         return Feed(self.cache, self.feed.tokens, self.feed.keep)
@@ -256,7 +244,7 @@ class Sequence:
         m_v, m_i = pack[4 + 2 * k : 4 + 3 * k], pack[4 + 3 * k : 4 + 4 * k]
         t = self.texts.text
         step = StepRecord(
-            index=len(self.steps), char_state=st.state.get("char_state"), token_state=st.state.get("token_state"),
+            index=len(self.rec.steps), char_state=st.state.get("char_state"), token_state=st.state.get("token_state"),
             allowed=st.allowed, token_id=tid, token_text=t(tid), origin="forced" if st.allowed == 1 else "model",
             prob=round(pack[2], 6), raw_prob=round(pack[3], 6), feasible_mass=round(min(1.0, pack[1]), 6),
             top_raw=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(raw_v, raw_i, strict=True)],
@@ -266,8 +254,7 @@ class Sequence:
             batch_size=st.pending.batch_size,
             verifies=None if st.pending.expect is None else [st.pending.expect, t(st.pending.expect)],
         )
-        self.steps.append(step)
-        return step
+        return self.rec.add_step(step)
 
     def _detail(self, step: StepRecord, sample: int = 48) -> None:
         """Trace bookkeeping outside the timed sections: the first allowed tokens with the
@@ -276,10 +263,7 @@ class Sequence:
         ids = m.allowed_ids()
         step.char_offset = len(self.texts.bytes(self.out_ids).decode("utf-8", errors="ignore"))
         step.allowed_sample = [[int(x), self.texts.text(int(x)), m.next_char_state(int(x))] for x in ids[:sample]]
-        blob = encode_mask(ids, self.ctx.vocab_size)
-        key = hashlib.sha1(blob.encode()).hexdigest()[:12]
-        self.masks.setdefault(key, blob)
-        step.mask_key = key
+        step.mask_key = self.rec.add_mask(ids, self.ctx.vocab_size)
 
     # ------------------------------------------------------------------ tokens
     def _append(self, tid: int, origin: str, step_index: int) -> None:
@@ -345,10 +329,8 @@ class Sequence:
             return None
         new_ids, cands, info = res
         keep = common_prefix(self.out_ids, new_ids)
-        info.step, info.reused_output_tokens = step_index, keep
-        self.jumps.append(info)
-        if step_index >= 0:
-            self.steps[step_index].jump = len(self.jumps) - 1
+        info.reused_output_tokens = keep
+        self.rec.add_jump(info, step_index)
         confirmed = len(new_ids) - cands
         self.origins = self.origins[:keep] + ["jump"] * (confirmed - keep)
         self.token_step = self.token_step[:keep] + [step_index] * (confirmed - keep)
@@ -421,7 +403,7 @@ class Sequence:
             "step": step.to_json(),
             "tokens": [[x, t(x), o, s] for x, o, s in zip(self.out_ids, self.origins, self.token_step, strict=False)],
             "forward_passes": self.n.forward_passes,
-            "jumps": len(self.jumps),
+            "jumps": len(self.rec.jumps),
             "elapsed_s": time.perf_counter() - self.t_start,
         })
 
@@ -429,33 +411,20 @@ class Sequence:
         """The trace of this request (call once, when `done`)."""
         self.truncate(self.req.max_new_tokens)
         end = self.t_done or time.perf_counter()
-        wall, n = end - self.t_start, self.n
-        text = self.texts.bytes(self.out_ids).decode("utf-8", errors="replace")
-        tokens = [{"id": t, "text": self.texts.text(t), "origin": o, "step": s}
-                  for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)]
-        steps = self.steps
-        n_steps = max(1, len(steps))
-        req = self.req
-        totals = Totals(
-            forward_passes=n.forward_passes, output_tokens=len(self.out_ids), prompt_tokens=len(self.prompt_ids),
-            prefilled_tokens=n.prefilled_tokens, steps=len(steps),
-            model_steps=sum(1 for s in steps if s.origin == "model"),
-            forced_steps=sum(1 for s in steps if s.origin == "forced"),
-            jumped_tokens=sum(1 for o in self.origins if o == "jump"), jumps=len(self.jumps),
-            jumped_chars=sum(len(j.string) for j in self.jumps), wall_s=round(wall, 4),
-            decode_s=round(end - self.t_decode, 4) if n.prefill_ms is not None else 0.0,
-            prefill_ms=n.prefill_ms or 0.0, forward_s=round(n.forward_s, 4), grammar_s=round(n.grammar_s, 5),
-            grammar_us_per_step=round(n.grammar_s * 1e6 / n_steps, 1),
-            sample_us_per_step=round(sum(s.sample_us for s in steps) / n_steps, 1),
-            forward_ms_per_pass=round(n.forward_s * 1e3 / max(1, n.forward_passes), 3),
-            tokens_per_s=round(len(self.out_ids) / wall, 2) if wall > 0 else None,
-            compile_s=round(self.compiled.compile_seconds, 4) if self.compiled is not None else 0.0,
-            finished=self.finished, reason=self.reason, queue_s=round(self.t_start - self.t_created, 4),
-        )
-        request = {**{k: v for k, v in asdict(req).items() if k != "constraint"},
-                   "constraint": None if req.constraint is None else asdict(req.constraint)}
-        trace = Trace(request=request, model=model_info, backend=req.backend if req.mode != "free" else None,
-                      mode=req.mode, prompt_tokens=len(self.prompt_ids), text=text, tokens=tokens, steps=steps,
-                      jumps=self.jumps, masks=self.masks, totals=totals, scheduler=scheduler)
+        req, texts = self.req, self.texts
+        totals = self.rec.totals(
+            prompt_tokens=len(self.prompt_ids), output_tokens=len(self.out_ids),
+            jumped_tokens=sum(1 for o in self.origins if o == "jump"), wall_s=end - self.t_start,
+            decode_s=end - self.t_decode if self.n.prefill_ms is not None else 0.0,
+            compile_s=self.compiled.compile_seconds if self.compiled is not None else 0.0,
+            finished=self.finished, reason=self.reason, queue_s=self.t_start - self.t_created)
+        trace = self.rec.build(
+            request={**{k: v for k, v in asdict(req).items() if k != "constraint"},
+                     "constraint": None if req.constraint is None else asdict(req.constraint)},
+            model=model_info, backend=req.backend if req.mode != "free" else None, mode=req.mode,
+            prompt_tokens=len(self.prompt_ids), text=texts.bytes(self.out_ids).decode("utf-8", errors="replace"),
+            tokens=[{"id": t, "text": texts.text(t), "origin": o, "step": s}
+                    for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)],
+            totals=totals, scheduler=scheduler)
         self._emit("end", {"totals": asdict(totals)})
         return trace

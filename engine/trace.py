@@ -144,6 +144,73 @@ class Trace:
         return out
 
 
+@dataclass
+class Counters:
+    """What a request's forward passes and grammar work cost, summed as it decodes."""
+
+    forward_passes: int = 0
+    forward_s: float = 0.0
+    grammar_s: float = 0.0
+    prefilled_tokens: int = 0
+    prefill_ms: float | None = None
+
+
+class TraceRecorder:
+    """What one request writes while it decodes (steps, jumps, deduplicated masks, counters);
+    `build` makes the typed `Trace` of it. One per `Sequence`."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self.jumps: list[JumpRecord] = []
+        self.masks: dict[str, str] = {}
+        self.n = Counters()
+
+    def add_step(self, step: StepRecord) -> StepRecord:
+        self.steps.append(step)
+        return step
+
+    def add_jump(self, info: JumpRecord, step_index: int) -> None:
+        """A jump, linked from the step whose token triggered it (-1: before the first step)."""
+        info.step = step_index
+        self.jumps.append(info)
+        if step_index >= 0:
+            self.steps[step_index].jump = len(self.jumps) - 1
+
+    def add_mask(self, ids, vocab_size: int) -> str:
+        """Store a mask once (compressed); returns the key steps refer to it by."""
+        import hashlib
+
+        blob = encode_mask(ids, vocab_size)
+        key = hashlib.sha1(blob.encode()).hexdigest()[:12]
+        self.masks.setdefault(key, blob)
+        return key
+
+    def totals(self, *, prompt_tokens: int, output_tokens: int, jumped_tokens: int, wall_s: float, decode_s: float,
+               compile_s: float, finished: bool, reason: str, queue_s: float) -> Totals:
+        n, steps = self.n, self.steps
+        n_steps = max(1, len(steps))
+        return Totals(
+            forward_passes=n.forward_passes, output_tokens=output_tokens, prompt_tokens=prompt_tokens,
+            prefilled_tokens=n.prefilled_tokens, steps=len(steps),
+            model_steps=sum(1 for s in steps if s.origin == "model"),
+            forced_steps=sum(1 for s in steps if s.origin == "forced"),
+            jumped_tokens=jumped_tokens, jumps=len(self.jumps), jumped_chars=sum(len(j.string) for j in self.jumps),
+            wall_s=round(wall_s, 4), decode_s=round(decode_s, 4), prefill_ms=n.prefill_ms or 0.0,
+            forward_s=round(n.forward_s, 4), grammar_s=round(n.grammar_s, 5),
+            grammar_us_per_step=round(n.grammar_s * 1e6 / n_steps, 1),
+            sample_us_per_step=round(sum(s.sample_us for s in steps) / n_steps, 1),
+            forward_ms_per_pass=round(n.forward_s * 1e3 / max(1, n.forward_passes), 3),
+            tokens_per_s=round(output_tokens / wall_s, 2) if wall_s > 0 else None,
+            compile_s=round(compile_s, 4), finished=finished, reason=reason, queue_s=round(queue_s, 4),
+        )
+
+    def build(self, *, request: dict, model: dict, backend: str | None, mode: str, prompt_tokens: int, text: str,
+              tokens: list[dict], totals: Totals, scheduler: dict) -> Trace:
+        return Trace(request=request, model=model, backend=backend, mode=mode, prompt_tokens=prompt_tokens, text=text,
+                     tokens=tokens, steps=self.steps, jumps=self.jumps, masks=self.masks, totals=totals,
+                     scheduler=scheduler)
+
+
 def _upgrade_v1(obj: dict) -> dict:
     """Version 1 -> 2: fill the fields version 2 added with what they meant then."""
     obj = dict(obj)
