@@ -103,6 +103,33 @@ def _request_from(obj: dict, args):
     )
 
 
+def _generate_many(lines: list[dict], args) -> int:
+    """Every request of a JSONL file decodes in one continuous batch; results are printed
+    in input order, one line each (an error object where a request fails)."""
+    import concurrent.futures as cf
+
+    from .service import Engine
+
+    eng = Engine(args.model, args.device, args.trust_remote_code, continuous=True)
+
+    def one(obj: dict) -> dict:
+        try:
+            tr = eng.generate(_request_from(obj, args))
+            return tr if args.json else {"text": tr["text"], "totals": tr["totals"]}
+        except CfsmError as exc:
+            return exc.to_json()
+
+    worst = 0
+    try:
+        with cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="cfsm-request") as pool:
+            for out in pool.map(one, lines):
+                worst = 2 if "error" in out else worst
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+    finally:
+        eng.close()
+    return worst
+
+
 def cmd_generate(args) -> int:
     from .service import Engine
 
@@ -115,17 +142,7 @@ def cmd_generate(args) -> int:
                         lines.append(json.loads(line))
                     except json.JSONDecodeError as exc:
                         raise CfsmError("invalid_input", f"{args.requests}:{n}: not JSON: {exc}") from exc
-        eng = Engine(args.model, args.device, args.trust_remote_code)
-        worst = 0
-        for obj in lines:
-            try:
-                tr = eng.generate(_request_from(obj, args))
-                print(json.dumps(tr if args.json else {"text": tr["text"], "totals": tr["totals"]}, ensure_ascii=False), flush=True)
-            except CfsmError as exc:
-                worst = 2
-                print(json.dumps(exc.to_json()), flush=True)
-        eng.close()
-        return worst
+        return _generate_many(lines, args)
     if args.prompt is None:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
     obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",
