@@ -11,6 +11,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/device}"
+DEVICE="${DEVICE:-cuda}"             # DEVICE=cpu NAMES=1 BATCH_SIZES=1,2 checks the script itself here
+NAMES="${NAMES:-5}"
+BATCH_SIZES="${BATCH_SIZES:-1,4,16,50}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 cp device-wheels/b/smollm2.part.* /tmp/ 2>/dev/null
@@ -26,8 +29,9 @@ import interegular, outlines_core, xgrammar, llguidance, jsonschema  # noqa: F40
 print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
                   "cuda": torch.cuda.is_available(), "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))
 PY
+# the tests use the best device present (CUDA there)
 timeout 240 $PY -m pytest -q -p no:cacheprovider -m "model and not browser" \
   tests/test_decode.py tests/test_batch.py tests/test_serving.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
-timeout 200 $PY -m engine bench --names 5 --device cuda --out "$OUT/character.json" 2>&1 | tail -12
-timeout 200 $PY -m engine bench --suite batch --batch-sizes 1,4,16,50 --max-new-tokens 128 --device cuda \
+timeout 200 $PY -m engine bench --names "$NAMES" --device "$DEVICE" --out "$OUT/character.json" 2>&1 | tail -12
+timeout 200 $PY -m engine bench --suite batch --batch-sizes "$BATCH_SIZES" --device "$DEVICE" \
   --out "$OUT/batch.json" 2>&1 | tail -8
