@@ -62,7 +62,7 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
                     "grammar_us_per_step": t["grammar_us_per_step"],
                     "sample_us_per_step": t["sample_us_per_step"],
                     "forward_ms_per_pass": t["forward_ms_per_pass"],
-                    "valid": bool(t["finished"] and re.fullmatch(regex, tr["text"])),
+                    "valid": tr["valid"] is True,  # engine.validate: re.fullmatch of a finished output
                     "finished": t["finished"],
                 }
             row = {"backend": backend, "name": name, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()}}

@@ -161,7 +161,8 @@ def cmd_generate(args) -> int:
         print(tr["text"])
         t = tr["totals"]
         print(f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
-              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']})", file=sys.stderr)
+              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})",
+              file=sys.stderr)
     return 0
 
 

@@ -21,6 +21,7 @@ from .errors import CfsmError
 from .request import GenerateRequest
 from .runner import Feed
 from .trace import JumpRecord, StepRecord, Trace, TraceRecorder
+from .validate import validate_output
 
 EventFn = Callable[[str, dict], None]
 
@@ -418,11 +419,14 @@ class Sequence:
             decode_s=end - self.t_decode if self.n.prefill_ms is not None else 0.0,
             compile_s=self.compiled.compile_seconds if self.compiled is not None else 0.0,
             finished=self.finished, reason=self.reason, queue_s=self.t_start - self.t_created)
+        text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
+        valid, why = validate_output(req.constraint if req.mode != "free" else None, text, self.finished, self.reason,
+                                     self.matcher.is_final() if self.matcher is not None and self.finished else None)
         trace = self.rec.build(
             request={**{k: v for k, v in asdict(req).items() if k != "constraint"},
                      "constraint": None if req.constraint is None else asdict(req.constraint)},
             model=model_info, backend=req.backend if req.mode != "free" else None, mode=req.mode,
-            prompt_tokens=len(self.prompt_ids), text=texts.bytes(self.out_ids).decode("utf-8", errors="replace"),
+            prompt_tokens=len(self.prompt_ids), text=text, valid=valid, validation=why,
             tokens=[{"id": t, "text": texts.text(t), "origin": o, "step": s}
                     for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)],
             totals=totals, scheduler=scheduler)

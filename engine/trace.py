@@ -1,7 +1,8 @@
 """The trace: the JSON contract between the engine, viz/ and app/, typed once here.
 
 Version history: 1 = first release; 2 = records built from these dataclasses, plus
-`scheduler` (how the request was decoded: single, batch or continuous), `steps[].batch_size`
+`valid`/`validation` (the finished output checked against the constraint), `scheduler`
+(how the request was decoded: single, batch or continuous), `steps[].batch_size`
 (requests in the forward pass that produced the step's logits) and `totals.queue_s` (time
 waiting to join a running batch). Version 1 traces load and are upgraded with defaults.
 Readers check `version` and refuse newer ones.
@@ -124,6 +125,8 @@ class Trace:
     totals: Totals
     scheduler: dict
     version: int = TRACE_VERSION
+    valid: bool | None = None  # the finished output checked against the constraint (engine.validate)
+    validation: str = ""
     # added by the service after decoding, when the constraint has them
     compile: dict | None = None
     regex: str | None = None
@@ -134,6 +137,7 @@ class Trace:
         out: dict[str, Any] = {
             "version": self.version, "request": self.request, "model": self.model, "backend": self.backend,
             "mode": self.mode, "scheduler": self.scheduler, "prompt_tokens": self.prompt_tokens, "text": self.text,
+            "valid": self.valid, "validation": self.validation,
             "tokens": self.tokens, "steps": [s.to_json() for s in self.steps],
             "jumps": [j.to_json() for j in self.jumps], "masks": self.masks, "totals": asdict(self.totals),
         }
@@ -205,16 +209,18 @@ class TraceRecorder:
         )
 
     def build(self, *, request: dict, model: dict, backend: str | None, mode: str, prompt_tokens: int, text: str,
-              tokens: list[dict], totals: Totals, scheduler: dict) -> Trace:
+              tokens: list[dict], totals: Totals, scheduler: dict, valid: bool | None, validation: str) -> Trace:
         return Trace(request=request, model=model, backend=backend, mode=mode, prompt_tokens=prompt_tokens, text=text,
                      tokens=tokens, steps=self.steps, jumps=self.jumps, masks=self.masks, totals=totals,
-                     scheduler=scheduler)
+                     scheduler=scheduler, valid=valid, validation=validation)
 
 
 def _upgrade_v1(obj: dict) -> dict:
     """Version 1 -> 2: fill the fields version 2 added with what they meant then."""
     obj = dict(obj)
     obj["scheduler"] = {"kind": "single", "max_batch": 1}
+    obj.setdefault("valid", None)
+    obj.setdefault("validation", "not recorded (a version 1 trace)")
     obj["steps"] = [{"batch_size": 1, **s} for s in obj["steps"]]
     obj["totals"] = {"queue_s": 0.0, **obj["totals"]}
     obj["version"] = 2

@@ -118,6 +118,8 @@ def _as_v1(trace: dict) -> dict:
     old = json.loads(json.dumps(trace))
     old["version"] = 1
     old.pop("scheduler")
+    old.pop("valid")
+    old.pop("validation")
     old["totals"].pop("queue_s")
     for s in old["steps"]:
         s.pop("batch_size")
@@ -131,6 +133,7 @@ def test_version_1_traces_still_load_and_render(trace):
     up = validate_trace(json.dumps(_as_v1(trace)))
     assert up["version"] == 2 and up["scheduler"]["kind"] == "single"
     assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
+    assert up["valid"] is None and "version 1" in up["validation"]
     # the upgraded trace is the current one, apart from the fields version 1 did not have
     assert up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
     v = render_step(up, 1)
