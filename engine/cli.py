@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from .backends import BACKENDS
 from .errors import CfsmError
 
 
@@ -230,6 +231,53 @@ def cmd_doctor(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    """One JSON object per (backend, text): does the constraint accept it?"""
+    from .check import check_text
+    from .service import Engine
+
+    if args.requests:
+        items = _read_jsonl(args.requests)
+    else:
+        if not args.text:
+            raise CfsmError("invalid_input", "give at least one --text (or --requests FILE.jsonl)")
+        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace")}
+        if _constraint_from(None, base) is None:
+            raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
+        items = [{**base, "backend": args.backend, "text": t} for t in args.text]
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
+    worst = 0
+    try:
+        for obj in items:
+            backends = BACKENDS if (obj.get("backend") or "fsm") == "all" else [obj.get("backend") or "fsm"]
+            for b in backends:
+                try:
+                    c = _constraint_from(None, obj)
+                    if c is None or not isinstance(obj.get("text"), str):
+                        raise CfsmError("invalid_input", "each line needs regex, schema or grammar, and text")
+                    res = eng.compile(c, b)
+                    out = {"backend": b, "text": obj["text"], **check_text(res.compiled, res.dfa, eng.ctx, obj["text"])}
+                except CfsmError as exc:
+                    worst = 2
+                    out = {"backend": b, **exc.to_json()}
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+    finally:
+        eng.close()
+    return worst
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise CfsmError("invalid_input", f"{path}:{n}: not JSON: {exc}") from exc
+    return out
+
+
 def cmd_serve(args) -> int:
     from app.main import serve
 
@@ -301,6 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(b)
     b.set_defaults(func=cmd_bench)
 
+    k = sub.add_parser("check", help="does a constraint accept a text? (per backend; no model weights)")
+    k.add_argument("--regex")
+    k.add_argument("--schema")
+    k.add_argument("--grammar")
+    k.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    k.add_argument("--backend", default="fsm", help=f"{', '.join(BACKENDS)} or all")
+    k.add_argument("--text", action="append", help="a text to check (repeatable)")
+    k.add_argument("--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text")
+    k.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")
+    _add_model_args(k)
+    k.set_defaults(func=cmd_check)
+
     s = sub.add_parser("serve", help="serve the playground")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=7860)
@@ -313,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    as_json = bool(getattr(args, "json", False)) or args.cmd == "jump"
+    as_json = bool(getattr(args, "json", False)) or args.cmd in ("jump", "check")
     try:
         return int(args.func(args) or 0)
     except CfsmError as exc:

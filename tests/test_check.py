@@ -1,0 +1,64 @@
+"""`cfsm check`: does a constraint accept a text, per backend (tokenizer only, no weights)."""
+
+import json
+
+import pytest
+
+from engine.cli import main
+
+# no weights are used, but the embedded tokenizer comes from the converted model folder
+# (the first run converts the GGUF), so these count as model tests
+pytestmark = pytest.mark.model
+
+
+def run(capsys, *argv):
+    rc = main(["check", *argv])
+    return rc, [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+
+
+def test_regex_verdicts_name_the_place_and_what_was_allowed(capsys):
+    rc, out = run(capsys, "--regex", "[0-9]{3}-[0-9]{4}", "--text", "555-1234", "--text", "555-12a4",
+                  "--text", "555-12", "--text", "ü55")
+    assert rc == 0
+    ok, bad, short, wide = out
+    assert ok["accepted"] and ok["prefix_ok"] and ok["rejected_at"] is None
+    assert not bad["accepted"] and not bad["prefix_ok"] and bad["rejected_at"] == 6 and bad["expected"] == ["[0-9]"]
+    assert not short["accepted"] and short["prefix_ok"] and short["expected"] == ["[0-9]"]
+    assert wide["rejected_at"] == 0  # a byte offset: "ü" is two bytes, and it is the first character
+
+
+@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+def test_every_backend_gives_its_own_verdict(capsys, backend):
+    rc, (good, bad) = run(capsys, "--regex", r"The answer is (yes|no)\.", "--backend", backend,
+                          "--text", "The answer is yes.", "--text", "The answer is maybe.")
+    assert rc == 0 and good["backend"] == backend and good["accepted"]
+    assert not bad["accepted"] and bad["rejected_at"] == len("The answer is ")
+
+
+def test_a_backend_that_refuses_what_the_automaton_allows_is_flagged(capsys):
+    """outlines-core 0.2.x drops tokens that leave an accepting state for a non-accepting
+    one: it refuses `1.5` for `[0-9]+(\\.[0-9]+)?` (a known difference, shown as a warning)."""
+    rc, out = run(capsys, "--regex", r"[0-9]+(\.[0-9]+)?", "--backend", "all", "--text", "1.5")
+    by = {o["backend"]: o for o in out}
+    assert by["fsm"]["accepted"] and by["xgrammar"]["accepted"] and by["llguidance"]["accepted"]
+    assert not by["outlines"]["accepted"] and by["outlines"]["rejected_at"] == 1
+    assert "refuses the token '.'" in by["outlines"]["warnings"][0]
+
+
+def test_native_schema_bounds_and_a_bad_line_in_a_requests_file(capsys, tmp_path):
+    schema = {"type": "object", "properties": {"qty": {"type": "integer", "minimum": 1, "maximum": 99}},
+              "required": ["qty"]}
+    f = tmp_path / "checks.jsonl"
+    f.write_text(json.dumps({"schema": schema, "backend": "xgrammar", "text": '{"qty":100}'}) + "\n"
+                 + json.dumps({"regex": "(?<=a)b", "text": "b"}) + "\n"
+                 + json.dumps({"schema": schema, "backend": "xgrammar", "text": '{"qty":12}'}) + "\n")
+    rc, (over, err, fine) = run(capsys, "--requests", str(f))
+    assert rc == 2  # one line failed to compile; the others were checked
+    assert not over["accepted"] and over["rejected_at"] == len('{"qty":10') and over["expected"] == ["'}'"]
+    assert err["error"]["kind"] == "unsupported_feature"
+    assert fine["accepted"]
+
+
+def test_check_without_a_text_is_a_clear_error(capsys):
+    rc, (out,) = run(capsys, "--regex", "a")
+    assert rc == 2 and out["error"]["kind"] == "invalid_input"
