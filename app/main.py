@@ -80,9 +80,10 @@ def summary_md(trace: dict) -> str:
         f"{t['forward_passes']} forward passes \u00b7 {t['wall_s']} s \u00b7 {t['tokens_per_s']} tok/s \u00b7 "
         f"{t['jumps']} jumps ({t['jumped_chars']} chars) \u00b7 finished: {t['finished']} ({t['reason']})"
     ]
-    if trace.get("valid") is not None or trace.get("validation"):
-        mark = {True: "\u2705 valid", False: "\u274c invalid", None: "\u2754 not checked"}[trace.get("valid")]
-        parts.append(f"**{mark}**: {html.escape(trace.get('validation', ''))}")
+    valid, why = trace.get("valid"), trace.get("validation") or ""
+    if valid is not None or why:
+        mark = {True: "\u2705 valid", False: "\u274c invalid"}.get(valid, "\u2754 not checked")
+        parts.append(f"**{mark}**: {html.escape(str(why))}")
     if ideal:
         parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")
     return "  \n".join(parts)

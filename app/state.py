@@ -97,7 +97,8 @@ class EngineHub:
             with self._lock:
                 if len(self._engines) >= MAX_MODELS:
                     oldest = next(k for k in self._engines if k != self.default)
-                    self._engines.pop(oldest).close()
+                    self._engines.pop(oldest).close()  # its running requests finish first
+                    self._started.pop(oldest, None)  # so that it can be loaded again
                 self._engines[name] = eng
         except CfsmError as exc:
             with self._lock:

@@ -85,6 +85,15 @@ def cmd_compile(args) -> int:
 
 
 def _request_from(obj: dict, args):
+    if not isinstance(obj, dict):
+        raise CfsmError("invalid_input", f"a request must be a JSON object, not {type(obj).__name__}")
+    try:
+        return _build_request(obj)
+    except (ValueError, TypeError) as exc:
+        raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
+
+
+def _build_request(obj: dict):
     from .decode import GenerateRequest
 
     constraint = _constraint_from(None, obj)
@@ -116,9 +125,19 @@ def _generate_many(lines: list[dict], args) -> int:
     def one(obj: dict) -> dict:
         try:
             tr = eng.generate(_request_from(obj, args))
-            return tr if args.json else {"text": tr["text"], "totals": tr["totals"]}
+            return tr if args.json else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
         except CfsmError as exc:
             return exc.to_json()
+        except Exception as exc:  # noqa: BLE001 - one line's failure is that line's error object
+            return {"error": {"kind": "internal", "message": " ".join(f"{type(exc).__name__}: {exc}".split())}}
+
+    for obj in lines:  # compile first, one at a time: queueing for the compile pool is no timeout
+        try:
+            req = _request_from(obj, args)
+            if req.constraint is not None and req.mode != "free":
+                eng.compile(req.constraint, req.backend)
+        except Exception:  # noqa: BLE001 - reported by its own line below
+            pass
 
     worst = 0
     try:

@@ -163,7 +163,9 @@ def _result_nbytes(fut: cf.Future) -> int:
     res = fut.result()
     if isinstance(res, CharDFA):
         return dfa_nbytes(res)
-    return res.compiled.nbytes()  # its automaton is counted under its own key
+    # its automaton too: it lives as long as this entry, whatever happens to the automaton's own
+    # key (counted twice while both are cached, which errs on the side of evicting)
+    return res.compiled.nbytes() + (dfa_nbytes(res.dfa) if res.dfa is not None else 0)
 
 
 class CompileCache:

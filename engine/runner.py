@@ -143,6 +143,8 @@ class ModelRunner:
         import torch
 
         news = [len(f.tokens) for f in feeds]
+        if any(m < f.keep for f, m in zip(feeds, news, strict=True)):
+            raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
         memo = self._memo
         if memo is not None and memo.fits(feeds):
             batched, lens = memo.batched, memo.lens
@@ -165,8 +167,11 @@ class ModelRunner:
         dev = self.device  # built on the host, moved in one go
         out = self._call(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=pos.to(dev), kv=batched,
                          logits_to_keep=torch.tensor(need, device=dev))
-        if out.logits.shape[1] != len(need):
-            raise CfsmError("unsupported_model", "the model ignores logits_to_keep; it cannot be batched here")
+        if out.logits.shape[1] == M:  # a model that ignores logits_to_keep returns every position
+            at = {p: p for p in need}
+        elif out.logits.shape[1] != len(need):
+            raise CfsmError("unsupported_model", f"the model returned logits for {out.logits.shape[1]} positions, "
+                            f"expected {len(need)}")
         rows = []
         for i, (f, n, m) in enumerate(zip(feeds, lens, news, strict=True)):
             for li, layer in enumerate(batched.layers):

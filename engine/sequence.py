@@ -161,6 +161,8 @@ class Sequence:
         """Plan the first forward pass: the prompt, plus the forced start of the output
         when the constraint begins with a jump."""
         self.t_start = time.perf_counter()
+        if not self.prompt_ids:
+            raise CfsmError("invalid_input", "the prompt is empty after tokenization (give a prompt, or drop --raw-prompt)")
         if self.req.mode == "jump":
             self._jump_or_feed(-1, self.prompt_ids)
         else:

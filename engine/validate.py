@@ -22,7 +22,8 @@ def validate_output(constraint: Constraint | None, text: str, finished: bool, re
         return _check_schema(constraint, text)
     if constraint.kind == "regex":
         try:
-            pattern = re.compile(constraint.text)
+            # ASCII: the engine spells \w \d \s (and their negations) in ASCII for every backend
+            pattern = re.compile(constraint.text, re.ASCII)
         except (re.error, OverflowError, RecursionError) as exc:
             return None, f"Python's re cannot check this regex ({exc})"
         if pattern.fullmatch(text):
@@ -36,11 +37,14 @@ def _check_schema(constraint: Constraint, text: str) -> tuple[bool, str]:
 
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return False, f"not JSON: {exc}"
-    schema = constraint.schema_obj()
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    err = jsonschema.exceptions.best_match(cls(schema).iter_errors(doc))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so are huge integers
+        return False, " ".join(f"not JSON: {exc}".split())[:300]
+    try:
+        schema = constraint.schema_obj()
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        err = jsonschema.exceptions.best_match(cls(schema).iter_errors(doc))
+    except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: say so, do not fail the run
+        return None, " ".join(f"could not check against the schema: {exc}".split())[:300]
     if err is None:
         return True, f"valid against the schema ({cls.__name__.replace('Validator', '')})"
     where = "/" + "/".join(str(p) for p in err.absolute_path)

@@ -67,6 +67,8 @@ def test_generate_requests_file(engine, tmp_path, capsys):
         json.dumps({"prompt": "Is water wet?", "regex": "(yes|no)", "mode": "jump"}) + "\n"
         + json.dumps({"prompt": "Pick", "regex": "(?=x)", "mode": "jump"}) + "\n"
         + json.dumps({"prompt": "A number", "schema": {"type": "integer"}, "mode": "masked", "max_new_tokens": 8}) + "\n"
+        + json.dumps(["not", "an", "object"]) + "\n"
+        + json.dumps({"prompt": "x", "regex": "a", "max_new_tokens": "many"}) + "\n"
     )
     rc = main(["generate", "--requests", str(f), "--json"])
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
@@ -74,6 +76,7 @@ def test_generate_requests_file(engine, tmp_path, capsys):
     assert lines[0]["text"] in ("yes", "no")  # in input order
     assert lines[1]["error"]["kind"] == "unsupported_feature"
     assert lines[2]["text"].lstrip("-").isdigit()
+    assert lines[3]["error"]["kind"] == lines[4]["error"]["kind"] == "invalid_input"  # the run went on
     # the file's requests go to the continuous batcher (that they share passes when they
     # overlap is tested in test_serving.py; here they may not overlap in time)
     assert lines[0]["scheduler"]["kind"] == lines[2]["scheduler"]["kind"] == "continuous"

@@ -272,3 +272,20 @@ def test_validation_catches_what_the_constraint_forbids():
     assert ok is False
     ok, _ = validate_output(Constraint("grammar", 'root ::= "a"'), "a", True, "complete", False)
     assert ok is False
+
+
+def test_validation_reads_shorthand_classes_as_the_engine_does():
+    """The engine spells \\w \\d \\s and their negations in ASCII for every backend; the
+    validator must agree (Python's default is Unicode)."""
+    from engine.validate import validate_output
+
+    assert validate_output(Constraint("regex", r"a\Wb"), "aéb", True, "eos", None)[0] is True
+    assert validate_output(Constraint("regex", r"\w+"), "é", True, "eos", None)[0] is False
+    ok, why = validate_output(Constraint("schema", '{"type": "integer"}'), "1" * 5000, True, "eos", None)
+    assert ok is False and why.startswith("not JSON")  # Python refuses integers this long
+
+
+def test_an_empty_prompt_is_a_clear_error(engine):
+    with pytest.raises(CfsmError) as ei:
+        gen(engine, "", Constraint("regex", "(yes|no)"), mode="masked", raw_prompt=True)
+    assert ei.value.kind == "invalid_input" and "empty" in ei.value.message
