@@ -82,7 +82,7 @@ def summary_md(trace: dict) -> str:
     ]
     valid, why = trace.get("valid"), trace.get("validation") or ""
     if valid is not None or why:
-        mark = {True: "\u2705 valid", False: "\u274c invalid"}.get(valid, "\u2754 not checked")
+        mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(valid, "? not checked")  # glyphs every font has
         parts.append(f"**{mark}**: {html.escape(str(why))}")
     if ideal:
         parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")

@@ -12,6 +12,7 @@ when the padded pass stays small (`plan_passes`).
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 from concurrent.futures import Future
@@ -118,8 +119,10 @@ class ContinuousBatcher:
         self._inbox: queue.Queue[tuple[Sequence, Future]] = queue.Queue()
         self._closed = False
         self._gate = threading.Lock()  # submit vs close: nothing slips in after the last item
+        self._abort = False
         self._thread = threading.Thread(target=self._loop, daemon=True, name="cfsm-batcher")
         self._thread.start()
+        atexit.register(self.shutdown)
 
     def submit(self, seq: Sequence) -> Future:
         fut: Future = Future()
@@ -136,6 +139,31 @@ class ContinuousBatcher:
         with self._gate:
             self._closed = True
             self._inbox.put((None, None))
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Cancel every request and wait for the thread. Registered at exit: a daemon thread
+        still inside a forward pass when the interpreter finalizes aborts the process."""
+        self._abort = True
+        self.close()
+        self._thread.join(timeout_s)
+
+    def _cancel_all(self, active: dict) -> None:
+        while True:
+            try:
+                seq, fut = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if seq is not None:
+                seq.cancel()
+                fut.set_result(seq)
+        for s, fut in active.items():
+            s.cancel()
+            fut.set_result(s)
+        active.clear()
 
     def _admit(self, active: dict, block: bool) -> None:
         while len(active) < self.max_batch:
@@ -154,6 +182,9 @@ class ContinuousBatcher:
     def _loop(self) -> None:
         active: dict[Sequence, Future] = {}
         while True:
+            if self._abort:
+                self._cancel_all(active)
+                break
             if self._closed and not active and self._inbox.empty():
                 break
             self._admit(active, block=not self._closed)

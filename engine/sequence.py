@@ -297,6 +297,10 @@ class Sequence:
         self.t_done = time.perf_counter()
         return None
 
+    def cancel(self) -> None:
+        if not self.done:
+            self._end(False, "cancelled")
+
     def fail(self, exc: BaseException) -> None:
         self.error = exc
         self._end(False, "error")

@@ -69,6 +69,8 @@ def test_character_preset_run_and_scrub(page):
     page.wait_for_function("document.querySelector('#summary').innerText.includes('forward passes') && "
                            "document.querySelector('#summary').innerText.includes('finished')", timeout=240_000)
     page.screenshot(path=str(ARTIFACTS / "step-view-initial.png"), full_page=True)
+    # the output was checked against the regex, and the badge says so
+    assert "\u2713 valid: matches the regex" in page.locator("#summary").inner_text()
 
     # move the scrubber: the range input responds to the keyboard
     rng = page.locator("#scrubber input[type=range]")

@@ -150,3 +150,21 @@ def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
         dec.submit(req, comp)
     tr = dec.submit(req, comp).to_json()
     assert tr["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", tr["text"])
+
+
+def test_shutdown_cancels_running_requests_and_ends_the_thread(engine):
+    """At exit the decode thread must not be inside a forward pass (the process would
+    abort): shutdown cancels what runs and waits for the thread."""
+    from engine.decode import Decoder
+
+    own = Decoder(engine.ensure_model().lm, engine.ctx)
+    comp = engine.compile(Constraint("regex", r"[a-z ]{200,300}"), "fsm").compiled
+    batcher = own.serve()
+    started = threading.Event()
+    req = GenerateRequest(prompt="Write a long story.", constraint=comp.constraint, mode="masked", max_new_tokens=300)
+    fut = batcher.submit(own.sequence(req, comp, on_event=lambda k, d: k == "step" and started.set()))
+    assert started.wait(120)
+    batcher.shutdown()
+    seq = fut.result(timeout=1)
+    assert seq.reason == "cancelled" and len(seq.out_ids) < 300
+    assert not batcher.running
