@@ -154,15 +154,7 @@ def cmd_generate(args) -> int:
     from .service import Engine
 
     if args.requests:
-        lines = []
-        with open(args.requests, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        lines.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise CfsmError("invalid_input", f"{args.requests}:{n}: not JSON: {exc}") from exc
-        return _generate_many(lines, args)
+        return _generate_many(_read_jsonl(args.requests), args)
     if args.prompt is None:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
     obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from .backends import CompiledConstraint, TokenizerContext
 from .errors import CfsmError
 from .model import LoadedModel
-from .request import MODES, GenerateRequest  # noqa: F401 - re-exported
+from .request import GenerateRequest
 from .runner import ModelRunner
 from .scheduler import ContinuousBatcher, PassCounts, run_to_completion
 from .sequence import Sequence, TokenText
-from .trace import Trace, encode_mask  # noqa: F401 - re-exported
+from .trace import Trace
 
 
 class Decoder:
@@ -35,9 +35,6 @@ class Decoder:
             )
             return list(tok.encode(text, add_special_tokens=False))
         return list(tok.encode(prompt, add_special_tokens=True))
-
-    def token_text(self, tid: int) -> str:
-        return self.texts.text(tid)
 
     def model_info(self) -> dict:
         return {"name": self.lm.name, "device": self.lm.device, "dtype": self.lm.dtype,

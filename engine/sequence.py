@@ -19,7 +19,7 @@ from typing import Any
 from .backends import Matcher, TokenizerContext
 from .errors import CfsmError
 from .request import GenerateRequest
-from .runner import Feed
+from .runner import Feed, ModelRunner
 from .trace import JumpRecord, StepRecord, Trace, TraceRecorder
 from .validate import validate_output
 
@@ -167,8 +167,6 @@ class Sequence:
             self._jump_or_feed(-1, self.prompt_ids)
         else:
             self.feed = PlannedFeed(list(self.prompt_ids))
-        if self.done and self.reason == "complete":
-            self.finished = True
         self._emit("start", {"prompt_tokens": len(self.prompt_ids),
                              "initial_jump": self.rec.jumps[0].to_json() if self.rec.jumps else None})
 
@@ -276,8 +274,6 @@ class Sequence:
 
     def crop_to(self, n_out: int) -> None:
         """Keep the cache for the prompt and the first `n_out` output tokens."""
-        from .runner import ModelRunner
-
         ModelRunner.crop(self.cache, len(self.prompt_ids) + n_out)
 
     def truncate(self, limit: int) -> None:
