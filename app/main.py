@@ -72,6 +72,12 @@ def live_check(kind: str, text: str, ws: str) -> str:
         return _msg(exc)
 
 
+def scrub_slider(n_steps: int) -> gr.Slider:
+    """The step scrubber for a run of n steps (Gradio refuses a 0..0 slider: a one-step
+    run gets 0..1, locked at step 0)."""
+    return gr.Slider(minimum=0, maximum=max(1, n_steps - 1), value=0, step=1, interactive=n_steps > 1)
+
+
 def summary_md(trace: dict) -> str:
     t = trace["totals"]
     ideal = trace.get("ideal") or {}
@@ -306,7 +312,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                                     backend_v, mode_v, max_v, temp_v, seed_v)
                 views = step_outputs(trace, 0, collapse_v, whole_v)
                 yield out(trace=trace, error="", summary=summary_md(trace), gauges=gauges(trace), timeline=timeline(trace, 0),
-                          scrub=gr.Slider(minimum=0, maximum=max(0, n - 1), value=0, step=1), permalink=link,
+                          scrub=scrub_slider(n), permalink=link,
                           dl=write_trace_file(trace),
                           **dict(zip(["graph", "caption", "mask", "topk", "allowed", "strip", "jump"], views, strict=True)))
             except GeneratorExit:
@@ -371,7 +377,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                 trace = validate_trace(p.read_text(encoding="utf-8"))
                 n = len(trace["steps"])
                 return [trace, "", summary_md(trace), gauges(trace), timeline(trace, 0),
-                        gr.Slider(minimum=0, maximum=max(0, n - 1), value=0, step=1)] + step_outputs(trace, 0, collapse_v, whole_v)
+                        scrub_slider(n)] + step_outputs(trace, 0, collapse_v, whole_v)
             except BaseException as exc:  # noqa: BLE001
                 return [gr.skip(), _msg(exc)] + [gr.skip()] * (4 + len(view_outputs))
 

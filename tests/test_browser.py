@@ -127,6 +127,7 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     page.wait_for_function("document.querySelector('#run-error').innerText.includes('unsupported_feature')", timeout=60_000)
     assert "Traceback" not in page.content()
     box.fill("(yes|no)")
+    page.locator("#prompt textarea").fill("Is water wet?")  # one step: the scrubber has a single position
     page.locator("#run").click()
     page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
     assert page.locator("#run-error").inner_text().strip() == ""
