@@ -20,6 +20,8 @@ def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> N
         g.add_argument("--grammar", help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text")
     p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
                    help="whitespace policy for JSON schemas (same for every backend)")
+    p.add_argument("--lenient", action="store_true",
+                   help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -35,12 +37,13 @@ def _constraint_from(args, obj: dict | None = None):
 
     src = obj if obj is not None else vars(args)
     ws = src.get("whitespace") or "compact"
+    lenient = bool(src.get("lenient", getattr(args, "lenient", False)))
     if src.get("regex") is not None:
         return Constraint("regex", src["regex"], ws)
     if src.get("schema") is not None:
         schema = src["schema"]
         text = json.dumps(schema) if isinstance(schema, (dict, bool)) else load_schema_arg(schema)
-        return Constraint("schema", text, ws)
+        return Constraint("schema", text, ws, lenient)
     if src.get("grammar") is not None:
         g = src["grammar"]
         if "\n" not in g and len(g) < 4096 and Path(g).is_file():
@@ -173,7 +176,8 @@ def cmd_generate(args) -> int:
         print(tr["text"])
         t = tr["totals"]
         print(f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
-              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})",
+              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})"
+              + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or []),
               file=sys.stderr)
     return 0
 
@@ -252,7 +256,7 @@ def cmd_check(args) -> int:
     else:
         if not args.text:
             raise CfsmError("invalid_input", "give at least one --text (or --requests FILE.jsonl)")
-        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace")}
+        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace", "lenient")}
         if _constraint_from(None, base) is None:
             raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
         items = [{**base, "backend": args.backend, "text": t} for t in args.text]
@@ -268,6 +272,7 @@ def cmd_check(args) -> int:
                         raise CfsmError("invalid_input", "each line needs regex, schema or grammar, and text")
                     res = eng.compile(c, b)
                     out = {"backend": b, "text": obj["text"], **check_text(res.compiled, res.dfa, eng.ctx, obj["text"])}
+                    out["warnings"] = list(res.compiled.warnings) + out["warnings"]
                 except CfsmError as exc:
                     worst = 2
                     out = {"backend": b, **exc.to_json()}
@@ -320,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--schema")
     g.add_argument("--grammar")
     g.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    g.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
     g.add_argument("--prompt")
     g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
     g.add_argument("--mode", default=None, choices=["free", "masked", "jump"])
@@ -365,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--schema")
     k.add_argument("--grammar")
     k.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    k.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
     k.add_argument("--backend", default="fsm", help=f"{', '.join(BACKENDS)} or all")
     k.add_argument("--text", action="append", help="a text to check (repeatable)")
     k.add_argument("--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text")

@@ -73,11 +73,10 @@ class DfaWorker:
             if t.is_alive():
                 self._kill()
                 t.join(1.0)
-                raise CfsmError(
-                    "compile_timeout",
-                    f"building the automaton took longer than {timeout_s:g} s (the regex is probably "
-                    "exponential, e.g. a counted repeat after an unbounded one)",
-                )
+                from .regex_dfa import slow_hint
+
+                raise CfsmError("compile_timeout",
+                                f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})")
             res = box.get("res")
             if res is None:
                 self._kill()

@@ -3,6 +3,7 @@ policy that every backend applies to a JSON schema in a run."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -14,7 +15,6 @@ from .limits import MAX_GRAMMAR_CHARS, MAX_SCHEMA_CHARS  # noqa: F401 - MAX_GRAM
 KINDS = ("regex", "schema", "grammar")
 WHITESPACE_POLICIES = ("compact", "spaced", "flexible")
 FLEXIBLE_WS = "[ ]?"
-_SENTINEL = "\ue000"  # private-use char marking where outlines-core puts whitespace
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Constraint:
     kind: str
     text: str
     whitespace: str = "compact"
+    lenient: bool = False  # compile keywords a backend cannot enforce, with a warning
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -34,7 +35,7 @@ class Constraint:
 
     @property
     def key(self) -> str:
-        h = hashlib.sha256(f"{self.kind}\x00{self.whitespace}\x00{self.text}".encode("utf-8", "surrogatepass"))
+        h = hashlib.sha256(f"{self.kind}\x00{self.whitespace}\x00{int(self.lenient)}\x00{self.text}".encode("utf-8", "surrogatepass"))
         return h.hexdigest()[:20]
 
     def schema_obj(self) -> dict | bool:
@@ -45,8 +46,14 @@ class Constraint:
         if self.kind == "regex":
             return self.text
         if self.kind == "schema":
-            return schema_to_regex(self.text, self.whitespace)
+            return schema_to_regex(self.text, self.whitespace, self.lenient)
         return None
+
+    def regex_warnings(self) -> list[str]:
+        """What the regex path leaves unenforced (only ever non-empty when lenient)."""
+        if self.kind != "schema":
+            return []
+        return list(compile_schema_regex(self.text, self.whitespace, self.lenient).warnings)
 
 
 def load_schema_arg(arg: str) -> str:
@@ -82,69 +89,21 @@ def parse_schema(text: str) -> dict | bool:
     return obj
 
 
-def _walk_schema(node, pointer: str = ""):
-    """Yield (json pointer, sub-schema) for every object in the schema."""
-    if isinstance(node, dict):
-        yield pointer or "/", node
-        for k, v in node.items():
-            yield from _walk_schema(v, f"{pointer}/{k.replace('~', '~0').replace('/', '~1')}")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _walk_schema(v, f"{pointer}/{i}")
+def schema_to_regex(text: str, whitespace: str = "compact", lenient: bool = False) -> str:
+    """JSON schema -> regex by the project's own exact compiler (engine/schema_regex.py)."""
+    return compile_schema_regex(text, whitespace, lenient).regex
 
 
-def _unanchor_patterns(obj):
-    """String `pattern`s are embedded in the document's regex, where ^ and $ would be
-    anchors in the middle of it; a generated string matches its pattern in full anyway."""
-    import copy
+@functools.lru_cache(maxsize=64)
+def compile_schema_regex(text: str, whitespace: str = "compact", lenient: bool = False):
+    """The regex and the warnings of what `lenient` let through unenforced (memoized: the
+    page, the backends and the doctor ask for the same schema's regex many times)."""
+    from .schema_regex import schema_regex
 
-    obj = copy.deepcopy(obj)
-    for _ptr, node in _walk_schema(obj):
-        pat = node.get("pattern")
-        if isinstance(pat, str):
-            if pat.startswith("^"):
-                pat = pat[1:]
-            if pat.endswith("$") and not pat.endswith("\\$"):
-                pat = pat[:-1]
-            node["pattern"] = pat
-    return obj
-
-
-def _check_regexable(obj) -> None:
-    """Reject what outlines-core's converter would get silently wrong."""
-    for ptr, node in _walk_schema(obj):
-        if node.get("enum") == [] and "properties" not in ptr.split("/")[-1:]:
-            raise CfsmError("unsatisfiable", f"`enum` at {ptr} lists no values, so no document can match")
-        all_of = node.get("allOf")
-        if isinstance(all_of, list) and len(all_of) > 1:
-            raise CfsmError(
-                "unsupported_feature",
-                f"`allOf` with {len(all_of)} subschemas at {ptr} cannot be turned into a regex "
-                "(use the xgrammar or llguidance backend)",
-            )
-
-
-def schema_to_regex(text: str, whitespace: str = "compact") -> str:
-    """JSON schema -> regex through outlines-core, then place whitespace by policy:
-    compact `,` `:`; spaced `, ` `: ` (json.dumps style); flexible `[ ]?` everywhere."""
-    obj = _unanchor_patterns(parse_schema(text))
-    _check_regexable(obj)
-    from outlines_core.json_schema import build_regex_from_schema
-
-    try:
-        rx = build_regex_from_schema(json.dumps(obj), whitespace_pattern=_SENTINEL)
-    except Exception as exc:  # noqa: BLE001 - outlines-core raises ValueError/TypeError
-        msg = " ".join(str(exc).split())
-        kind = "unsupported_feature" if "support" in msg.lower() else "invalid_schema"
-        raise CfsmError(kind, f"cannot turn the schema into a regex: {msg}") from exc
-    if len(rx) > 25 * MAX_SCHEMA_CHARS:
-        raise CfsmError("input_too_large", f"the schema's regex is {len(rx):,} characters long")
-    if whitespace == "flexible":
-        return rx.replace(_SENTINEL, FLEXIBLE_WS)
-    if whitespace == "spaced":
-        rx = rx.replace(_SENTINEL + "," + _SENTINEL, ", ").replace(_SENTINEL + ":" + _SENTINEL, ": ")
-        rx = rx.replace("," + _SENTINEL, ", ")
-    return rx.replace(_SENTINEL, "")
+    rx = schema_regex(parse_schema(text), whitespace, lenient)
+    if len(rx.regex) > 25 * MAX_SCHEMA_CHARS:
+        raise CfsmError("input_too_large", f"the schema's regex is {len(rx.regex):,} characters long")
+    return rx
 
 
 def reorder_like_schema(doc, schema):

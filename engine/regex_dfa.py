@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .errors import CfsmError
 from .limits import MAX_REGEX_CHARS
 from .limits import MAX_STATES as DEFAULT_MAX_STATES
+from .regex_normalize import normalize_regex  # noqa: F401 - re-exported: backends read regexes through it
 
 # sre opcodes that name a construct the automaton cannot represent.
 _UNSUPPORTED_OPS = {
@@ -58,78 +59,6 @@ def _find_unsupported(parsed) -> str | None:
 _SHORTHANDS = {"w": "a-zA-Z0-9_", "d": "0-9", "s": " \\t\\n\\r\\x0b\\x0c"}
 _SPECIAL_OUTSIDE = set(".^$*+?{}[]\\|()")
 _SPECIAL_INSIDE = set("]\\^-[")
-
-
-def normalize_regex(pattern: str) -> str:
-    """Turn Python-only escapes (\\uXXXX, \\UXXXXXXXX, \\N{...}, \\xhh of non-ASCII) into
-    literal characters so interegular (and the other backends) see plain Unicode; strip an
-    outer ^...$ which full-match semantics make redundant."""
-    import unicodedata
-
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            nxt = pattern[i + 1]
-            lit = None
-            width = 2
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", pattern[i + 2 : i + 6] or ""):
-                lit, width = chr(int(pattern[i + 2 : i + 6], 16)), 6
-            elif nxt == "U" and re.fullmatch(r"[0-9a-fA-F]{8}", pattern[i + 2 : i + 10] or ""):
-                lit, width = chr(int(pattern[i + 2 : i + 10], 16)), 10
-            elif nxt == "N" and pattern[i + 2 : i + 3] == "{":
-                end = pattern.find("}", i + 3)
-                if end > 0:
-                    try:
-                        lit = unicodedata.lookup(pattern[i + 3 : end])
-                    except KeyError as exc:
-                        raise CfsmError("invalid_regex", f"unknown character name in {pattern[i:end+1]}") from exc
-                    width = end + 1 - i
-            if lit is None:
-                body = _SHORTHANDS.get(nxt.lower()) if nxt in "wdsWDS" else None
-                # spell \w \d \s out in ASCII so every backend compiles one language
-                if body is not None and nxt.islower():
-                    out.append(body if in_class else f"[{body}]")
-                elif body is not None and not in_class:
-                    out.append(f"[^{body}]")
-                else:
-                    out.append(pattern[i : i + 2])
-                i += 2
-                continue
-            special = _SPECIAL_INSIDE if in_class else _SPECIAL_OUTSIDE
-            out.append("\\" + lit if lit in special else lit)
-            i += width
-            continue
-        if c == "." and not in_class:
-            # Python's `.` excludes only the newline; some engines include it: spell it out
-            out.append("[^\\n]")
-            i += 1
-            continue
-        if c == "[" and not in_class:
-            in_class = True
-            out.append(c)
-            # a leading ']' or '^]' is literal
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                out.append("^")
-                j += 1
-            if j < n and pattern[j] == "]":
-                out.append("\\]")
-                j += 1
-            i = j
-            continue
-        if c == "]" and in_class:
-            in_class = False
-        out.append(c)
-        i += 1
-    text = "".join(out)
-    if text.startswith("^"):
-        text = text[1:]
-    if text.endswith("$") and not text.endswith("\\$"):
-        text = text[:-1]
-    return text
 
 
 @dataclass
@@ -236,6 +165,34 @@ def _largest_repeat(parsed) -> int:
         elif name == "BRANCH":
             best = max([best] + [_largest_repeat(b) for b in av[1]])
     return best
+
+
+def _widest_alternation(parsed) -> int:
+    best = 0
+    for op, av in parsed:
+        name = str(op)
+        if name == "BRANCH":
+            best = max([len(av[1])] + [_widest_alternation(b) for b in av[1]])
+        elif name == "SUBPATTERN":
+            best = max(best, _widest_alternation(av[-1]))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+            best = max(best, _widest_alternation(av[2]))
+    return best
+
+
+def slow_hint(pattern: str) -> str:
+    """Why this regex is probably slow to determinize, named from its shape."""
+    try:
+        import re._parser as sre_parse  # type: ignore[import-not-found]
+
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - a hint must never fail
+        return "the regex is probably exponential"
+    wide = _widest_alternation(parsed)
+    if wide >= 200:
+        return (f"an alternation of {wide:,} alternatives, e.g. a large enum, is slow to determinize: "
+                "shorten it, or use the xgrammar or llguidance backend")
+    return "the regex is probably exponential, e.g. a counted repeat after an unbounded one"
 
 
 def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS) -> str:

@@ -77,10 +77,11 @@ class Engine:
     def compile_report(self, constraint: Constraint, backend: str = "fsm") -> dict:
         res = self.compile(constraint, backend)
         out: dict = {
-            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
+            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace, "lenient": constraint.lenient},
             "backend": backend,
             "compile_seconds": round(res.seconds, 4),
             "backend_stats": res.compiled.stats(),
+            "warnings": list(res.compiled.warnings),
         }
         if constraint.kind == "schema" and res.dfa is not None:
             out["regex"] = constraint.regex()
@@ -113,6 +114,7 @@ class Engine:
         output took, and the ideal forward-pass count of the output."""
         trace.totals.compile_s = round(res.seconds, 4)
         trace.compile = res.compiled.stats()
+        trace.warnings = list(res.compiled.warnings)
         if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
             trace.regex = req.constraint.regex()
         if res.dfa is None:

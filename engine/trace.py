@@ -127,6 +127,7 @@ class Trace:
     version: int = TRACE_VERSION
     valid: bool | None = None  # the finished output checked against the constraint (engine.validate)
     validation: str = ""
+    warnings: list[str] = field(default_factory=list)  # keywords compiled unenforced (--lenient)
     # added by the service after decoding, when the constraint has them
     compile: dict | None = None
     regex: str | None = None
@@ -137,7 +138,7 @@ class Trace:
         out: dict[str, Any] = {
             "version": self.version, "request": self.request, "model": self.model, "backend": self.backend,
             "mode": self.mode, "scheduler": self.scheduler, "prompt_tokens": self.prompt_tokens, "text": self.text,
-            "valid": self.valid, "validation": self.validation,
+            "valid": self.valid, "validation": self.validation, "warnings": list(self.warnings),
             "tokens": self.tokens, "steps": [s.to_json() for s in self.steps],
             "jumps": [j.to_json() for j in self.jumps], "masks": self.masks, "totals": asdict(self.totals),
         }

@@ -110,6 +110,7 @@ class CompiledConstraint(ABC):
     backend: str = ""
     constraint: Constraint
     compile_seconds: float = 0.0
+    warnings: list[str] | tuple = ()  # what this backend compiled but does not enforce (lenient only)
 
     @abstractmethod
     def matcher(self) -> Matcher: ...
@@ -120,7 +121,7 @@ class CompiledConstraint(ABC):
         return 256 * 1024
 
     def stats(self) -> dict:
-        return {"backend": self.backend, "compile_seconds": round(self.compile_seconds, 4)}
+        return {"backend": self.backend, "compile_seconds": round(self.compile_seconds, 4), "warnings": list(self.warnings)}
 
 
 class GrammarBackend(ABC):
@@ -136,9 +137,13 @@ class GrammarBackend(ABC):
                 f"backend {self.name!r} does not support {constraint.kind} constraints "
                 f"(it supports: {', '.join(self.kinds)})",
             )
+        from .audit import audit
+
         t0 = time.perf_counter()
+        warnings = audit(self.name, constraint)  # a known gap of this backend: refused unless lenient
         compiled = self._compile(constraint, ctx, **opts)
         compiled.compile_seconds = time.perf_counter() - t0
+        compiled.warnings = warnings + (constraint.regex_warnings() if self.name in ("fsm", "outlines") else [])
         return compiled
 
     @abstractmethod

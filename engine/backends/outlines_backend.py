@@ -1,6 +1,16 @@
 """outlines-core: its Rust Index over the same regex (whitespace applied by our policy).
 It has no jump-forward of its own, so the jump string comes from the shared compressed
-FSM of that regex, walked over the text emitted so far."""
+FSM of that regex, walked over the text emitted so far.
+
+outlines-core 0.2.x drops every token that leads from an accepting state to a
+non-accepting one (`[0-9]+(\\.[0-9]+)?` refuses `1.5`). The adapter works around it: the
+Index is built for `(R)` followed by an end marker (a private-use character no real token
+contains, written only by one extra token id past the vocabulary), so no state inside R
+is accepting for outlines-core; "may end here" is "the marker may follow", and EOS is
+allowed exactly there. A token that only starts writing the marker (a byte token such as
+`<0xF4>`) is not a way forward for the regex and is left out. Everything else is
+outlines-core's own Index. (A regex that itself writes U+10FFFD right where it may end is
+the one case this cannot tell apart.)"""
 
 from __future__ import annotations
 
@@ -13,13 +23,22 @@ from ..regex_dfa import CharDFA, normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
 
+END_MARKER = "\U0010fffd"
+MARKER_BYTES = END_MARKER.encode("utf-8")
+
+
 def _vocabulary(ctx: TokenizerContext):
+    """outlines-core's vocabulary plus the end-marker token (id = vocabulary size)."""
     from outlines_core import Vocabulary
 
+    marker = END_MARKER.encode("utf-8")
     groups: dict[bytes, list[int]] = {}
     for tid, b in enumerate(ctx.vocab.token_bytes):
         if b and tid != ctx.eos_token_id:
+            if marker in b:
+                raise CfsmError("unsupported_model", "a token contains the outlines adapter's end marker U+10FFFD")
             groups.setdefault(b, []).append(tid)
+    groups[marker] = [ctx.vocab_size]
     return Vocabulary(ctx.eos_token_id, groups)
 
 
@@ -35,7 +54,12 @@ class OutlinesMatcher(StackMatcher):
         state = self.stack[-1][0]
         got = self.c.allowed_cache.get(state)
         if got is None:
-            got = np.array(sorted(self.c.index.get_allowed_tokens(state) or []), dtype=np.int64)
+            ids = {t for t in (self.c.index.get_allowed_tokens(state) or []) if t < self.c.vocab_size}
+            ids.discard(self.c.eos_token_id)
+            ids -= {t for t in ids & self.c.marker_prefix_ids if self.c.only_marker_after(state, t)}
+            if self.c.may_end(state):
+                ids.add(self.c.eos_token_id)
+            got = np.array(sorted(ids), dtype=np.int64)
             self.c.allowed_cache[state] = got
         return got
 
@@ -57,7 +81,11 @@ class OutlinesMatcher(StackMatcher):
     def accept_token(self, token_id: int) -> bool:
         state, char_state, pending = self.stack[-1]
         if token_id == self.c.eos_token_id:
-            return self.c.index.is_final_state(state)
+            return self.c.may_end(state)
+        if token_id >= self.c.vocab_size:
+            return False
+        if token_id in self.c.marker_prefix_ids and self.c.only_marker_after(state, token_id):
+            return False
         nxt = self.c.index.get_next_state(state, token_id)
         if nxt is None:
             return False
@@ -78,7 +106,7 @@ class OutlinesMatcher(StackMatcher):
         return True
 
     def is_final(self) -> bool:
-        return bool(self.c.index.is_final_state(self.stack[-1][0]))
+        return self.c.may_end(self.stack[-1][0])
 
     def jump_forward(self) -> str:
         _state, char_state, pending = self.stack[-1]
@@ -101,11 +129,40 @@ class OutlinesCompiled(CompiledConstraint):
         self.eos_token_id = ctx.eos_token_id
         self.token_bytes = ctx.vocab.token_bytes
         self.allowed_cache: dict[int, np.ndarray] = {}
+        self.marker_prefix_ids = frozenset(
+            t for t, b in enumerate(self.token_bytes)
+            if b and any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))))
         self.mask_cache: dict = {}
         self._index_bytes: int | None = None
 
     def matcher(self) -> Matcher:
         return OutlinesMatcher(self)
+
+    def only_marker_after(self, state: int, token_id: int) -> bool:
+        """Does this token (ending in the first bytes of the end marker) lead only into
+        the marker? Then it writes no text of the regex."""
+        tb = self.token_bytes[token_id] or b""
+        k = max(i for i in range(1, len(MARKER_BYTES)) if tb.endswith(MARKER_BYTES[:i]))
+        nxt = self.index.get_next_state(state, token_id)
+        return nxt is None or self._marker_only(nxt, MARKER_BYTES[k:])
+
+    def _marker_only(self, state: int, rest: bytes) -> bool:
+        for u in self.index.get_allowed_tokens(state) or []:
+            if u >= self.vocab_size or u == self.eos_token_id:
+                continue
+            ub = self.token_bytes[u] or b""
+            if ub == rest:
+                continue
+            if rest.startswith(ub) and self._marker_only(self.index.get_next_state(state, u), rest[len(ub):]):
+                continue
+            return False
+        return True
+
+    def may_end(self, state: int) -> bool:
+        """The regex may end here: the end-marker token leads to the Index's final state
+        (see the module doc; a regex that can write U+10FFFD itself leads elsewhere too)."""
+        nxt = self.index.get_next_state(state, self.vocab_size)
+        return nxt is not None and bool(self.index.is_final_state(nxt))
 
     def nbytes(self) -> int:
         if self._index_bytes is None:  # outlines-core reports no size: count its transitions once
@@ -125,9 +182,9 @@ class OutlinesBackend(GrammarBackend):
             from ..regex_dfa import build_char_dfa
 
             dfa = build_char_dfa(constraint.regex() or "")
-        vocab = ctx.view("outlines", lambda: _vocabulary(ctx))
+        vocab = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
         try:
-            index = Index(normalize_regex(constraint.regex() or ""), vocab)
+            index = Index(f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab)
         except Exception as exc:  # noqa: BLE001
             raise CfsmError("unsupported_feature", f"outlines-core cannot compile this regex: {exc}") from exc
         return OutlinesCompiled(constraint, index, dfa, ctx)

@@ -1,0 +1,145 @@
+"""`cfsm bench --suite conformance`: the official JSON-Schema test suite (draft 2020-12)
+run through every backend's own matcher. Per backend and keyword file: schemas compiled,
+refused (by keyword) and warned; valid instances accepted or rejected; invalid instances
+rejected or accepted, and accepted *without a warning* (the number that must be 0).
+
+Instances are written the way generation writes them: compact or by the whitespace
+policy, keys in the schema's order, non-ASCII as is. They are walked byte by byte with a
+one-token-per-byte tokenizer, so a verdict never depends on a model's merges."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from .backends import TokenizerContext, get_backend
+from .check import check_text
+from .constraint import Constraint, reorder_like_schema
+from .errors import CfsmError
+
+SUITE = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "json-schema-test-suite" / "draft2020-12"
+# format.json tests `format` as an annotation (anything passes); generation asserts
+# formats, as optional/format/*.json does, so that file is the rule here.
+SKIP = {"format.json"}
+COUNTERS = ("schemas", "compiled", "refused", "warned", "valid", "valid_accepted", "valid_rejected",
+            "invalid", "invalid_rejected", "invalid_accepted", "invalid_accepted_unwarned")
+
+
+def suite_files(root: Path = SUITE) -> list[Path]:
+    files = sorted(p for p in root.glob("*.json") if p.name not in SKIP)
+    return files + sorted((root / "optional" / "format").glob("*.json")) + sorted((root / "optional").glob("*.json"))
+
+
+def serialize(data, schema, whitespace: str) -> str | None:
+    seps = (", ", ": ") if whitespace == "spaced" else (",", ":")
+    try:
+        return json.dumps(reorder_like_schema(data, schema), separators=seps, ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError):
+        return None
+
+
+def _refusal_keyword(msg: str) -> str:
+    m = re.search(r"`([$\w]+)`", msg)
+    return m.group(1) if m else msg.split(":")[0][:40]
+
+
+class ConformanceRun:
+    """One backend over the suite; counts per file and in total, and keeps the cases a
+    user would want to see (invalid accepted, valid rejected)."""
+
+    def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool) -> None:
+        self.backend, self.ctx, self.whitespace, self.lenient = backend, ctx, whitespace, lenient
+        self.impl = get_backend(backend)
+        self.totals = dict.fromkeys(COUNTERS, 0)
+        self.files: dict[str, dict] = {}
+        self.refusals: dict[str, int] = {}
+        self.cases: list[dict] = []
+
+    def run_file(self, path: Path, name: str) -> None:
+        counts = self.files.setdefault(name, dict.fromkeys(COUNTERS, 0))
+        for group in json.loads(path.read_text(encoding="utf-8")):
+            self.run_group(group, name, counts)
+
+    def _bump(self, counts: dict, key: str, n: int = 1) -> None:
+        counts[key] += n
+        self.totals[key] += n
+
+    def run_group(self, group: dict, name: str, counts: dict) -> None:
+        schema = group["schema"]
+        self._bump(counts, "schemas")
+        try:
+            c = Constraint("schema", json.dumps(schema), self.whitespace, self.lenient)
+            compiled = self.impl.compile(c, self.ctx)
+            warnings = compiled.warnings
+        except Exception as exc:  # noqa: BLE001 - a crash is recorded as a refusal by "crash"
+            self._bump(counts, "refused")
+            kw = _refusal_keyword(exc.message) if isinstance(exc, CfsmError) else f"crash: {type(exc).__name__}"
+            if not isinstance(exc, CfsmError) and len(self.cases) < 400:
+                self.cases.append({"file": name, "group": group["description"], "crash": repr(exc)[:300],
+                                   "schema": json.dumps(schema)[:400]})
+            self.refusals[kw] = self.refusals.get(kw, 0) + 1
+            return
+        self._bump(counts, "compiled")
+        if warnings:
+            self._bump(counts, "warned")
+        for test in group["tests"]:
+            self.run_test(compiled, schema, test, name, group["description"], warnings, counts)
+
+    def run_test(self, compiled, schema, test: dict, name: str, desc: str, warnings: list[str], counts: dict) -> None:
+        text = serialize(test["data"], schema, self.whitespace)
+        if text is None:
+            return
+        try:
+            accepted = check_text(compiled, None, self.ctx, text)["accepted"]
+        except Exception as exc:  # noqa: BLE001 - a backend crash on one instance is a rejection, recorded
+            accepted, test = False, {**test, "error": str(exc)[:200]}
+        valid = bool(test["valid"])
+        self._bump(counts, "valid" if valid else "invalid")
+        if valid:
+            self._bump(counts, "valid_accepted" if accepted else "valid_rejected")
+        else:
+            self._bump(counts, "invalid_accepted" if accepted else "invalid_rejected")
+            if accepted and not warnings:
+                self._bump(counts, "invalid_accepted_unwarned")
+        if accepted != valid and len(self.cases) < 400:
+            self.cases.append({"file": name, "group": desc, "test": test["description"], "valid": valid,
+                               "text": text[:300], "schema": json.dumps(schema)[:400], "warned": bool(warnings)})
+
+    def report(self) -> dict:
+        return {"backend": self.backend, "totals": self.totals, "files": self.files,
+                "refusals": dict(sorted(self.refusals.items(), key=lambda kv: -kv[1])), "cases": self.cases}
+
+
+def run(backends: list[str], whitespace: str = "compact", lenient: bool = False, root: Path = SUITE,
+        log=print) -> dict:
+    if not root.exists():
+        raise CfsmError("invalid_input", f"the JSON-Schema test suite is not at {root}")
+    from .byte_tokenizer import byte_tokenizer
+
+    ctx = TokenizerContext(byte_tokenizer())
+    out = {"suite": "conformance", "whitespace": whitespace, "lenient": lenient, "backends": {}}
+    for b in backends:
+        t0 = time.perf_counter()
+        r = ConformanceRun(b, ctx, whitespace, lenient)
+        for path in suite_files(root):
+            t1 = time.perf_counter()
+            r.run_file(path, str(path.relative_to(root)))
+            if time.perf_counter() - t1 > 10:
+                log(f"  {b}: {path.name} took {time.perf_counter() - t1:.0f} s")
+        out["backends"][b] = {**r.report(), "seconds": round(time.perf_counter() - t0, 1)}
+        log(f"{b}: {r.totals} ({out['backends'][b]['seconds']} s)")
+    return out
+
+
+def format_table(res: dict) -> str:
+    head = f"{'backend':<11} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} {'valid ok':>9} " \
+           f"{'valid rej':>9} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
+    rows = [head]
+    for b, r in res["backends"].items():
+        t = r["totals"]
+        rows.append(f"{b:<11} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} {t['warned']:>6} "
+                    f"{t['valid_accepted']:>9} {t['valid_rejected']:>9} {t['invalid_rejected']:>8} "
+                    f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}")
+    return "\n".join(rows)

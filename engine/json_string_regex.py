@@ -1,0 +1,233 @@
+"""Regexes over the *text* of a JSON string's content: what a generated string may contain
+between its quotes. A schema `pattern` speaks about the decoded string, so it is
+translated here into the language of its JSON spellings (a quote becomes `\\"`, a newline
+`\\n`), intersected with what both ECMA-262 and Python's `re` (which `jsonschema` uses)
+would match, so that everything generated is valid for either."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+
+from .errors import CfsmError
+
+try:  # Python >= 3.11
+    from re import _constants as sre_c  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - older Pythons
+    import sre_constants as sre_c  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+MAXCODE = sys.maxunicode
+# one character of string content, as JSON spells it; \u escapes of surrogates are left
+# out so that a length counted on the text equals the length of the decoded string
+RAW = '[^"\\\\\\x00-\\x1f]'
+CHAR = f'({RAW}|\\\\["\\\\/bfnrt]|\\\\u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{{3}}|[dD][0-7][0-9a-fA-F]{{2}}))'
+ANY_STRING = f'"{CHAR}*"'
+_ESC = {'"': '\\\\"', "\\": "\\\\\\\\", "\n": "\\\\n", "\r": "\\\\r", "\t": "\\\\t", "\b": "\\\\b", "\f": "\\\\f"}
+_SPECIAL = frozenset(chr(c) for c in range(0x20)) | {'"', "\\"}
+_LINE_TERMINATORS = "\n\r\u2028\u2029"
+
+Ranges = list[tuple[int, int]]
+
+
+def literal(ch: str) -> str:
+    """Regex for one character as JSON writes it (ensure_ascii off)."""
+    if ch in _ESC:
+        return _ESC[ch]
+    if ch in _SPECIAL:
+        return "\\\\u%04x" % ord(ch)
+    return re.escape(ch)
+
+
+def literal_text(s: str) -> str:
+    return "".join(literal(c) for c in s)
+
+
+def _norm(ranges: Ranges) -> Ranges:
+    out: Ranges = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _complement(ranges: Ranges) -> Ranges:
+    out, nxt = [], 0
+    for a, b in _norm(ranges):
+        if a > nxt:
+            out.append((nxt, a - 1))
+        nxt = b + 1
+    if nxt <= MAXCODE:
+        out.append((nxt, MAXCODE))
+    return out
+
+
+def _intersect(x: Ranges, y: Ranges) -> Ranges:
+    return _complement(_complement(x) + _complement(y))
+
+
+def _of_chars(chars: str) -> Ranges:
+    return _norm([(ord(c), ord(c)) for c in chars])
+
+
+@functools.lru_cache(maxsize=8)
+def _python_class(shorthand: str) -> tuple[tuple[int, int], ...]:
+    """Code points Python's `re` (unicode mode, as jsonschema runs it) puts in \\d, \\w, \\s."""
+    rx = re.compile(shorthand)
+    out: Ranges = []
+    start = None
+    for cp in range(MAXCODE + 2):
+        hit = cp <= MAXCODE and not (0xD800 <= cp <= 0xDFFF) and rx.match(chr(cp)) is not None
+        if hit and start is None:
+            start = cp
+        elif not hit and start is not None:
+            out.append((start, cp - 1))
+            start = None
+    return tuple(out)
+
+
+_ECMA = {
+    "d": _of_chars("0123456789"),
+    "w": _norm([(48, 57), (65, 90), (95, 95), (97, 122)]),
+    "s": _norm(_of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)]),
+}
+
+
+def _category(name: str) -> Ranges:
+    """Shorthand classes as the intersection (positive) or the complement of the union
+    (negated) of ECMA-262's and Python's sets: a character is generated only if both agree."""
+    neg = name.startswith("CATEGORY_NOT_")
+    key = {"DIGIT": "d", "WORD": "w", "SPACE": "s"}[name.rsplit("_", 1)[1]]
+    py = list(_python_class("\\" + key))
+    if neg:
+        return _complement(_ECMA[key] + py)
+    return _intersect(_ECMA[key], py)
+
+
+def _class_ranges(items) -> Ranges:
+    neg, out = False, []
+    for op, av in items:
+        name = str(op)
+        if name == "NEGATE":
+            neg = True
+        elif name == "LITERAL":
+            out.append((av, av))
+        elif name == "RANGE":
+            out.append(tuple(av))
+        elif name == "CATEGORY":
+            out += _category(str(av))
+        else:
+            raise CfsmError("unsupported_feature", f"pattern class item {name} is not supported")
+    return _complement(out) if neg else _norm(out)
+
+
+def _class_char(cp: int) -> str:
+    ch = chr(cp)
+    return "\\" + ch if ch in "]\\^-[" else ch
+
+
+def _class_body(ranges: Ranges) -> str:
+    return "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in ranges)
+
+
+def _size(ranges: Ranges) -> int:
+    return sum(b - a + 1 for a, b in ranges)
+
+
+def ranges_regex(ranges: Ranges) -> str | None:
+    """Regex for one character of content from a set of code points (None: empty set).
+    Large sets are written as a negated class: automaton builders expand the characters a
+    class lists, so `[^...]` of the few left out is what stays cheap."""
+    no_surrogates = _intersect(_norm(ranges), [(0, 0xD7FF), (0xE000, MAXCODE)])
+    excluded = _complement(no_surrogates)
+    if _size(excluded) > 20000 and _size(no_surrogates) > 20000:  # both huge: keep the ASCII part
+        no_surrogates = _intersect(no_surrogates, [(0, 0x7F)])
+        excluded = _complement(no_surrogates)
+    special = _of_chars("".join(sorted(_SPECIAL)))
+    safe = _intersect(no_surrogates, _complement(special))
+    parts = []
+    if safe and _size(safe) <= _size(excluded):
+        body = _class_body(safe)
+        parts.append(body if len(safe) == 1 and safe[0][0] == safe[0][1] and len(body) == 1 and body not in ".^$*+?{}()|"
+                     else f"[{body}]")
+    elif safe:
+        outside = _intersect(_norm(excluded + special), [(0, 0xD7FF), (0xE000, MAXCODE)])  # text has no surrogates
+        parts.append(f"[^{_class_body(outside)}]")
+    for a, b in no_surrogates:
+        for cp in range(a, min(b, 0x5C) + 1):
+            if chr(cp) in _SPECIAL:
+                parts.append(literal(chr(cp)))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(" + "|".join(parts) + ")"
+
+
+class PatternTranslator:
+    """ECMA-262 `pattern` (search semantics) -> regex over a JSON string's content."""
+
+    def __init__(self, pattern: str, where: str) -> None:
+        self.pattern, self.where = pattern, where
+
+    def fail(self, what: str):
+        raise CfsmError("unsupported_feature", f"`pattern` at {self.where}: {what} cannot be enforced ({self.pattern!r})")
+
+    def translate(self) -> tuple[str, tuple[int, int]]:
+        """(content regex, (min, max) length of what the pattern itself matches)."""
+        try:
+            parsed = sre_parse.parse(self.pattern)
+        except (re.error, OverflowError, RecursionError) as exc:
+            self.fail(f"the regex does not parse ({exc})")
+        if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
+            self.fail("inline flags")
+        items = list(parsed)
+        anchored_start = bool(items) and str(items[0][0]) == "AT" and str(items[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
+        anchored_end = bool(items) and str(items[-1][0]) == "AT" and str(items[-1][1]) in ("AT_END", "AT_END_STRING")
+        if anchored_start:
+            items = items[1:]
+        if anchored_end and items:
+            items = items[:-1]
+        body = self.seq(items)
+        width = parsed.getwidth()
+        any_content = f"{CHAR}*"
+        return (("" if anchored_start else any_content) + body + ("" if anchored_end else any_content)), width
+
+    def seq(self, items) -> str:
+        return "".join(self.node(op, av) for op, av in items)
+
+    def node(self, op, av) -> str:
+        name = str(op)
+        if name == "LITERAL":
+            return literal(chr(av))
+        if name == "NOT_LITERAL":
+            return self.chars(_complement([(av, av)]))
+        if name == "ANY":
+            return self.chars(_complement(_of_chars(_LINE_TERMINATORS)))
+        if name == "IN":
+            return self.chars(_class_ranges(av))
+        if name == "SUBPATTERN":
+            return "(" + self.seq(av[-1]) + ")"
+        if name == "BRANCH":
+            return "(" + "|".join(self.seq(b) for b in av[1]) + ")"
+        if name in ("MAX_REPEAT", "MIN_REPEAT"):
+            lo, hi, sub = av
+            inner = self.seq(sub)
+            inner = inner if len(sub) == 1 and str(sub[0][0]) in ("IN", "SUBPATTERN", "ANY") else f"({inner})"
+            if hi == sre_c.MAXREPEAT:
+                return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+            return inner + ("?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+        if name == "AT":
+            self.fail("an anchor inside the pattern")
+        what = {"ASSERT": "look-around", "ASSERT_NOT": "negative look-around", "GROUPREF": "a back-reference",
+                "GROUPREF_EXISTS": "a conditional group"}.get(name, name.lower())
+        self.fail(what)
+        return ""
+
+    def chars(self, ranges: Ranges) -> str:
+        rx = ranges_regex(ranges)
+        if rx is None:
+            self.fail("an empty character class")
+        return rx

@@ -1,0 +1,160 @@
+"""Objects for the schema compiler: listed properties in the schema's order (required or
+optional), then extra keys where the schema allows them and a regex can keep them exact."""
+
+from __future__ import annotations
+
+import re
+
+from .json_string_regex import RAW, PatternTranslator, literal_text
+from .number_regex import alt
+from .schema_refs import merge_all, pointer_join
+
+
+def key_not_in(words: set[str]) -> str:
+    """Regex for a JSON string of plain characters that is none of `words` (so an extra
+    key never repeats a listed one, whose value has its own schema)."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def below(node: dict) -> str:
+        kids = sorted(k for k in node if k)
+        parts = [] if "" in node else [""]
+        if kids:
+            others = "".join(re.escape(k) if k not in "]\\^-[" else "\\" + k for k in kids)
+            parts.append(f'[^"\\\\\\x00-\\x1f{others}]{RAW}*')
+            parts += [re.escape(k) + below(node[k]) for k in kids if k not in '"\\' and ord(k) >= 0x20]
+        else:
+            parts.append(f"{RAW}+")
+        return "(" + "|".join(parts) + ")" if len(parts) > 1 else parts[0]
+
+    return '"' + below(trie) + '"'
+
+
+class ObjectCompiler:
+    def __init__(self, c, s: dict, ptr: str) -> None:
+        self.c, self.s, self.ptr = c, s, ptr
+        self.sep = c.sep
+        self.props = dict(s.get("properties") or {})
+        self.required = list(dict.fromkeys(s.get("required") or []))
+        self.patterns = dict(s.get("patternProperties") or {})
+        ap = s.get("additionalProperties")
+        if ap is None and "unevaluatedProperties" in s:
+            ap = s["unevaluatedProperties"]  # no applicators here (refused upstream): the same as additionalProperties
+        self.extra_schema = (True if not self.props and not self.patterns else False) if ap is None else ap
+
+    def regex(self) -> str | None:
+        names = self.listed_names()
+        if names is None:
+            return None
+        members = []
+        for name in names:
+            value = self.c.node(self.value_schema(name), pointer_join(self.ptr, f"properties/{_esc(name)}"))
+            required = name in self.required
+            if value is None:
+                if required:
+                    return None
+                continue
+            members.append((re.escape('"') + literal_text(name) + re.escape('"') + self.sep.key + value, required))
+        n_req = sum(1 for _, r in members if r)
+        extra = self.extra_member(set(names))
+        lo_count, hi_count = self.counts(n_req, len(members), extra is not None)
+        if lo_count is None:
+            return None
+        if hi_count is not None and extra is not None:
+            room = hi_count - len(members)
+            extra = extra if room > 0 else None
+        return self.sep.obj(self.body(members, extra, None if hi_count is None else hi_count - len(members)) or "")
+
+    def listed_names(self) -> list[str] | None:
+        """Properties in schema order, then required names the schema does not list (they
+        take the value schema an unlisted key gets); None when a required name cannot exist."""
+        names = list(self.props)
+        for r in self.required:
+            if r not in self.props:
+                if self.extra_schema is False and not any(re.search(p, r) for p in self.patterns):
+                    return None
+                names.append(r)
+        pn = self.s.get("propertyNames")
+        if pn is not None and pn is not True:
+            import jsonschema
+
+            ok = jsonschema.Draft202012Validator(pn)
+            bad = [n for n in names if not ok.is_valid(n)]
+            if any(n in self.required for n in bad):
+                return None
+            names = [n for n in names if n not in bad]
+        return names
+
+    def value_schema(self, name: str):
+        base = self.props.get(name, self.extra_schema if self.extra_schema is not False else True)
+        extra = [sub for p, sub in self.patterns.items() if re.search(p, name)]
+        return {"allOf": [base, *extra]} if extra else base
+
+    def extra_member(self, listed: set[str]) -> str | None:
+        """One extra `"key": value`, or None when extras are closed or cannot be exact."""
+        pn = self.s.get("propertyNames")
+        key_sep = self.sep.key
+        if pn is not None and pn is not True:
+            if listed or self.patterns or self.extra_schema is False or pn is False:
+                return None
+            key_schema, conflict = merge_all([pn, {"type": "string"}])
+            if conflict:
+                return None
+            key = self.c.node(key_schema, pointer_join(self.ptr, "propertyNames"))
+            value = self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
+            return None if key is None or value is None else key + key_sep + value
+        if self.extra_schema is not False and not self.patterns:
+            value = self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
+            return None if value is None else key_not_in(listed) + key_sep + value
+        if self.extra_schema is False and len(self.patterns) == 1:
+            (pat, sub), = self.patterns.items()
+            if any(re.search(pat, n) for n in listed):
+                return None
+            body, _w = PatternTranslator(pat, pointer_join(self.ptr, "patternProperties")).translate()
+            value = self.c.node(sub, pointer_join(self.ptr, f"patternProperties/{_esc(pat)}"))
+            return None if value is None else '"' + body + '"' + key_sep + value
+        return None
+
+    def counts(self, n_req: int, n_listed: int, extras: bool) -> tuple[int | None, int | None]:
+        """minProperties/maxProperties: (min, max) count, or (None, _) when unsatisfiable."""
+        lo, hi = self.s.get("minProperties", 0), self.s.get("maxProperties")
+        if hi is not None and hi < n_req:
+            return None, None
+        if lo > n_req:
+            if not extras and lo > n_listed:
+                return None, None
+            self.c.refuse("minProperties", self.ptr, f"it asks for more than the {n_req} required properties")
+        if hi is not None and hi < n_listed:
+            self.c.refuse("maxProperties", self.ptr, f"it allows fewer than the {n_listed} listed properties")
+            hi = None
+        return lo, hi
+
+    def body(self, members: list[tuple[str, bool]], extra: str | None, room: int | None) -> str | None:
+        item = self.sep.item
+        listed = _listed(members, item)
+        can_be_empty = not any(r for _, r in members)
+        if extra is None:
+            return alt([listed, "" if can_be_empty else None]) if listed is not None else ("" if can_be_empty else None)
+        more = f"({item}{extra})" + ("*" if room is None else f"{{0,{room}}}")
+        first = extra + (f"({item}{extra})*" if room is None else (f"({item}{extra}){{0,{room - 1}}}" if room > 1 else ""))
+        return alt([None if listed is None else listed + more, first if can_be_empty else None, "" if can_be_empty else None])
+
+
+def _listed(members: list[tuple[str, bool]], item: str) -> str | None:
+    """Non-empty sequences of the listed members in order: each alternative starts at the
+    first member present (only optional ones may be skipped before it)."""
+    out = []
+    for i, (m, req) in enumerate(members):
+        tail = "".join((f"{item}{x}" if r else f"({item}{x})?") for x, r in members[i + 1:])
+        out.append(m + tail)
+        if req:
+            break
+    return alt(out)
+
+
+def _esc(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")

@@ -1,0 +1,187 @@
+"""Local `$ref`s (JSON pointers and `$anchor`s into the same document) expanded in place
+with a recursion depth, and `allOf` members merged keyword by keyword where the merge is
+exact (else the conflict is named, so the caller can refuse it)."""
+
+from __future__ import annotations
+
+import contextlib
+from urllib.parse import unquote
+
+from .errors import CfsmError
+
+
+def pointer_join(ptr: str, part: str) -> str:
+    return f"{ptr}/{part}" if part else (ptr or "/")
+
+
+class RefResolver:
+    def __init__(self, root, depth: int) -> None:
+        self.root = root
+        self.depth = depth
+        self.stack: list[str] = []
+        self.anchors = _anchors(root)
+        self.nested_ids = _has_nested_id(root)
+
+    def target(self, ref: str, ptr: str):
+        if not ref.startswith("#"):
+            raise CfsmError("unsupported_feature", f"`$ref` at {ptr or '/'}: only references inside the schema "
+                            f"(starting with #) can be followed, not {ref!r}")
+        if self.nested_ids:
+            raise CfsmError("unsupported_feature", f"`$ref` at {ptr or '/'}: references under a nested `$id` are not supported")
+        frag = unquote(ref[1:])
+        if frag and not frag.startswith("/"):
+            if frag not in self.anchors:
+                raise CfsmError("invalid_schema", f"`$ref` at {ptr or '/'}: no `$anchor` named {frag!r}")
+            return self.anchors[frag]
+        node = self.root
+        for part in [p for p in frag.split("/")[1:]]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            try:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise CfsmError("invalid_schema", f"`$ref` at {ptr or '/'}: {ref!r} points at nothing") from None
+        return node
+
+    def inline(self, s, ptr: str):
+        """`s` with a top-level $ref replaced by its target merged with the siblings (no
+        depth accounting: used to see through references when merging)."""
+        for _ in range(16):
+            if not isinstance(s, dict) or "$ref" not in s:
+                return s
+            target = self.target(s["$ref"], ptr)
+            rest = {k: v for k, v in s.items() if k != "$ref"}
+            if target is False:
+                return False
+            if target is True or not rest:
+                s = target if target is not True else (rest or True)
+                continue
+            merged, conflict = merge_all([target, rest])
+            if conflict or any(isinstance(x, dict) and any(k in x for k in ("unevaluatedProperties", "unevaluatedItems"))
+                               for x in (target, rest)):
+                return {"allOf": [target, rest]}
+            s = merged
+        raise CfsmError("unsupported_feature", f"`$ref` at {ptr or '/'}: a chain of references that does not end")
+
+    @contextlib.contextmanager
+    def entering(self, s: dict, ptr: str):
+        """Yield (schema, pointer) with `$ref` resolved; (None, ptr) once a reference has
+        been expanded `depth` times on this path (recursion stops there: no deeper values)."""
+        ref = s.get("$ref")
+        if ref is None:
+            yield s, ptr
+            return
+        if self.stack.count(ref) >= self.depth:
+            yield None, ptr
+            return
+        self.stack.append(ref)
+        try:
+            yield self.inline(s, ptr), ptr
+        finally:
+            self.stack.pop()
+
+
+def _anchors(root) -> dict:
+    out = {}
+
+    def walk(n):
+        if isinstance(n, dict):
+            if isinstance(n.get("$anchor"), str):
+                out[n["$anchor"]] = n
+            for v in n.values():
+                walk(v)
+        elif isinstance(n, list):
+            for v in n:
+                walk(v)
+
+    walk(root)
+    return out
+
+
+def _has_nested_id(root) -> bool:
+    def walk(n, top: bool) -> bool:
+        if isinstance(n, dict):
+            if not top and isinstance(n.get("$id"), str):
+                return True
+            return any(walk(v, False) for k, v in n.items() if k not in ("enum", "const"))
+        return isinstance(n, list) and any(walk(v, False) for v in n)
+
+    return walk(root, True)
+
+
+_MAX = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}
+_MIN = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
+_ANNOT = {"title", "description", "default", "examples", "$comment", "$id", "$schema", "$defs", "definitions",
+          "$anchor", "deprecated", "readOnly", "writeOnly"}
+
+
+def _types(t) -> set[str]:
+    ts = {t} if isinstance(t, str) else set(t)
+    return ts | ({"integer"} if "number" in ts else set())
+
+
+def _merge_key(k: str, a, b):
+    """(merged value, conflict message or None)."""
+    if a == b and type(a) is type(b):
+        return a, None
+    if k in _ANNOT:
+        return a, None
+    if k in _MAX:
+        return min(a, b), None
+    if k in _MIN:
+        return max(a, b), None
+    if k == "type":
+        return sorted(_types(a) & _types(b)), None  # [] when they share none: nothing matches
+    if k == "required":
+        return list(dict.fromkeys(list(a) + list(b))), None
+    if k in ("properties", "dependentRequired"):
+        out = dict(a)
+        for name, sub in b.items():
+            out[name] = sub if name not in out else ({"allOf": [out[name], sub]} if k == "properties" else
+                                                     list(dict.fromkeys(out[name] + sub)))
+        return out, None
+    if k in ("items", "additionalProperties", "propertyNames", "contains", "unevaluatedProperties"):
+        return {"allOf": [a, b]}, None
+    if k == "enum":
+        return [x for x in a if any(x == y and type(x) is type(y) for y in b)], None
+    if k == "uniqueItems":
+        return bool(a or b), None
+    if k == "multipleOf":
+        from fractions import Fraction
+
+        fa, fb = Fraction(str(a)), Fraction(str(b))
+        big, small = max(fa, fb), min(fa, fb)
+        if (big / small).denominator == 1:
+            return max(a, b), None
+        return a, f"`multipleOf` {a} and {b} together"
+    return a, f"two different `{k}`s"
+
+
+def merge_all(parts: list) -> tuple[dict, str | None]:
+    """Merge `allOf` members; a conflict that has no exact merge is named."""
+    out: dict = {}
+    for p in parts:
+        if p is True:
+            continue
+        for k, v in p.items():
+            if k not in out:
+                out[k] = v
+                continue
+            out[k], conflict = _merge_key(k, out[k], v)
+            if conflict:
+                return out, conflict
+    return out, _closed_conflict(parts, out)
+
+
+def _closed_conflict(parts: list, merged: dict) -> str | None:
+    """A member that closes its object (`additionalProperties`) must list every property
+    another member adds, else the merge would let those through."""
+    if "prefixItems" in merged and any(isinstance(p, dict) and "items" in p and p.get("prefixItems") != merged["prefixItems"]
+                                       for p in parts):
+        return "`items` in one member and `prefixItems` in another (items applies after its own prefixItems only)"
+    names = set((merged.get("properties") or {}).keys())
+    for p in parts:
+        if isinstance(p, dict) and "additionalProperties" in p and p["additionalProperties"] is not True:
+            own = set((p.get("properties") or {}).keys())
+            if names - own or (merged.get("patternProperties") and not p.get("patternProperties")):
+                return "members that close the object (`additionalProperties`) while others add properties"
+    return None
