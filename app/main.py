@@ -47,11 +47,11 @@ def _msg(exc: BaseException) -> str:
     return f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {text}</div>'
 
 
-def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str) -> Constraint:
+def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False) -> Constraint:
     text = {"regex": rx, "schema": sch, "grammar": gram}.get(kind, "")
     if not (text or "").strip():
         raise CfsmError("invalid_input", f"the {kind} is empty")
-    return Constraint(kind, text, ws)
+    return Constraint(kind, text, ws, bool(lenient) and kind == "schema")
 
 
 def live_check(kind: str, text: str, ws: str) -> str:
@@ -66,7 +66,7 @@ def live_check(kind: str, text: str, ws: str) -> str:
             try:
                 schema_to_regex(text, ws)
             except CfsmError as exc:
-                return f'<div class="cfsm-muted">valid schema; the FSM view is unavailable ({exc.message}) \u2014 use xgrammar or llguidance</div>'
+                return f'<div class="cfsm-muted">valid schema; the FSM view is unavailable ({exc.message}) \u2014 tick Lenient, or use xgrammar or llguidance</div>'
         return '<div class="cfsm-muted" style="color:#15803d">\u2713 looks valid</div>'
     except CfsmError as exc:
         return _msg(exc)
@@ -90,6 +90,8 @@ def summary_md(trace: dict) -> str:
     if valid is not None or why:
         mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(valid, "? not checked")  # glyphs every font has
         parts.append(f"**{mark}**: {html.escape(str(why))}")
+    for w in trace.get("warnings") or []:
+        parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
     if ideal:
         parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")
     return "  \n".join(parts)
@@ -136,7 +138,10 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                     with gr.Row():
                         backend = gr.Dropdown(BACKENDS, value="fsm", label="Backend", elem_id="backend")
                         mode = gr.Radio(MODES, value="jump", label="Mode", elem_id="mode")
-                    ws = gr.Radio(WS, value="compact", label="JSON whitespace policy", elem_id="whitespace")
+                    with gr.Row():
+                        ws = gr.Radio(WS, value="compact", label="JSON whitespace policy", elem_id="whitespace")
+                        lenient = gr.Checkbox(False, label="Lenient: compile schema keywords the backend cannot "
+                                              "enforce, with a warning", elem_id="lenient")
                     with gr.Row():
                         max_new = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
                         temp = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
@@ -237,7 +242,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
         view_outputs = [graph, caption, mask_plot, topk_plot, allowed_html, strip, jump_html]
 
         def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
-                   collapse_v, whole_v):
+                   collapse_v, whole_v, lenient_v=False):
             handle = RunHandle()
             stop = handle.event
             n_out = 9 + len(view_outputs)
@@ -252,7 +257,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                 return row
 
             try:
-                constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v)
+                constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v)
                 name = check_page_model(model_t)
                 req = GenerateRequest(prompt=prompt_t or "", constraint=constraint, mode=mode_v, backend=backend_v,
                                       max_new_tokens=int(max_v), temperature=float(temp_v), top_p=float(top_v),
@@ -324,7 +329,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
 
         run_evt = run_btn.click(
             do_run,
-            [kind_state, rx, sch, gram, ws, prompt, model, backend, mode, max_new, temp, top_p, seed, collapse, whole],
+            [kind_state, rx, sch, gram, ws, prompt, model, backend, mode, max_new, temp, top_p, seed, collapse, whole, lenient],
             [trace_state, stop_state, error_box, summary, gauge_plot, timeline_plot, scrub, permalink, dl_trace] + view_outputs,
             concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
         )

@@ -37,7 +37,7 @@ def literal(ch: str) -> str:
     if ch in _ESC:
         return _ESC[ch]
     if ch in _SPECIAL:
-        return "\\\\u%04x" % ord(ch)
+        return f"\\\\u{ord(ch):04x}"
     return re.escape(ch)
 
 

@@ -169,7 +169,7 @@ def _magnitude(lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_str
     if hi is not None and (hi < lo or (hi == lo and (lo_strict or hi_strict))):
         return None
     L, lf = _digits(lo)
-    any_frac = r"(\.[0-9]+)?" if cap is None else (r"(\.[0-9]{1,%d})?" % cap if cap else "")
+    any_frac = r"(\.[0-9]+)?" if cap is None else ("(\\.[0-9]{1,%d})?".replace("%d", str(cap)) if cap else "")
     parts: list[str | None] = []
 
     def with_frac(n: str | None, lo_d: str | None, lo_s: bool, hi_d: str | None, hi_s: bool) -> str | None:

@@ -60,17 +60,25 @@ def _fold(r):
     return _norm(list(r) + extra)
 
 
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _control(ch: str) -> str | None:
+    """Control characters spelled as escapes (some backends' lexers refuse them raw)."""
+    if ch in _NAMED:
+        return _NAMED[ch]
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else None
+
+
 def _class_char(cp: int) -> str:
     ch = chr(cp)
-    if ch == "\n":
-        return "\\n"
-    return "\\" + ch if ch in _CLASS_META else ch
+    return _control(ch) or ("\\" + ch if ch in _CLASS_META else ch)
 
 
 def _class(r) -> str:
     r = _norm(r)
     if not r:
-        raise CfsmError("unsatisfiable", "the regex has an empty character class")
+        raise CfsmError("unsatisfiable", "the regex has an empty character class (its language is empty: empty language)")
     if len(r) == 1 and r[0][0] == r[0][1]:
         return _lit(r[0][0])
     comp = _complement(r)
@@ -81,7 +89,7 @@ def _class(r) -> str:
 
 def _lit(cp: int) -> str:
     ch = chr(cp)
-    return "\\n" if ch == "\n" else ("\\" + ch if ch in _META else ch)
+    return _control(ch) or ("\\" + ch if ch in _META else ch)
 
 
 class _Emitter:
@@ -114,7 +122,8 @@ class _Emitter:
             return _class(_fold(r) if icase else r)
         if name == "SUBPATTERN":
             _group, add, rem, sub = av
-            return "(" + self.seq(sub, (flags | add) & ~rem, at_start, at_end) + ")"
+            inner = self.seq(sub, (flags | add) & ~rem, at_start, at_end)
+            return inner if len(sub) == 1 and str(sub[0][0]) == "BRANCH" else "(" + inner + ")"
         if name == "BRANCH":
             return "(" + "|".join(self.seq(b, flags, at_start, at_end) for b in av[1]) + ")"
         if name in ("MAX_REPEAT", "MIN_REPEAT"):

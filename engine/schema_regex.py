@@ -279,7 +279,7 @@ class SchemaCompiler:
         k = _decimal_places(m)
         if k is not None and m == Fraction(1, 10**k) and not integer:
             if lo is None and hi is None:
-                return f"-?{NAT}" + (r"(\.[0-9]{1,%d}0*)?" % k if k else r"(\.0+)?")
+                return f"-?{NAT}" + ("(\\.[0-9]{1,K}0*)?".replace("K", str(k)) if k else r"(\.0+)?")
             return decimal_range(lo, lo_strict, hi, hi_strict, cap=k)
         return self.enumerate_multiples(m, lo, lo_strict, hi, hi_strict, integer, ptr)
 

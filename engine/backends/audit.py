@@ -32,6 +32,20 @@ def native_gaps(backend: str, schema) -> list[tuple[str, str, str]]:
     return out
 
 
+_TYPED = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern",
+          "format", "items", "prefixItems", "minItems", "maxItems", "properties", "required", "additionalProperties"}
+_XG_NEVER = {
+    "multipleOf": "ignored", "propertyNames": "ignored", "patternProperties": "ignored", "not": "ignored",
+    "if": "ignored", "then": "ignored", "else": "ignored", "contains": "ignored", "minContains": "ignored", "maxContains": "ignored",
+    "dependentRequired": "ignored", "dependentSchemas": "ignored", "dependencies": "ignored",
+    "unevaluatedProperties": "not followed through applicators", "unevaluatedItems": "not followed through applicators",
+    "minProperties": "ignored", "maxProperties": "ignored", "$dynamicRef": "not resolved", "format": "not checked",
+    "oneOf": "treated as anyOf (overlaps accepted)",
+}
+_ANNOTATION = {"title", "description", "default", "examples", "$comment", "$schema", "$id", "$defs", "definitions",
+               "deprecated", "readOnly", "writeOnly", "$anchor"}
+
+
 def _lookaround(node):
     pat = node.get("pattern")
     if isinstance(pat, str) and any(x in pat for x in ("(?=", "(?!", "(?<=", "(?<!")):
@@ -39,7 +53,71 @@ def _lookaround(node):
     return None
 
 
-GAPS: dict[str, list] = {"xgrammar": [_lookaround], "llguidance": []}
+def _xg_keywords(node):
+    for kw, why in _XG_NEVER.items():
+        vacuous = node.get(kw) is True or node.get(kw) == {}
+        if kw in node and not (vacuous and kw in ("propertyNames", "unevaluatedProperties", "unevaluatedItems")):
+            return kw, why
+    if node.get("uniqueItems") is True:
+        return "uniqueItems", "ignored"
+    if "allOf" in node and len(node["allOf"]) > 1:
+        return "allOf", "only partly merged"
+    return None
+
+
+def _xg_untyped(node):
+    """xgrammar applies type keywords only when `type` says which type they are for."""
+    if "type" not in node and "$ref" not in node:
+        hit = sorted(k for k in node if k in _TYPED)
+        if hit:
+            return hit[0], "ignored without a `type`"
+    return None
+
+
+def _xg_siblings(node):
+    """anyOf next to other constraints: xgrammar compiles the branches alone."""
+    if "anyOf" in node:
+        extra = sorted(k for k in node if k not in _ANNOTATION | {"anyOf", "type"})
+        if extra:
+            return "anyOf", f"`{extra[0]}` next to it is ignored"
+    return None
+
+
+def _xg_refs(node):
+    ref = node.get("$ref")
+    if isinstance(ref, str) and not (ref == "#" or ref.startswith("#/")):
+        return "$ref", f"{ref!r} is not resolved"
+    if isinstance(ref, str) and len(node) > 1 and any(k not in _ANNOTATION for k in node if k != "$ref"):
+        return "$ref", "keywords next to it are ignored"
+    return None
+
+
+def _xg_required(node):
+    req = node.get("required") or []
+    props = node.get("properties") or {}
+    missing = [r for r in req if r not in props]
+    if missing:
+        return "required", f"{missing[0]!r} is not in `properties` and is not enforced"
+    return None
+
+
+def _llg_formats(node):
+    if node.get("format") in ("date", "time", "date-time", "hostname"):
+        return "format", f"{node['format']!r} lets invalid values through (leap days, leap seconds, hostnames)"
+    return None
+
+
+def _llg_space_class(node):
+    pat = node.get("pattern")
+    if isinstance(pat, str) and ("\\S" in pat or "\\s" in pat):
+        return "pattern", "its \\s and \\S differ from ECMA-262 (U+FEFF)"
+    return None
+
+
+GAPS: dict[str, list] = {
+    "xgrammar": [_lookaround, _xg_keywords, _xg_untyped, _xg_siblings, _xg_refs, _xg_required],
+    "llguidance": [_llg_formats, _llg_space_class],
+}
 
 
 def audit(backend: str, c: Constraint) -> list[str]:
@@ -47,10 +125,13 @@ def audit(backend: str, c: Constraint) -> list[str]:
     if c.kind != "schema" or backend not in GAPS:
         return []
     warnings = []
-    for kw, ptr, why in native_gaps(backend, c.schema_obj()):
+    gaps = native_gaps(backend, c.schema_obj())
+    if gaps and not c.lenient:
+        kw, ptr, why = gaps[0]
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
-        if not c.lenient:
-            raise CfsmError("unsupported_feature", f"`{kw}` at {where} is not enforced by {backend}: {why} "
-                            "(--lenient compiles it unenforced with a warning; the fsm backend may enforce it)")
+        raise CfsmError("unsupported_feature", f"`{kw}` at {where} is not enforced by {backend}: {why} "
+                        "(--lenient compiles it unenforced with a warning; the fsm backend may enforce it)")
+    for kw, ptr, why in gaps:
+        where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
         warnings.append(f"`{kw}` at {where} is NOT enforced by {backend}: {why}")
     return warnings

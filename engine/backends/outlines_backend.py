@@ -22,7 +22,6 @@ from ..errors import CfsmError
 from ..regex_dfa import CharDFA, normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
-
 END_MARKER = "\U0010fffd"
 MARKER_BYTES = END_MARKER.encode("utf-8")
 

@@ -1,0 +1,186 @@
+"""The schema-to-regex compiler, keyword by keyword: what the automaton accepts is valid
+for `jsonschema`, what the schema forbids is rejected, and what cannot be enforced is
+refused by keyword and JSON pointer (or, lenient, compiled with a warning)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from engine.backends import TokenizerContext, get_backend
+from engine.byte_tokenizer import byte_tokenizer
+from engine.check import check_text
+from engine.constraint import Constraint
+from engine.errors import CfsmError
+from engine.regex_dfa import build_char_dfa
+from engine.schema_regex import schema_regex
+
+INVOICE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "maxLength": 8},
+        "lines": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+            "type": "object",
+            "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"},
+                           "qty": {"type": "integer", "minimum": 1, "maximum": 99},
+                           "price": {"type": "number", "minimum": 0}},
+            "required": ["sku", "qty", "price"]}},
+    },
+    "required": ["id", "lines"],
+}
+
+# (schema, texts the automaton accepts, texts it rejects); every accepted text is also
+# checked with jsonschema. Rejected: invalid texts, and a few valid ones the README's
+# policy leaves out (an extra key where `properties` closes the object, a duplicate key).
+CASES = [
+    ({"type": "integer", "minimum": 1, "maximum": 99}, ["1", "42", "99"], ["0", "100", "-1", "1.5", "01"]),
+    ({"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 120}, ["-2", "0", "119"], ["-3", "120", "-10"]),
+    ({"type": "number", "minimum": 0, "maximum": 2.5}, ["0", "2.5", "1.25", "2.4999"], ["-0.1", "2.51", "3"]),
+    ({"type": "number", "exclusiveMaximum": 0}, ["-1", "-0.001"], ["0", "0.0", "1"]),
+    ({"type": "number"}, ["1e10", "-1.5E-3", "0"], ["01", "1.", "+1"]),
+    ({"type": "integer", "multipleOf": 5}, ["0", "15", "-20", "1000"], ["7", "12"]),
+    ({"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 50}, ["0", "49"], ["50", "8"]),
+    ({"type": "number", "multipleOf": 0.01}, ["1.25", "3", "-0.5"], ["1.255"]),
+    ({"type": "string", "minLength": 2, "maxLength": 3}, ['"ab"', '"abc"', '"\\n\\t"'], ['"a"', '"abcd"']),
+    ({"type": "string", "pattern": "^[a-z]+-[0-9]$"}, ['"ab-1"'], ['"ab-x"', '"Ab-1"']),
+    ({"type": "string", "pattern": "b+"}, ['"abbc"', '"b"'], ['"ac"']),
+    ({"type": "string", "pattern": '^a"b$'}, ['"a\\"b"'], ['"ab"']),
+    ({"type": "string", "format": "date"}, ['"2024-02-29"', '"2023-12-31"'], ['"2023-02-29"', '"2023-04-31"', '"2023-13-01"']),
+    ({"type": "string", "format": "date-time"}, ['"2019-11-30T08:15:27+05:30"', '"2019-11-30T08:15:27.5z"'],
+     ['"2019-11-30 08:15:27Z"', '"1998-12-31T22:59:60Z"']),
+    ({"type": "string", "format": "time"}, ['"23:59:59Z"', '"08:30:06.283185Z"'], ['"24:00:00Z"', '"08:30:06"']),
+    ({"type": "string", "format": "email"}, ['"joe.bloggs@example.com"', '"te~st@example.com"'], ['"2962"', '"a..b@x.com"']),
+    ({"type": "string", "format": "uuid"}, ['"2EB8AA08-AA98-11EA-B4AA-73B441D16380"'], ['"2eb8aa08-aa98-11ea-b4aa73b441d16380"']),
+    ({"type": "string", "format": "ipv4"}, ['"192.168.0.1"'], ['"256.1.1.1"', '"01.1.1.1"']),
+    ({"type": "string", "format": "ipv6"}, ['"::1"', '"2001:db8::7"', '"::ffff:192.168.0.1"'], ['"1:2:3:4:5:6:7:8:9"', '":::"']),
+    ({"type": "string", "format": "hostname"}, ['"www.example.com"', '"a-b"'], ['"-a"', '"a_b"', '"ab--cd"']),
+    ({"type": "string", "format": "uri"}, ['"http://foo.bar/?baz=qux#quux"', '"mailto:a@b.c"'], ['"//foo.bar"', '"abc"']),
+    ({"enum": ["a", 1, None, [1, 2]]}, ['"a"', "1", "null", "[1,2]"], ['"b"', "2", "true"]),
+    ({"const": {"k": [1]}}, ['{"k":[1]}'], ['{"k":[2]}']),
+    ({"type": "string", "enum": ["a", 1, "b"], "maxLength": 1}, ['"a"', '"b"'], ["1"]),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, ["[1]", "[1,2]"], ["[]", "[1,2,3]", '["a"]']),
+    ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+     ['["a",1]', '["a"]', "[]"], ['["a",1,2]', "[1]"]),
+    ({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "boolean"}, "minItems": 2},
+     ['["a",true]', '["a",true,false]'], ['["a"]', '["a",1]']),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"]},
+     ['{"b":"x"}', '{"a":1,"b":"x"}'], ["{}", '{"a":1}', '{"b":"x","c":1}']),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}},
+     ['{"a":1,"z":true}', '{"z":false,"y":true}', "{}"], ['{"a":1,"z":1}', '{"a":1,"a":true}']),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     ['{"x-a":1}', "{}"], ['{"x-a":"s"}', '{"y":1}']),
+    ({"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "integer"}},
+     ['{"ab":1}'], ['{"abc":1}']),
+    ({"anyOf": [{"type": "integer", "maximum": 3}, {"type": "string"}]}, ["3", '"s"'], ["4", "null"]),
+    ({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}, "v": {"type": "integer"}}, "required": ["k", "v"]},
+                {"type": "object", "properties": {"k": {"const": "b"}, "v": {"type": "string"}}, "required": ["k", "v"]}]},
+     ['{"k":"a","v":1}', '{"k":"b","v":"x"}'], ['{"k":"a","v":"x"}']),
+    ({"allOf": [{"type": "integer", "minimum": 2}, {"maximum": 5}]}, ["2", "5"], ["1", "6"]),
+    ({"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+     ["[1,2]"], ["[0]"]),
+    ({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"},
+     ["{}", '{"next":{"next":{}}}'], ['{"next":1}']),
+    (INVOICE, ['{"id":"A1","lines":[{"sku":"ABC-123","qty":99,"price":1.5}]}'],
+     ['{"id":"A1","lines":[{"sku":"ABC-123","qty":100,"price":1.5}]}', '{"id":"A1","lines":[]}']),
+]
+
+
+def _accepts(schema, text: str, ws: str = "compact") -> bool:
+    return build_char_dfa(schema_regex(schema, ws).regex).accepts(text)
+
+
+@pytest.mark.parametrize("schema,good,bad", CASES, ids=[json.dumps(c[0])[:60] for c in CASES])
+def test_keyword_enforced_exactly(schema, good, bad):
+    # jsonschema's own `time` checker refuses RFC 3339 times the suite calls valid: the
+    # conformance benchmark (optional/format/time.json) is the reference there
+    checker = None if schema.get("format") == "time" else jsonschema.FormatChecker()
+    validator = jsonschema.Draft202012Validator(schema, format_checker=checker)
+    dfa = build_char_dfa(schema_regex(schema).regex)
+    for text in good:
+        assert validator.is_valid(json.loads(text)), text  # the case itself is right
+        assert dfa.accepts(text), text
+    for text in bad:  # invalid ones, and a few valid ones the documented policy leaves out
+        assert not dfa.accepts(text), text
+
+
+@pytest.mark.parametrize("schema,keyword,pointer", [
+    ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not", "/properties/a/not"),
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+    ({"type": "string", "format": "duration"}, "format", "/format"),
+    ({"type": "string", "pattern": "^(?=.*[0-9])[a-z0-9]{3,8}$"}, "pattern", "/pattern"),
+    ({"type": "number", "multipleOf": 0.3}, "multipleOf", "/multipleOf"),
+    ({"if": {"type": "string"}, "then": {"minLength": 2}}, "if", "/if"),
+])
+def test_unenforceable_keyword_refused_by_name_and_pointer(schema, keyword, pointer):
+    with pytest.raises(CfsmError) as err:
+        schema_regex(schema)
+    assert err.value.kind == "unsupported_feature"
+    assert f"`{keyword}`" in err.value.message and pointer in err.value.message
+
+
+def test_lenient_compiles_with_a_warning_that_reaches_the_compiled_constraint():
+    schema = json.dumps({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
+    res = schema_regex(json.loads(schema), lenient=True)
+    assert res.warnings and "uniqueItems" in res.warnings[0] and "NOT enforced" in res.warnings[0]
+    ctx = TokenizerContext(byte_tokenizer())
+    compiled = get_backend("fsm").compile(Constraint("schema", schema, lenient=True), ctx)
+    assert compiled.warnings == res.warnings
+    assert compiled.stats()["warnings"] == res.warnings
+
+
+@pytest.mark.parametrize("ws,text", [("compact", '{"a":[1,2]}'), ("spaced", '{"a": [1, 2]}'), ("flexible", '{ "a" : [ 1 , 2 ] }')])
+def test_whitespace_policy(ws, text):
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]}
+    assert _accepts(schema, text, ws)
+
+
+@pytest.fixture(scope="module")
+def byte_ctx():
+    return TokenizerContext(byte_tokenizer())
+
+
+def test_xgrammar_refuses_a_lookahead_it_would_drop(byte_ctx):
+    schema = json.dumps({"type": "string", "pattern": "^(?=.*[0-9])[a-z0-9]{3,8}$"})
+    with pytest.raises(CfsmError) as err:
+        get_backend("xgrammar").compile(Constraint("schema", schema), byte_ctx)
+    assert "`pattern` at /pattern" in err.value.message and "xgrammar" in err.value.message
+    compiled = get_backend("xgrammar").compile(Constraint("schema", schema, lenient=True), byte_ctx)
+    assert compiled.warnings and "look-around" in compiled.warnings[0]
+    # what the warning is about: xgrammar lets "abc" (no digit) through
+    assert check_text(compiled, None, byte_ctx, '"abc"')["accepted"]
+
+
+@pytest.mark.parametrize("backend,schema,keyword", [
+    ("xgrammar", {"minimum": 2}, "minimum"),
+    ("xgrammar", {"type": "integer", "multipleOf": 2}, "multipleOf"),
+    ("llguidance", {"type": "string", "format": "date"}, "format"),
+])
+def test_native_backend_gaps_refused(byte_ctx, backend, schema, keyword):
+    with pytest.raises(CfsmError) as err:
+        get_backend(backend).compile(Constraint("schema", json.dumps(schema)), byte_ctx)
+    assert err.value.kind == "unsupported_feature" and f"`{keyword}`" in err.value.message
+
+
+def test_held_out_invoice_is_enforced_by_every_backend(byte_ctx):
+    bad = '{"id":"A1","lines":[{"sku":"ABC-123","qty":100,"price":1.5}]}'
+    good = '{"id":"A1","lines":[{"sku":"ABC-123","qty":99,"price":1.5}]}'
+    for b in ("fsm", "outlines", "xgrammar", "llguidance"):
+        compiled = get_backend(b).compile(Constraint("schema", json.dumps(INVOICE)), byte_ctx)
+        assert check_text(compiled, None, byte_ctx, good)["accepted"], b
+        assert not check_text(compiled, None, byte_ctx, bad)["accepted"], b
+
+
+def test_conformance_suite_subset_accepts_no_invalid_instance_unwarned():
+    from engine.bench_conformance import SUITE, ConformanceRun
+
+    if not SUITE.exists():
+        pytest.skip("../shared/bench-data/json-schema-test-suite is not present")
+    ctx = TokenizerContext(byte_tokenizer())
+    for backend in ("fsm", "xgrammar", "llguidance"):
+        run = ConformanceRun(backend, ctx, "compact", False)
+        for name in ("maximum.json", "minLength.json", "required.json", "enum.json"):
+            run.run_file(SUITE / name, name)
+        assert run.totals["compiled"] > 0, backend
+        assert run.totals["invalid_accepted_unwarned"] == 0, (backend, run.cases)
