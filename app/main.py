@@ -133,6 +133,11 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                                               label="Grammar: EBNF for xgrammar, Lark for llguidance")
                             gram_err = gr.HTML("", elem_id="grammar-error")
                     prompt = gr.Textbox(P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt")
+                    with gr.Accordion("Test strings", open=False, elem_id="test-strings"):
+                        ts_text = gr.Textbox("", lines=3, elem_id="test-strings-input",
+                                             label="One text per line: does the constraint accept it (with the chosen backend)?")
+                        ts_btn = gr.Button("Check", size="sm", elem_id="test-strings-run")
+                        ts_out = gr.HTML("", elem_id="test-strings-output")
                 with gr.Column(scale=2):
                     model = gr.Textbox("embedded", label="Model: 'embedded' (SmolLM2-135M-Instruct), an HF id from the local cache, or a folder in the models dir", elem_id="model")
                     with gr.Row():
@@ -180,6 +185,27 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                     dl_svg = gr.File(label="FSM SVG", elem_id="dl-svg")
                     up_trace = gr.File(label="Upload a trace to view it", file_types=[".json"], elem_id="up-trace")
                 permalink = gr.Markdown("", elem_id="permalink")
+
+        def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, backend_v, model_t, lines):
+            from engine.check import check_text
+            from viz.highlight import test_strings_html
+
+            try:
+                c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v)
+                eng = hub.get(check_page_model(model_t))
+                res = eng.compile(c, backend_v)
+                texts = [t for t in (lines or "").split("\n") if t != ""][:50]
+                out = []
+                for t in texts:
+                    r = {"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)}
+                    r["warnings"] = list(res.compiled.warnings) + r["warnings"]
+                    out.append(r)
+                return test_strings_html(out)
+            except BaseException as exc:  # noqa: BLE001 - one line, the app keeps serving
+                return _msg(exc)
+
+        ts_btn.click(do_test_strings, [kind_state, rx, sch, gram, ws, lenient, backend, model, ts_text], ts_out,
+                     concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
         with gr.Tab("Compare", id="compare"):
             gr.Markdown("The same prompt and constraint (from the Playground tab) in two configurations, side by side.")
@@ -434,7 +460,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                             samples.append(tr["text"])
                 dfa = eng.compile(c, "fsm").dfa
                 rep = diagnose(c, eng.ctx.tokenizer, eng.ctx.vocab.token_bytes, samples=samples, n=int(n), dfa=dfa)
-                return "", doctor_md(rep), doctor_plot(rep)
+                return "", doctor_md(rep, c.text), doctor_plot(rep)
             except BaseException as exc:  # noqa: BLE001
                 return _msg(exc), "", None
 
@@ -489,7 +515,9 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
     return demo
 
 
-def doctor_md(rep: dict) -> str:
+def doctor_md(rep: dict, source: str = "") -> str:
+    """The doctor's report; with the constraint's `source`, the node or regex span the top
+    cause points at is shown highlighted."""
     f = rep["fsm"]
     out = [
         f"### Ideal forward-pass reduction: **{rep['ideal_reduction']}x**",
@@ -504,12 +532,21 @@ def doctor_md(rep: dict) -> str:
     b = rep["token_boundaries"]
     out.append(f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): {b['suggestion']}")
     if rep["what_if"]:
-        out += ["", "#### What if", "| change | before | after |", "|---|---:|---:|"]
+        out += ["", "#### What if", "| change | before | after | verdict |", "|---|---:|---:|---|"]
         for w in rep["what_if"]:
             if "error" in w:
-                out.append(f"| {w['change']} | | {w['error']} |")
+                out.append(f"| {w['change']} | | {w['error']} | |")
             else:
-                out.append(f"| {w['change']} | {w['ideal_reduction_before']}x | **{w['ideal_reduction_after']}x** |")
+                out.append(f"| {w['change']} | {w['ideal_reduction_before']}x | **{w['ideal_reduction_after']}x** | "
+                           f"{w['advice']} |")
+    top = next((c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None)
+    if top is not None and source:
+        from viz.highlight import regex_span_html, schema_node_html
+
+        place = top["places"][0]
+        mark = schema_node_html(source, place) if rep["constraint"]["kind"] == "schema" else regex_span_html(source, place)
+        if mark:
+            out += ["", f"#### Where \u201c{top['title']}\u201d points: `{place}`", mark]
     if rep["samples"]["texts"]:
         out += ["", "Sample: `" + rep["samples"]["texts"][0][:200].replace("`", "'").replace("\n", "\u21b5") + "`"]
     return "\n".join(out)

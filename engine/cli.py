@@ -183,6 +183,8 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.suite == "conformance":
+        return _bench_conformance(args)
     if args.suite == "jsonschemabench":
         from .bench_jsb import format_table, run
         from .service import Engine
@@ -216,6 +218,22 @@ def cmd_bench(args) -> int:
         if not args.json:
             print(f"report: {html}")
     return rc
+
+
+def _bench_conformance(args) -> int:
+    from viz.conformance_report import write_conformance_report
+
+    from .bench_conformance import format_table, run
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    res = run(backends, args.whitespace, args.lenient, log=(lambda *_: None) if args.json else print)
+    out = Path(args.out or "bench-results/conformance.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res))
+    html = write_conformance_report(res, out.with_suffix(".html"))
+    print(json.dumps({b: r["totals"] for b, r in res["backends"].items()}) if args.json
+          else "\n" + format_table(res) + f"\nreport: {html}")
+    return 0
 
 
 def cmd_doctor(args) -> int:
@@ -353,14 +371,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench"],
+    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench", "conformance"],
                    help="paper-character: masked vs jump per backend on --names names; paper: the character "
-                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view re-render time")
+                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view re-render time; "
+                        "conformance: the JSON-Schema test suite through every backend (no model)")
     b.add_argument("--names", type=int, default=10, help="how many character names")
     b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
     b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
     b.add_argument("--max-new-tokens", type=int, default=256)
+    b.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
+                   help="conformance: how instances are written and schemas compiled")
+    b.add_argument("--lenient", action="store_true", help="conformance: compile unenforceable keywords with warnings")
     b.add_argument("--out", default=None, help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)")
     b.add_argument("--json", action="store_true")
     _add_model_args(b)

@@ -169,6 +169,40 @@ def _json_pointer_at(text: str, pos: int) -> str:
     return "/" + "/".join(parts) if parts else "/"
 
 
+_NEXT_KEY = re.compile(r'\s*,?\s*"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def _esc(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer_of(stack: list) -> str:
+    """JSON-schema pointer of the innermost container on a scan stack."""
+    parts = []
+    for kind, v in stack:
+        if kind == "obj":
+            if v is None:
+                break
+            parts.append("properties/" + _esc(str(v)))
+        else:
+            parts.append("items")
+    return "/" + "/".join(parts) if parts else "/"
+
+
+def _choice_pointer(text: str, pos: int) -> str:
+    """Where an object-level choice (another property or the end; which key) points: the
+    property the text chose next, else the object that was closed."""
+    sc = _scan_json(text, pos)
+    if not sc.stack or sc.stack[-1][0] != "obj":
+        return _json_pointer_at(text, pos)
+    base = _pointer_of(sc.stack[:-1])
+    start = text.rfind('"', 0, pos) if sc.in_str and sc.str_is_key else pos
+    m = _NEXT_KEY.match(text, start)
+    if m:
+        return base.rstrip("/") + "/properties/" + _esc(json.loads(f'"{m.group(1)}"'))
+    return base
+
+
 def _json_context(text: str, pos: int) -> str:
     """'key', 'string', 'number' or 'structure' at `pos`."""
     sc = _scan_json(text, pos)
@@ -198,6 +232,10 @@ def _classify(dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_s
         return "stop_decision"
     if is_schema:
         ctx = _json_context(text, pos)
+        if ctx == "string":  # inside a value string: its content is the choice, whatever else is allowed
+            return "free_text" if other or len(chars) > 12 else "enum_alternatives"
+        if ctx == "key":
+            return "optional_or_order"
         if "]" in non_ws:
             return "array_lengths"  # closing the array now or writing another item
         if non_ws <= {",", "}"} and "}" in non_ws:
@@ -283,7 +321,9 @@ def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_s
             counts[cause] += 1
             if len(costly) < len(chars):
                 boundary_tokens += 1
-            place = _json_pointer_at(text, c) if is_schema else None
+            place = None
+            if is_schema:
+                place = _choice_pointer(text, c) if cause == "optional_or_order" else _json_pointer_at(text, c)
             if not is_schema and pattern:
                 forced_before = text[max(0, c - 16):c]
                 span = _regex_span(pattern, forced_before)
@@ -400,8 +440,12 @@ def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] 
                 re_texts = synthesize(dfa2, n, seed)
                 note = "fresh synthesized samples: the change alters which documents are valid"
             r2 = analyse_samples(dfa2, re_texts, tokenizer, token_bytes, True, threshold)
-            what_if.append({"change": label, "whitespace": ws, "ideal_reduction_before": res["ideal_reduction"],
-                            "ideal_reduction_after": r2["ideal_reduction"], "samples": r2["samples"], "note": note})
+            before, after = res["ideal_reduction"], r2["ideal_reduction"]
+            verdict = "raises" if after > before else "lowers" if after < before else "does not change"
+            what_if.append({"change": label, "whitespace": ws, "ideal_reduction_before": before,
+                            "ideal_reduction_after": after, "samples": r2["samples"], "note": note, "verdict": verdict,
+                            "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x)"
+                                      + (": not recommended for speed" if verdict == "lowers" else "")})
     return {
         "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
         "fsm": cf.stats(),
@@ -439,5 +483,5 @@ def format_report(rep: dict) -> str:
             if "error" in w:
                 lines.append(f"  {w['change']}: {w['error']}")
             else:
-                lines.append(f"  {w['change']}: {w['ideal_reduction_before']}x -> {w['ideal_reduction_after']}x ({w['note']})")
+                lines.append(f"  {w['change']}: {w['advice']} ({w['note']})")
     return "\n".join(lines)

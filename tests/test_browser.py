@@ -133,6 +133,20 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     assert page.locator("#run-error").inner_text().strip() == ""
 
 
+def test_test_strings_mark_where_each_text_leaves_the_language(page):
+    page.locator("#regex-input textarea").fill(r"[0-9]+(\.[0-9]+)?")
+    page.locator("#test-strings").click()  # open the accordion
+    page.locator("#test-strings-input textarea").fill("1.5\n1.\n1x5")
+    page.locator("#test-strings-run").click()
+    page.wait_for_selector("#test-strings-result .ts-row", timeout=60_000)
+    rows = page.locator("#test-strings-result .ts-row")
+    assert rows.count() == 3
+    assert "match" in rows.nth(0).inner_text()
+    assert "prefix" in rows.nth(1).inner_text()
+    assert "leaves at byte 1" in rows.nth(2).inner_text()
+    assert rows.nth(2).locator("mark.ts-reject").inner_text() == "x"  # the character that leaves the language
+
+
 def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_url):
     """One tab compiles a pathological regex; a second tab runs meanwhile; Stop in the first
     tab says it stopped a compile."""

@@ -39,9 +39,60 @@ def test_optional_properties_point_at_their_object(ctx):
     rep = doc(ctx, Constraint("schema", json.dumps(schema), "compact"), n=8)
     causes = {c["cause"]: c for c in rep["causes"]}
     assert "optional_or_order" in causes
-    assert "/" in causes["optional_or_order"]["places"]
+    # each choice points at the property the output chose next, or at the object it closed
+    places = set(causes["optional_or_order"]["places"])
+    assert places <= {"/", "/properties/a", "/properties/b"} and places & {"/properties/a", "/properties/b"}
     wi = next(w for w in rep["what_if"] if w["change"].startswith("required"))
     assert wi["ideal_reduction_after"] > wi["ideal_reduction_before"]
+
+
+TITLE_TAGS = {"type": "object", "properties": {
+    "title": {"type": "string", "maxLength": 30},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}}}, "required": ["title", "tags"]}
+
+
+def test_free_text_is_attributed_to_the_string_it_is_in(ctx):
+    rep = doc(ctx, Constraint("schema", json.dumps(TITLE_TAGS), "compact"), n=8)
+    top = rep["causes"][0]
+    assert top["cause"] == "free_text" and top["places"][0] == "/properties/title"
+    lengths = next((c for c in rep["causes"] if c["cause"] == "array_lengths"), None)
+    assert lengths is None or "/properties/title" not in lengths["places"]
+
+
+def test_optional_property_choice_points_at_the_property(ctx):
+    book = {"type": "object", "properties": {"book": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 20}, "genre": {"enum": ["sf", "crime"]},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}}, "required": ["name", "genre"]}},
+        "required": ["book"]}
+    rep = doc(ctx, Constraint("schema", json.dumps(book), "compact"), n=8)
+    places = next(c for c in rep["causes"] if c["cause"] == "optional_or_order")["places"]
+    assert "/properties/book/properties/tags" in places
+    assert "/properties/book/properties/genre" not in places  # required: never a choice
+
+
+def test_what_if_says_whether_it_helps(ctx):
+    schema = {"type": "object", "properties": {"t": {"type": "array", "items": {"type": "string", "maxLength": 12},
+                                                     "maxItems": 4}, "n": {"type": "integer"}}}
+    rep = doc(ctx, Constraint("schema", json.dumps(schema), "compact"), n=8)
+    assert rep["what_if"]
+    for w in rep["what_if"]:
+        lowers = w["ideal_reduction_after"] < w["ideal_reduction_before"]
+        assert (w["verdict"] == "lowers") == lowers
+        assert ("not recommended" in w["advice"]) == lowers
+
+
+def test_doctor_page_marks_the_node_a_cause_points_at():
+    from app.main import doctor_md
+
+    rep = {"constraint": {"kind": "schema"}, "fsm": {"num_states": 1, "jumpable_states": 0, "jumpable_share": 0,
+           "num_chains": 0, "longest_chain": 0}, "ideal_reduction": 1, "total_tokens": 1, "model_tokens": 1,
+           "samples": {"count": 1, "source": "synthesized", "texts": []},
+           "causes": [{"cause": "free_text", "title": "Free-text strings", "share": 1, "why": "", "suggestion": "",
+                       "places": ["/properties/title"]}],
+           "token_boundaries": {"share": 0, "title": "x", "suggestion": ""}, "what_if": []}
+    md = doctor_md(rep, json.dumps(TITLE_TAGS))
+    marked = md.split("<mark id='doctor-mark'>", 1)[1].split("</mark>", 1)[0]
+    assert "maxLength&quot;: 30" in marked and "tags" not in marked
 
 
 def test_character_regex_causes_and_places(ctx, character_regex):
