@@ -19,28 +19,14 @@ from fractions import Fraction
 
 from .errors import CfsmError
 from .json_formats import FORMATS
-from .json_string_regex import ANY_STRING, CHAR, RAW, PatternTranslator, literal_text
-from .number_regex import EXP, FRAC, JSON_NUMBER, NAT, alt, decimal_range, int_range, to_fraction
+from .json_string_regex import ANY_STRING, CHAR, RAW, PatternTranslator
+from .number_regex import JSON_NUMBER, NAT, alt, decimal_range, int_range, to_fraction
 from .schema_refs import RefResolver, merge_all, pointer_join
 
 ANY_DEPTH = 1  # nesting of values a schema leaves untyped
 REF_DEPTH = 3  # how many times one recursive $ref is expanded
 MAX_ENUMERATED = 1000  # multiples of `multipleOf` spelled out one by one
 TYPES = ("null", "boolean", "object", "array", "string", "integer", "number")
-ANNOTATIONS = {
-    "$schema", "$id", "$anchor", "$dynamicAnchor", "$comment", "$vocabulary", "$defs", "definitions",
-    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "contentMediaType", "contentEncoding", "contentSchema", "format_annotation",
-}
-HANDLED = {
-    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minLength", "maxLength", "pattern", "format",
-    "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
-    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
-    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-    "unevaluatedItems", "not", "if", "then", "else", "$dynamicRef",
-}
 
 
 @dataclass
@@ -273,9 +259,8 @@ class SchemaCompiler:
         return decimal_range(lo, lo_strict, hi, hi_strict)
 
     def multiple_of(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
-        if integer or m.denominator == 1:
-            if m.denominator == 1:
-                return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr)
+        if m.denominator == 1:  # integer steps: integers only (a number `4.0` is left out)
+            return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr)
         k = _decimal_places(m)
         if k is not None and m == Fraction(1, 10**k) and not integer:
             if lo is None and hi is None:
@@ -421,9 +406,10 @@ def _bounds(s: dict):
 
 
 def _int_lo(lo: Fraction | None, strict: bool) -> int | None:
+    """Smallest integer above (strict) or at the bound."""
     if lo is None:
         return None
-    return math.floor(lo) + 1 if strict and lo.denominator == 1 else math.ceil(lo) if not strict else math.floor(lo) + 1
+    return math.floor(lo) + 1 if strict else math.ceil(lo)
 
 
 def _int_hi(hi: Fraction | None, strict: bool) -> int | None:
@@ -555,4 +541,4 @@ def schema_regex(schema: dict | bool, whitespace: str = "compact", lenient: bool
     return SchemaCompiler(schema, whitespace, lenient).compile()
 
 
-__all__ = ["SchemaRegex", "schema_regex", "Separators", "EXP", "FRAC", "literal_text"]
+__all__ = ["SchemaRegex", "Separators", "schema_regex"]

@@ -79,3 +79,39 @@ def test_numbering_is_canonical_across_hash_seeds(character_regex):
         outs.append(json.loads(r.stdout))
     assert outs[0] == outs[1]
     assert outs[0]["num_states"] > 100
+
+
+@pytest.mark.parametrize("pattern, accept, reject", [
+    ("(?s)a.b", ["a\nb", "axb"], ["ab"]),
+    ("a.b", ["axb"], ["a\nb"]),
+    ("^$|^https://x\\.com/", ["", "https://x.com/"], ["x"]),
+    (r"a\\$", ["a\\"], ["a"]),
+    ("(^x|y$)", ["x", "y"], ["xy"]),
+    ("(?i)ab", ["AB", "aB"], ["ac"]),
+    ("(?i:a)b", ["Ab", "ab"], ["AB"]),
+    (r"\Aab\Z", ["ab"], ["a"]),
+    (r"[\W]x", ["-x"], ["ax"]),
+])
+def test_regex_dialect_matches_python(pattern, accept, reject):
+    dfa = build_char_dfa(pattern)
+    for t in accept:
+        assert re.fullmatch(pattern, t, re.ASCII) and dfa.accepts(t), t
+    for t in reject:
+        assert not re.fullmatch(pattern, t, re.ASCII) and not dfa.accepts(t), t
+
+
+@pytest.mark.parametrize("pattern, named", [
+    ("(?P<x>a)(?P=x)", "(?P=x)"), (r"(a)\1", r"\1"), ("a^b", "anchor ^ inside"), (r"a\bb", r"word boundary \b"),
+])
+def test_unsupported_constructs_are_named_as_written(pattern, named):
+    with pytest.raises(CfsmError) as err:
+        build_char_dfa(pattern)
+    assert err.value.kind == "unsupported_feature" and named in err.value.message
+
+
+def test_slow_compile_hint_names_a_wide_alternation():
+    from engine.regex_dfa import slow_hint
+
+    enum = "(" + "|".join(f"value{i}" for i in range(1287)) + ")"
+    assert "alternation of 1,287 alternatives" in slow_hint(enum)
+    assert "counted repeat" in slow_hint("(a|b)*a(a|b){24}")
