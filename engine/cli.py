@@ -162,7 +162,7 @@ def cmd_generate(args) -> int:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
     obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",
                                           "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
-                                          "jump_threshold", "healing_tokens")}
+                                          "jump_threshold", "healing_tokens", "lenient")}
     req = _request_from(obj, args)
     req.validate()
     eng = Engine(args.model, args.device, args.trust_remote_code)

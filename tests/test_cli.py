@@ -81,3 +81,29 @@ def test_generate_requests_file(engine, tmp_path, capsys):
     # the file's requests go to the continuous batcher (that they share passes when they
     # overlap is tested in test_serving.py; here they may not overlap in time)
     assert lines[0]["scheduler"]["kind"] == lines[2]["scheduler"]["kind"] == "continuous"
+
+
+@pytest.mark.model
+def test_lenient_warning_travels_to_the_trace_and_the_summary(engine, capsys):
+    schema = '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, "maxItems": 3}'
+    base = ["generate", "--schema", schema, "--prompt", "Three digits as a JSON list", "--max-new-tokens", "16"]
+    assert main([*base, "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"]["kind"] == "unsupported_feature"
+    assert main([*base, "--lenient"]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING: `uniqueItems` at /uniqueItems is NOT enforced" in err
+    assert main([*base, "--lenient", "--json"]) == 0
+    tr = json.loads(capsys.readouterr().out)
+    assert tr["warnings"] and "uniqueItems" in tr["warnings"][0]
+    assert tr["compile"]["warnings"] == tr["warnings"]
+    assert all(0 <= x <= 9 for x in json.loads(tr["text"]))  # what is enforced still holds
+
+
+def test_run_summary_on_the_page_shows_warnings():
+    from app.main import summary_md
+
+    totals = {"output_tokens": 1, "forward_passes": 1, "wall_s": 0.1, "tokens_per_s": 10, "jumps": 0, "jumped_chars": 0,
+              "finished": True, "reason": "complete"}
+    md = summary_md({"mode": "jump", "backend": "fsm", "totals": totals, "valid": True, "validation": "ok",
+                     "warnings": ["`uniqueItems` at /uniqueItems is NOT enforced: x"]})
+    assert "warning" in md and "uniqueItems" in md
