@@ -490,20 +490,22 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                   queue=False)
 
         # ------------------------------------------------------------ API (gradio_client)
-        def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm") -> dict:
+        def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
+                        lenient: bool = False) -> dict:
             """Compile a regex/schema/grammar; returns the automaton description (engine JSON)."""
             try:
                 eng = hub.get()
-                return eng.compile_report(Constraint(kind, constraint, whitespace), backend)
+                return eng.compile_report(Constraint(kind, constraint, whitespace, bool(lenient) and kind == "schema"), backend)
             except CfsmError as exc:
                 raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
         def api_run(prompt: str, kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
-                    mode: str = "jump", max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0) -> dict:
+                    mode: str = "jump", max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
+                    lenient: bool = False) -> dict:
             """Decode under a constraint; returns the engine's trace JSON."""
             try:
                 eng = hub.get()
-                c = None if mode == "free" else Constraint(kind, constraint, whitespace)
+                c = None if mode == "free" else Constraint(kind, constraint, whitespace, bool(lenient) and kind == "schema")
                 return eng.generate(GenerateRequest(prompt=prompt, constraint=c, mode=mode, backend=backend,
                                                     max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                                                     seed=int(seed)))

@@ -196,6 +196,12 @@ def test_api_endpoints_with_gradio_client(app_url):
     with pytest.raises(Exception) as ei:
         c.predict("regex", "a(b", "compact", "fsm", api_name="/compile")
     assert "invalid_regex" in str(ei.value)
+    unique = '{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}'
+    with pytest.raises(Exception) as ei:
+        c.predict("schema", unique, "compact", "fsm", api_name="/compile")
+    assert "unsupported_feature" in str(ei.value) and "uniqueItems" in str(ei.value)
+    rep = c.predict("schema", unique, "compact", "fsm", True, api_name="/compile")
+    assert rep["warnings"] and "/uniqueItems" in rep["warnings"][0]
 
 
 def test_concurrent_api_clients_decode_together(app_url):
