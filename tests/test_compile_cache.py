@@ -131,3 +131,21 @@ def test_page_model_names_are_restricted(tmp_path, monkeypatch):
         with pytest.raises(CfsmError) as ei:
             check_page_model(bad)
         assert ei.value.kind == "unknown_model"
+
+
+def test_a_lenient_compile_is_not_served_the_strict_refusal():
+    from engine.backends import TokenizerContext
+    from engine.byte_tokenizer import byte_tokenizer
+    from engine.compile_cache import CompileCache
+    from engine.constraint import Constraint
+    from engine.errors import CfsmError
+
+    cache = CompileCache(TokenizerContext(byte_tokenizer()), use_worker=False)
+    schema = '{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}'
+    try:
+        with pytest.raises(CfsmError):
+            cache.get(Constraint("schema", schema), "fsm")
+        res = cache.get(Constraint("schema", schema, lenient=True), "fsm")
+        assert res.compiled.warnings and "uniqueItems" in res.compiled.warnings[0]
+    finally:
+        cache.close()
