@@ -192,6 +192,8 @@ class PatternTranslator:
             items = items[:-1]
         body = self.seq(items)
         width = parsed.getwidth()
+        if not (anchored_start and anchored_end):  # search semantics: anything may surround it
+            width = (width[0], sre_c.MAXREPEAT)
         any_content = f"{CHAR}*"
         return (("" if anchored_start else any_content) + body + ("" if anchored_end else any_content)), width
 

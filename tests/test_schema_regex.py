@@ -112,6 +112,7 @@ def test_keyword_enforced_exactly(schema, good, bad):
     ({"type": "string", "pattern": "^(?=.*[0-9])[a-z0-9]{3,8}$"}, "pattern", "/pattern"),
     ({"type": "number", "multipleOf": 0.3}, "multipleOf", "/multipleOf"),
     ({"if": {"type": "string"}, "then": {"minLength": 2}}, "if", "/if"),
+    ({"type": "string", "pattern": "a", "maxLength": 3}, "maxLength", "/maxLength"),  # "xxxxa" matches the pattern
 ])
 def test_unenforceable_keyword_refused_by_name_and_pointer(schema, keyword, pointer):
     with pytest.raises(CfsmError) as err:
