@@ -1,8 +1,9 @@
 """Regexes over the *text* of a JSON string's content: what a generated string may contain
 between its quotes. A schema `pattern` speaks about the decoded string, so it is
 translated here into the language of its JSON spellings (a quote becomes `\\"`, a newline
-`\\n`), intersected with what both ECMA-262 and Python's `re` (which `jsonschema` uses)
-would match, so that everything generated is valid for either."""
+`\\n`); shorthand classes and `.` take only characters both ECMA-262 and Python's `re`
+(which `jsonschema` uses) put there. The pattern is parsed by Python's `re` parser, so
+syntax the two dialects read differently (ECMA's literal `a{,3}`) follows Python."""
 
 from __future__ import annotations
 
@@ -163,7 +164,9 @@ def ranges_regex(ranges: Ranges) -> str | None:
                 parts.append(literal(chr(cp)))
     if not parts:
         return None
-    return parts[0] if len(parts) == 1 else "(" + "|".join(parts) + ")"
+    if len(parts) == 1 and (parts[0].startswith("[") or len(parts[0]) == 1):
+        return parts[0]
+    return "(" + "|".join(parts) + ")"  # a lone escape like \\n is two atoms: a quantifier needs the group
 
 
 class PatternTranslator:

@@ -163,36 +163,40 @@ def _frac_regex(lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool
     return f.end_ok(*f.start), None if body is None else r"\." + body
 
 
+# A document's number with a fraction is parsed as a float: with at most 15 significant
+# digits (9 before the point, 6 after) distinct decimals stay distinct and in order as
+# floats, so comparing decimals exactly decides what jsonschema decides. Numbers written
+# without a fraction are parsed as exact integers and may be any length.
+FRAC_DIGITS = 6
+FRAC_BELOW = 10**9
+
+
 def _magnitude(lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool, cap: int | None) -> str | None:
     """Non-negative decimals `n(.d)?` (no sign, no exponent) within the bounds (lo >= 0)."""
     lo = lo if lo is not None else Fraction(0)
     if hi is not None and (hi < lo or (hi == lo and (lo_strict or hi_strict))):
         return None
+    cap = FRAC_DIGITS if cap is None else min(cap, FRAC_DIGITS)
     L, lf = _digits(lo)
-    any_frac = r"(\.[0-9]+)?" if cap is None else ("(\\.[0-9]{1,%d})?".replace("%d", str(cap)) if cap else "")
-    parts: list[str | None] = []
 
-    def with_frac(n: str | None, lo_d: str | None, lo_s: bool, hi_d: str | None, hi_s: bool) -> str | None:
-        if n is None:
-            return None
-        absent, present = _frac_regex(lo_d, lo_s, hi_d, hi_s, cap)
+    def with_frac(n: int, lo_d: str | None, lo_s: bool, hi_d: str | None, hi_s: bool) -> str | None:
+        absent, present = _frac_regex(lo_d, lo_s, hi_d, hi_s, cap if n < FRAC_BELOW else 0)
         if present is None:
-            return n if absent else None
-        return f"{n}({present})?" if absent else n + present
+            return str(n) if absent else None
+        return f"{n}({present})?" if absent else str(n) + present
+
+    def middle(a: int, b: int | None) -> list[str | None]:
+        """Integer parts a..b (None: open), any fraction where one may be written."""
+        small = nat_range(a, FRAC_BELOW - 1 if b is None else min(b, FRAC_BELOW - 1))
+        frac = "(\\.[0-9]{1,K})?".replace("K", str(cap)) if cap else ""
+        return [None if small is None else small + frac, nat_range(max(a, FRAC_BELOW), b)]
 
     if hi is None:
-        parts.append(with_frac(str(L), lf, lo_strict, None, False))
-        rest = nat_range(L + 1, None)
-        parts.append(None if rest is None else rest + any_frac)
-        return alt(parts)
+        return alt([with_frac(L, lf, lo_strict, None, False), *middle(L + 1, None)])
     H, hf = _digits(hi)
     if L == H:
-        return with_frac(str(L), lf, lo_strict, hf, hi_strict)
-    parts.append(with_frac(str(L), lf, lo_strict, None, False))
-    mid = nat_range(L + 1, H - 1)
-    parts.append(None if mid is None else mid + any_frac)
-    parts.append(with_frac(str(H), None, False, hf, hi_strict))
-    return alt(parts)
+        return with_frac(L, lf, lo_strict, hf, hi_strict)
+    return alt([with_frac(L, lf, lo_strict, None, False), *middle(L + 1, H - 1), with_frac(H, None, False, hf, hi_strict)])
 
 
 def decimal_range(lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool,

@@ -172,7 +172,7 @@ def _widest_alternation(parsed) -> int:
     for op, av in parsed:
         name = str(op)
         if name == "BRANCH":
-            best = max([len(av[1])] + [_widest_alternation(b) for b in av[1]])
+            best = max([best, len(av[1])] + [_widest_alternation(b) for b in av[1]])
         elif name == "SUBPATTERN":
             best = max(best, _widest_alternation(av[-1]))
         elif name in ("MAX_REPEAT", "MIN_REPEAT"):

@@ -118,8 +118,7 @@ class _Emitter:
         if name == "ANY":
             return "([^\\n]|\\n)" if flags & re.DOTALL else "[^\\n]"
         if name == "IN":
-            r = self.class_ranges(av)
-            return _class(_fold(r) if icase else r)
+            return _class(self.class_ranges(av, icase))
         if name == "SUBPATTERN":
             _group, add, rem, sub = av
             inner = self.seq(sub, (flags | add) & ~rem, at_start, at_end)
@@ -156,7 +155,8 @@ class _Emitter:
         self.fail(names.get(kind, f"the anchor {kind}"))
         return ""
 
-    def class_ranges(self, items):
+    def class_ranges(self, items, icase: bool = False):
+        """The class's characters; `(?i)` folds them before a negation complements them."""
         neg, out = False, []
         for op, av in items:
             name = str(op)
@@ -172,7 +172,8 @@ class _Emitter:
                 out += _complement(base) if cat.startswith("NOT_") else base
             else:
                 self.fail(f"the class item {name.lower()}")
-        return _complement(out) if neg else _norm(out)
+        out = _fold(out) if icase else _norm(out)
+        return _complement(out) if neg else out
 
     def backref_text(self) -> str:
         m = re.search(r"\(\?P=\w+\)|\\[1-9][0-9]?|\\g<\w+>", self.source)

@@ -3,6 +3,7 @@ optional), then extra keys where the schema allows them and a regex can keep the
 
 from __future__ import annotations
 
+import json
 import re
 
 from .json_string_regex import RAW, PatternTranslator, literal_text
@@ -34,6 +35,17 @@ def key_not_in(words: set[str]) -> str:
     return '"' + below(trie) + '"'
 
 
+def extra_schema_of(s: dict):
+    """The schema an unlisted key's value gets, or False when the object is closed: an
+    object that lists `properties` (or patterns) is closed unless it says otherwise."""
+    ap = s.get("additionalProperties")
+    if ap is None and "unevaluatedProperties" in s:
+        ap = s["unevaluatedProperties"]  # no applicators here (refused upstream): the same as additionalProperties
+    if ap is None:
+        return True if not s.get("properties") and not s.get("patternProperties") else False
+    return ap
+
+
 class ObjectCompiler:
     def __init__(self, c, s: dict, ptr: str) -> None:
         self.c, self.s, self.ptr = c, s, ptr
@@ -41,10 +53,7 @@ class ObjectCompiler:
         self.props = dict(s.get("properties") or {})
         self.required = list(dict.fromkeys(s.get("required") or []))
         self.patterns = dict(s.get("patternProperties") or {})
-        ap = s.get("additionalProperties")
-        if ap is None and "unevaluatedProperties" in s:
-            ap = s["unevaluatedProperties"]  # no applicators here (refused upstream): the same as additionalProperties
-        self.extra_schema = (True if not self.props and not self.patterns else False) if ap is None else ap
+        self.extra_schema = extra_schema_of(s)
 
     def regex(self) -> str | None:
         names = self.listed_names()
@@ -82,6 +91,9 @@ class ObjectCompiler:
         if pn is not None and pn is not True:
             import jsonschema
 
+            if '"$ref"' in json.dumps(pn):
+                self.c.refuse("propertyNames", self.ptr, "it uses a `$ref`, which is not followed for key names")
+                return names
             ok = jsonschema.Draft202012Validator(pn)
             bad = [n for n in names if not ok.is_valid(n)]
             if any(n in self.required for n in bad):

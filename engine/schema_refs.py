@@ -114,6 +114,19 @@ _ANNOT = {"title", "description", "default", "examples", "$comment", "$id", "$sc
           "$anchor", "deprecated", "readOnly", "writeOnly"}
 
 
+def json_equal(a, b) -> bool:
+    """Equality as JSON Schema means it: 1 == 1.0, but true is not 1, at any depth."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
 def _types(t) -> set[str]:
     ts = {t} if isinstance(t, str) else set(t)
     return ts | ({"integer"} if "number" in ts else set())
@@ -121,7 +134,7 @@ def _types(t) -> set[str]:
 
 def _merge_key(k: str, a, b):
     """(merged value, conflict message or None)."""
-    if a == b and type(a) is type(b):
+    if json_equal(a, b):
         return a, None
     if k in _ANNOT:
         return a, None
@@ -142,7 +155,7 @@ def _merge_key(k: str, a, b):
     if k in ("items", "additionalProperties", "propertyNames", "contains", "unevaluatedProperties"):
         return {"allOf": [a, b]}, None
     if k == "enum":
-        return [x for x in a if any(x == y and type(x) is type(y) for y in b)], None
+        return [x for x in a if any(json_equal(x, y) for y in b)], None
     if k == "uniqueItems":
         return bool(a or b), None
     if k == "multipleOf":

@@ -20,8 +20,8 @@ from fractions import Fraction
 from .errors import CfsmError
 from .json_formats import FORMATS
 from .json_string_regex import ANY_STRING, CHAR, RAW, PatternTranslator
-from .number_regex import JSON_NUMBER, NAT, alt, decimal_range, int_range, to_fraction
-from .schema_refs import RefResolver, merge_all, pointer_join
+from .number_regex import JSON_NUMBER, alt, decimal_range, int_range, to_fraction
+from .schema_refs import RefResolver, json_equal, merge_all, pointer_join
 
 ANY_DEPTH = 1  # nesting of values a schema leaves untyped
 REF_DEPTH = 3  # how many times one recursive $ref is expanded
@@ -74,7 +74,11 @@ class SchemaCompiler:
         self.refs = RefResolver(root, REF_DEPTH)
 
     def compile(self) -> SchemaRegex:
-        rx = self.node(self.root, "")
+        try:
+            rx = self.node(self.root, "")
+        except RecursionError:
+            raise CfsmError("unsupported_feature", "the schema nests (or refers to itself) too deeply to turn into a "
+                            "regex") from None
         if rx is None:
             raise CfsmError("unsatisfiable", "the schema admits no document that this compiler can produce")
         return SchemaRegex(rx, self.warnings)
@@ -106,7 +110,7 @@ class SchemaCompiler:
             return self._node(s, ptr)
 
     def _node(self, s: dict, ptr: str) -> str | None:
-        s = self.flatten_all_of(s, ptr)
+        s = self.flatten_all_of(dict(s), ptr)
         if s is None:
             return None
         self.refuse_unhandled(s, ptr)
@@ -142,7 +146,7 @@ class SchemaCompiler:
 
     def refuse_unhandled(self, s: dict, ptr: str) -> None:
         """Keywords with no regex form: refuse unless they cannot change the language."""
-        trivial = {"uniqueItems": False, "minContains": None, "maxContains": None}
+        trivial = {"uniqueItems": False}
         for kw in ("not", "if", "then", "else", "$dynamicRef", "unevaluatedItems", "contains",
                    "dependentSchemas", "uniqueItems", "dependencies"):
             if kw in s and not (kw in trivial and s[kw] == trivial[kw]) and not self._vacuous(kw, s):
@@ -160,17 +164,18 @@ class SchemaCompiler:
         return False
 
     def dependent_required(self, s: dict, ptr: str) -> None:
+        from .schema_objects import extra_schema_of
+
         required = set(s.get("required", []))
         props = s.get("properties", {})
-        closed = "properties" in s and s.get("additionalProperties", False) is False and not s.get("patternProperties")
+        closed = extra_schema_of(s) is False and not s.get("patternProperties")
         for trigger, deps in s["dependentRequired"].items():
             if trigger in required and set(deps) <= required:
                 continue
             if closed and trigger not in props:
                 continue
             if trigger in required:
-                s.setdefault("required", [])
-                s["required"] = list(dict.fromkeys(list(s["required"]) + list(deps)))
+                s["required"] = list(dict.fromkeys(list(s.get("required", [])) + list(deps)))  # s is _node's copy
                 continue
             self.refuse("dependentRequired", ptr, f"{trigger!r} is optional, so what it requires depends on it")
 
@@ -191,11 +196,12 @@ class SchemaCompiler:
             return s
         parts = []
         for i, sub in enumerate(s["allOf"]):
+            sub = self.refs.inline(sub, pointer_join(ptr, f"allOf/{i}"))
             if sub is False:
                 return None
             if sub is True:
                 continue
-            parts.append(self.refs.inline(sub, pointer_join(ptr, f"allOf/{i}")))
+            parts.append(sub)
         rest = {k: v for k, v in s.items() if k != "allOf"}
         merged, conflict = merge_all([rest, *parts])
         if conflict:
@@ -206,8 +212,7 @@ class SchemaCompiler:
     def any_of(self, s: dict, ptr: str) -> str | None:
         rest = {k: v for k, v in s.items() if k != "anyOf"}
         branches = []
-        for i, sub in enumerate(s["anyOf"]):
-            sub = self.refs.inline(sub, pointer_join(ptr, f"anyOf/{i}"))
+        for i, sub in enumerate(s["anyOf"]):  # a $ref stays for node(), which bounds recursion
             if sub is False:
                 continue
             merged, conflict = merge_all([rest, {} if sub is True else sub])
@@ -230,14 +235,19 @@ class SchemaCompiler:
 
         values = [s["const"]] if "const" in s else list(s["enum"])
         if "const" in s and "enum" in s:
-            values = [v for v in values if any(_json_equal(v, e) for e in s["enum"])]
+            values = [v for v in values if any(json_equal(v, e) for e in s["enum"])]
         rest = {k: v for k, v in s.items() if k not in ("enum", "const")}
-        check = jsonschema.Draft202012Validator({**rest, **({"$defs": self.root.get("$defs", {})} if isinstance(self.root, dict) else {})})
-        try:
-            keep = [v for v in values if check.is_valid(v)]
-        except Exception as exc:  # noqa: BLE001 - e.g. a $ref the validator cannot resolve here
-            self.refuse("enum" if "enum" in s else "const", ptr, f"its values cannot be checked against the rest ({exc})")
+        kw = "enum" if "enum" in s else "const"
+        if '"$ref"' in json.dumps(rest) or '"$dynamicRef"' in json.dumps(rest):
+            # a reference inside would resolve against this subschema, not the document
+            self.refuse(kw, ptr, "its values would be checked against keywords with a `$ref` beside it")
             keep = values
+        else:
+            try:
+                keep = [v for v in values if jsonschema.Draft202012Validator(rest).is_valid(v)]
+            except Exception as exc:  # noqa: BLE001 - a validator failure is a refusal, not a crash
+                self.refuse(kw, ptr, f"its values cannot be checked against the rest ({exc})")
+                keep = values
         out = []
         for v in keep:
             try:
@@ -248,59 +258,64 @@ class SchemaCompiler:
 
     # -- scalars -----------------------------------------------------------------
     def number(self, s: dict, ptr: str, integer: bool) -> str | None:
-        lo, lo_strict, hi, hi_strict = _bounds(s)
+        lo, lo_strict, hi, hi_strict = self.bounds(s, ptr)
         mult = s.get("multipleOf")
         if mult is not None:
             return self.multiple_of(to_fraction(mult), lo, lo_strict, hi, hi_strict, integer, ptr)
-        if integer:
-            return int_range(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
-        if lo is None and hi is None:
-            return JSON_NUMBER
-        return decimal_range(lo, lo_strict, hi, hi_strict)
+        return _bounded(lo, lo_strict, hi, hi_strict, integer)
+
+    def bounds(self, s: dict, ptr: str):
+        """The bounds, refused when their decimal spelling is too long for a float to keep
+        order with the documents' numbers (jsonschema compares floats)."""
+        got = _bounds(s)
+        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            v = s.get(kw)
+            if isinstance(v, float) and len(repr(v).lstrip("-0.").replace(".", "").split("e")[0]) > 15:
+                self.refuse(kw, ptr, f"{v!r} has more than 15 significant digits")
+                return None, False, None, False
+        return got
 
     def multiple_of(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
+        if m <= 0:
+            raise CfsmError("invalid_schema", f"`multipleOf` at {ptr or '/'} must be positive")
         if m.denominator == 1:  # integer steps: integers only (a number `4.0` is left out)
             return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr)
-        k = _decimal_places(m)
-        if k is not None and m == Fraction(1, 10**k) and not integer:
-            if lo is None and hi is None:
-                return f"-?{NAT}" + ("(\\.[0-9]{1,K}0*)?".replace("K", str(k)) if k else r"(\.0+)?")
-            return decimal_range(lo, lo_strict, hi, hi_strict, cap=k)
+        # a fractional step is checked by float division in jsonschema (0.3 is no multiple
+        # of 0.1 there): only a bounded range, each value checked the same way, is exact
         return self.enumerate_multiples(m, lo, lo_strict, hi, hi_strict, integer, ptr)
 
     def int_multiples(self, m: int, lo: int | None, hi: int | None, ptr: str) -> str | None:
-        if m <= 0:
-            raise CfsmError("invalid_schema", f"`multipleOf` at {ptr or '/'} must be positive")
         if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED:
             first = -(-lo // m) * m
             return alt([str(v) for v in range(first, hi + 1, m)])
         a, b = _two_five(m)
-        if (lo in (None, 0, 1) and hi is None) and a is not None:
-            d = max(a, b, 1)
+        d = max(a or 0, b, 1)
+        if lo in (None, 0, 1) and hi is None and a is not None and 10**d // m <= 200:
             small = [str(v) for v in range(0, 10**d, m) if v >= (lo or 0) and v != 0 or (v == 0 and lo in (None, 0))]
-            suffixes = sorted({str(v).zfill(d) for v in range(0, 10**d, m)})
-            if len(suffixes) <= 200:
-                big = f"[1-9][0-9]*{alt([re.escape(x) for x in suffixes])}"
-                pos = alt(small + [big])
-                if lo is None:
-                    neg = alt([x for x in small if x != "0"] + [big])
-                    return alt([pos, f"-{neg}" if neg else None])
-                return pos
+            big = f"[1-9][0-9]*{alt([re.escape(str(v).zfill(d)) for v in range(0, 10**d, m)])}"
+            pos = alt(small + [big])
+            if lo is None:
+                neg = alt([x for x in small if x != "0"] + [big])
+                return alt([pos, f"-{neg}" if neg else None])
+            return pos
         self.refuse("multipleOf", ptr, f"multiples of {m} over this range are not a small regular language")
         return int_range(lo, hi)
 
     def enumerate_multiples(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
         if lo is not None and hi is not None and (hi - lo) / m <= MAX_ENUMERATED:
-            first = math.ceil(lo / m)
             vals = []
-            for i in range(first, math.floor(hi / m) + 1):
+            for i in range(math.ceil(lo / m), math.floor(hi / m) + 1):
                 v = i * m
                 if (lo_strict and v == lo) or (hi_strict and v == hi) or (integer and v.denominator != 1):
                     continue
-                vals.append(_decimal_text(v))
+                text = _decimal_text(v)
+                q = float(text) / float(m)
+                if int(q) == q:  # what jsonschema computes
+                    vals.append(text)
             return alt([re.escape(x) for x in vals])
-        self.refuse("multipleOf", ptr, f"multiples of {float(m)} are not a regular language over an unbounded range")
-        return self.number({}, ptr, integer) if not (lo or hi) else decimal_range(lo, lo_strict, hi, hi_strict)
+        self.refuse("multipleOf", ptr, f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
+                    "which no regex can follow")
+        return _bounded(lo, lo_strict, hi, hi_strict, integer)
 
     def string(self, s: dict, ptr: str) -> str | None:
         lo, hi = int(s.get("minLength", 0)), s.get("maxLength")
@@ -390,6 +405,15 @@ def _counted(unit: str, lo: int, hi: int | None) -> str:
     return unit + ("?" if (lo, hi) == (0, 1) else "" if lo == hi == 1 else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
 
 
+def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | None:
+    """Integers or numbers within the bounds (none: any JSON number)."""
+    if integer:
+        return int_range(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
+    if lo is None and hi is None:
+        return JSON_NUMBER
+    return decimal_range(lo, lo_strict, hi, hi_strict)
+
+
 def _bounds(s: dict):
     lo = lo_strict = hi = hi_strict = None
     cands_lo = [(to_fraction(s["minimum"]), False)] if "minimum" in s else []
@@ -470,12 +494,6 @@ def _drop_unevaluated(s):
     return s
 
 
-def _json_equal(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return a == b
-
-
 def _type_set(s) -> set[str]:
     if not isinstance(s, dict) or "type" not in s:
         if isinstance(s, dict) and ("const" in s or "enum" in s):
@@ -527,14 +545,14 @@ def _pairwise_disjoint(subs: list) -> bool:
             if ("const" in a or "enum" in a) and ("const" in b or "enum" in b):
                 va = [a["const"]] if "const" in a else a["enum"]
                 vb = [b["const"]] if "const" in b else b["enum"]
-                if not any(_json_equal(x, y) for x in va for y in vb):
+                if not any(json_equal(x, y) for x in va for y in vb):
                     continue
             return False
     return True
 
 
 def _tags_disjoint(a: dict, b: dict) -> bool:
-    return any(not any(_json_equal(x, y) for x in a[k] for y in b[k]) for k in set(a) & set(b))
+    return any(not any(json_equal(x, y) for x in a[k] for y in b[k]) for k in set(a) & set(b))
 
 
 def schema_regex(schema: dict | bool, whitespace: str = "compact", lenient: bool = False) -> SchemaRegex:

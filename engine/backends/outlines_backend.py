@@ -30,7 +30,7 @@ def _vocabulary(ctx: TokenizerContext):
     """outlines-core's vocabulary plus the end-marker token (id = vocabulary size)."""
     from outlines_core import Vocabulary
 
-    marker = END_MARKER.encode("utf-8")
+    marker = MARKER_BYTES
     groups: dict[bytes, list[int]] = {}
     for tid, b in enumerate(ctx.vocab.token_bytes):
         if b and tid != ctx.eos_token_id:
