@@ -104,6 +104,30 @@ def step_outputs(trace: dict | None, step: int, collapse: bool, whole: bool):
     return [v["graph"], v["caption"], v["mask"], v["topk"], v["allowed"], v["strip"], v["jump"]]
 
 
+def strings_checker(hub: EngineHub):
+    """The Test strings panel's handler: each line checked with the chosen backend."""
+
+    def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, backend_v, model_t, lines):
+        from engine.check import check_text
+        from viz.highlight import test_strings_html
+
+        try:
+            c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v)
+            eng = hub.get(check_page_model(model_t))
+            res = eng.compile(c, backend_v)
+            texts = [t for t in (lines or "").split("\n") if t != ""][:50]
+            out = []
+            for t in texts:
+                r = {"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)}
+                r["warnings"] = list(res.compiled.warnings) + r["warnings"]
+                out.append(r)
+            return test_strings_html(out)
+        except BaseException as exc:  # noqa: BLE001 - one line, the app keeps serving
+            return _msg(exc)
+
+    return do_test_strings
+
+
 def build_demo(hub: EngineHub) -> gr.Blocks:
     P = presets()
     first = "SGLang character (regex)"
@@ -186,25 +210,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                     up_trace = gr.File(label="Upload a trace to view it", file_types=[".json"], elem_id="up-trace")
                 permalink = gr.Markdown("", elem_id="permalink")
 
-        def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, backend_v, model_t, lines):
-            from engine.check import check_text
-            from viz.highlight import test_strings_html
-
-            try:
-                c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v)
-                eng = hub.get(check_page_model(model_t))
-                res = eng.compile(c, backend_v)
-                texts = [t for t in (lines or "").split("\n") if t != ""][:50]
-                out = []
-                for t in texts:
-                    r = {"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)}
-                    r["warnings"] = list(res.compiled.warnings) + r["warnings"]
-                    out.append(r)
-                return test_strings_html(out)
-            except BaseException as exc:  # noqa: BLE001 - one line, the app keeps serving
-                return _msg(exc)
-
-        ts_btn.click(do_test_strings, [kind_state, rx, sch, gram, ws, lenient, backend, model, ts_text], ts_out,
+        ts_btn.click(strings_checker(hub), [kind_state, rx, sch, gram, ws, lenient, backend, model, ts_text], ts_out,
                      concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
         with gr.Tab("Compare", id="compare"):
