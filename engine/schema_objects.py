@@ -119,17 +119,24 @@ class ObjectCompiler:
             key = self.c.node(key_schema, pointer_join(self.ptr, "propertyNames"))
             value = self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
             return None if key is None or value is None else key + key_sep + value
-        if self.extra_schema is not False and not self.patterns:
+        if self.patterns:
+            return self.pattern_member(listed)
+        if self.extra_schema is not False:
             value = self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
             return None if value is None else key_not_in(listed) + key_sep + value
-        if self.extra_schema is False and len(self.patterns) == 1:
-            (pat, sub), = self.patterns.items()
-            if any(re.search(pat, n) for n in listed):
-                return None
-            body, _w = PatternTranslator(pat, pointer_join(self.ptr, "patternProperties")).translate()
-            value = self.c.node(sub, pointer_join(self.ptr, f"patternProperties/{_esc(pat)}"))
-            return None if value is None else '"' + body + '"' + key_sep + value
         return None
+
+    def pattern_member(self, listed: set[str]) -> str | None:
+        """Extra keys that match some pattern, each value valid for every pattern's schema (a
+        key may match several; which keys match none cannot be said in a regex, so those are
+        not produced). None when a listed name matches a pattern (its value has its own)."""
+        if any(re.search(p, n) for p in self.patterns for n in listed):
+            return None
+        where = pointer_join(self.ptr, "patternProperties")
+        bodies = [PatternTranslator(p, where).translate()[0] for p in self.patterns]
+        subs = list(self.patterns.values())
+        value = self.c.node(subs[0] if len(subs) == 1 else {"allOf": subs}, where)
+        return None if value is None else '"' + alt(bodies) + '"' + self.sep.key + value
 
     def counts(self, n_req: int, n_listed: int, extras: bool) -> tuple[int | None, int | None]:
         """minProperties/maxProperties: (min, max) count, or (None, _) when unsatisfiable."""

@@ -238,3 +238,12 @@ def test_ignorecase_folds_before_a_negated_class_complements():
     dfa = build_char_dfa("(?i)[^a-z]")
     for ch in "Qq!":
         assert dfa.accepts(ch) == bool(re.fullmatch("(?i)[^a-z]", ch, re.ASCII)), ch
+
+
+def test_several_pattern_properties_values_satisfy_every_pattern():
+    schema = {"type": "object", "patternProperties": {"a*": {"type": "integer"}, "aaa*": {"maximum": 20}}}
+    validator = jsonschema.Draft202012Validator(schema)
+    dfa = build_char_dfa(schema_regex(schema).regex)
+    for text in ('{"aaaa":18}', '{"a":1,"aaaa":18}', "{}"):
+        assert dfa.accepts(text) and validator.is_valid(json.loads(text)), text
+    assert not dfa.accepts('{"aaaa":21}') and not validator.is_valid({"aaaa": 21})
