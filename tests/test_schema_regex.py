@@ -247,3 +247,9 @@ def test_several_pattern_properties_values_satisfy_every_pattern():
     for text in ('{"aaaa":18}', '{"a":1,"aaaa":18}', "{}"):
         assert dfa.accepts(text) and validator.is_valid(json.loads(text)), text
     assert not dfa.accepts('{"aaaa":21}') and not validator.is_valid({"aaaa": 21})
+
+
+def test_a_property_named_like_a_keyword_is_not_a_gap(byte_ctx):
+    schema = {"type": "object", "properties": {"minimum": {"type": "string"}}, "required": ["minimum"]}
+    compiled = get_backend("xgrammar").compile(Constraint("schema", json.dumps(schema)), byte_ctx)
+    assert not compiled.warnings and check_text(compiled, None, byte_ctx, '{"minimum":"x"}')["accepted"]
