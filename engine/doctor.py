@@ -392,6 +392,44 @@ def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
     return json.dumps(doc, separators=seps, ensure_ascii=False)
 
 
+def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokenizer, token_bytes, n: int, seed: int,
+                     threshold: int) -> list[dict]:
+    """The mechanical suggestions applied, each measured on the same documents (or fresh
+    samples when the change alters which documents are valid), with a verdict."""
+    what_if: list[dict] = []
+    schema = parse_schema(constraint.text)
+    variants = []
+    if constraint.whitespace == "flexible":
+        variants.append(("compact separators", constraint.text, "compact", None))
+    fixed = _what_if_schema(schema, "required_ordered")
+    if fixed is not None:
+        variants.append(("required and ordered properties, additionalProperties: false", json.dumps(fixed), constraint.whitespace, fixed))
+    arr = _what_if_schema(schema, "fixed_arrays")
+    if arr is not None:
+        variants.append(("fixed array lengths (minItems = maxItems)", json.dumps(arr), constraint.whitespace, arr))
+    for label, text, ws, sch in variants:
+        try:
+            rx2 = schema_to_regex(text, ws)
+            dfa2 = build_char_dfa(rx2)
+        except CfsmError as exc:
+            what_if.append({"change": label, "error": exc.message})
+            continue
+        re_texts = [t2 for t2 in (_reserialize(t, ws, sch) for t in texts) if t2 and dfa2.accepts(t2)]
+        note = "same documents, re-serialized"
+        if len(re_texts) < len(texts):
+            # the change alters which documents are valid: measure fresh samples of it
+            re_texts = synthesize(dfa2, n, seed)
+            note = "fresh synthesized samples: the change alters which documents are valid"
+        r2 = analyse_samples(dfa2, re_texts, tokenizer, token_bytes, True, threshold)
+        before, after = res["ideal_reduction"], r2["ideal_reduction"]
+        verdict = "raises" if after > before else "lowers" if after < before else "does not change"
+        what_if.append({"change": label, "whitespace": ws, "ideal_reduction_before": before,
+                        "ideal_reduction_after": after, "samples": r2["samples"], "note": note, "verdict": verdict,
+                        "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x)"
+                                  + (": not recommended for speed" if verdict == "lowers" else "")})
+    return what_if
+
+
 def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] | None = None, n: int = 8,
              seed: int = 0, threshold: int = 1, dfa: CharDFA | None = None) -> dict:
     """The report behind `cfsm doctor` and the Doctor tab."""
@@ -414,38 +452,7 @@ def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] 
                        "suggestion": fix, "places": [p for p, _ in res["places"][key].most_common(5)]})
     boundary = {"cause": "token_boundaries", "title": BOUNDARY[0], "share": round(res["boundary_tokens"] / total, 3),
                 "tokens": res["boundary_tokens"], "why": BOUNDARY[1], "suggestion": BOUNDARY[2], "places": []}
-    what_if = []
-    if is_schema:
-        schema = parse_schema(constraint.text)
-        variants = []
-        if constraint.whitespace == "flexible":
-            variants.append(("compact separators", constraint.text, "compact", None))
-        fixed = _what_if_schema(schema, "required_ordered")
-        if fixed is not None:
-            variants.append(("required and ordered properties, additionalProperties: false", json.dumps(fixed), constraint.whitespace, fixed))
-        arr = _what_if_schema(schema, "fixed_arrays")
-        if arr is not None:
-            variants.append(("fixed array lengths (minItems = maxItems)", json.dumps(arr), constraint.whitespace, arr))
-        for label, text, ws, sch in variants:
-            try:
-                rx2 = schema_to_regex(text, ws)
-                dfa2 = build_char_dfa(rx2)
-            except CfsmError as exc:
-                what_if.append({"change": label, "error": exc.message})
-                continue
-            re_texts = [t2 for t2 in (_reserialize(t, ws, sch) for t in texts) if t2 and dfa2.accepts(t2)]
-            note = "same documents, re-serialized"
-            if len(re_texts) < len(texts):
-                # the change alters which documents are valid: measure fresh samples of it
-                re_texts = synthesize(dfa2, n, seed)
-                note = "fresh synthesized samples: the change alters which documents are valid"
-            r2 = analyse_samples(dfa2, re_texts, tokenizer, token_bytes, True, threshold)
-            before, after = res["ideal_reduction"], r2["ideal_reduction"]
-            verdict = "raises" if after > before else "lowers" if after < before else "does not change"
-            what_if.append({"change": label, "whitespace": ws, "ideal_reduction_before": before,
-                            "ideal_reduction_after": after, "samples": r2["samples"], "note": note, "verdict": verdict,
-                            "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x)"
-                                      + (": not recommended for speed" if verdict == "lowers" else "")})
+    what_if = _schema_what_ifs(constraint, texts, res, tokenizer, token_bytes, n, seed, threshold) if is_schema else []
     return {
         "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
         "fsm": cf.stats(),
