@@ -18,7 +18,8 @@ from .regex_dfa import CharDFA, build_char_dfa
 
 CAUSES = {
     "flexible_whitespace": ("Flexible whitespace", "Optional whitespace between JSON tokens makes every separator a choice and breaks each chain.",
-                            "Use compact (`,` `:`) or spaced (`, ` `: `) separators instead of flexible whitespace."),
+                            "Use compact separators (`,` and `:` with no spaces) or spaced ones (a space after `,` and `:`) "
+                            "instead of flexible whitespace."),
     "enum_alternatives": ("Alternatives / enums without a shared prefix", "The model must pick among literal alternatives; only their common prefix can be jumped.",
                           "Use `const` when the value is known; otherwise fewer alternatives, or values that share a prefix."),
     "optional_or_order": ("Optional properties or free property order", "Whether a property comes next (`,` or `}`) or which key comes next is a choice.",
