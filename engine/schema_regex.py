@@ -125,7 +125,7 @@ class SchemaCompiler:
     def types(self, s: dict, ptr: str) -> list[str]:
         t = s.get("type")
         if t is None:
-            return list(TYPES[:-1]) + ["number"]
+            return [t for t in TYPES if t != "integer"]  # numbers include the integers
         ts = [t] if isinstance(t, str) else list(t)
         if "number" in ts and "integer" in ts:
             ts.remove("integer")
