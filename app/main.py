@@ -455,6 +455,9 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
 
             try:
                 c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v)
+                if c.kind == "grammar":
+                    raise CfsmError("unsupported_feature", "the doctor needs a regex or a JSON schema: a grammar has "
+                                    "no finite automaton to analyse")
                 eng = hub.get(check_page_model(model_t))
                 samples = None
                 if with_model:
@@ -464,9 +467,6 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
                                                           seed=i, max_new_tokens=256, trace_detail=False))
                         if tr["totals"]["finished"]:
                             samples.append(tr["text"])
-                if c.kind == "grammar":
-                    raise CfsmError("unsupported_feature", "the doctor needs a regex or a JSON schema: a grammar has "
-                                    "no finite automaton to analyse")
                 dfa = eng.compile(c, "fsm").dfa
                 rep = diagnose(c, eng.ctx.tokenizer, eng.ctx.vocab.token_bytes, samples=samples, n=int(n), dfa=dfa)
                 return "", doctor_md(rep, c.text), doctor_plot(rep)
