@@ -184,6 +184,26 @@ def test_permalink_restores_inputs(page, app_url):
     assert page.locator("#mode input[value=masked]").is_checked()
 
 
+def test_lenient_checkbox_turns_a_refusal_into_a_warning(page, app_url):
+    import urllib.parse
+
+    schema = '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, "maxItems": 3}'
+    q = urllib.parse.urlencode({"kind": "schema", "c": schema, "prompt": "Three digits as a JSON list", "mode": "jump",
+                                "backend": "fsm", "max": 16})
+    page.goto(f"{app_url}/?{q}", wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')", timeout=120_000)
+    page.wait_for_function("document.querySelector('#schema-input')?.innerText.includes('uniqueItems')", timeout=60_000)
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#run-error').innerText.includes('unsupported_feature')", timeout=60_000)
+    assert "/uniqueItems" in page.locator("#run-error").inner_text()
+    page.locator("#lenient input").check()
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
+    summary = page.locator("#summary").inner_text()
+    assert "warning" in summary and "uniqueItems" in summary and "NOT enforced" in summary
+    assert page.locator("#run-error").inner_text().strip() == ""
+
+
 def test_api_endpoints_with_gradio_client(app_url):
     from gradio_client import Client
 
