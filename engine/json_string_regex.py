@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 
 from .errors import CfsmError
+from .regex_sets import (
+    MAXCODE,
+    Ranges,
+    class_ranges,
+    complement,
+    intersect,
+    norm,
+    of_chars,
+    sre_c,
+    sre_parse,
+)
 
-try:  # Python >= 3.11
-    from re import _constants as sre_c  # type: ignore[attr-defined]
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - older Pythons
-    import sre_constants as sre_c  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
-
-MAXCODE = sys.maxunicode
 # one character of string content, as JSON spells it; \u escapes of surrogates are left
 # out so that a length counted on the text equals the length of the decoded string
 RAW = '[^"\\\\\\x00-\\x1f]'
@@ -30,7 +32,6 @@ _ESC = {'"': '\\\\"', "\\": "\\\\\\\\", "\n": "\\\\n", "\r": "\\\\r", "\t": "\\\
 _SPECIAL = frozenset(chr(c) for c in range(0x20)) | {'"', "\\"}
 _LINE_TERMINATORS = "\n\r\u2028\u2029"
 
-Ranges = list[tuple[int, int]]
 
 
 def literal(ch: str) -> str:
@@ -44,35 +45,6 @@ def literal(ch: str) -> str:
 
 def literal_text(s: str) -> str:
     return "".join(literal(c) for c in s)
-
-
-def _norm(ranges: Ranges) -> Ranges:
-    out: Ranges = []
-    for a, b in sorted(ranges):
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _complement(ranges: Ranges) -> Ranges:
-    out, nxt = [], 0
-    for a, b in _norm(ranges):
-        if a > nxt:
-            out.append((nxt, a - 1))
-        nxt = b + 1
-    if nxt <= MAXCODE:
-        out.append((nxt, MAXCODE))
-    return out
-
-
-def _intersect(x: Ranges, y: Ranges) -> Ranges:
-    return _complement(_complement(x) + _complement(y))
-
-
-def _of_chars(chars: str) -> Ranges:
-    return _norm([(ord(c), ord(c)) for c in chars])
 
 
 @functools.lru_cache(maxsize=8)
@@ -92,9 +64,9 @@ def _python_class(shorthand: str) -> tuple[tuple[int, int], ...]:
 
 
 _ECMA = {
-    "d": _of_chars("0123456789"),
-    "w": _norm([(48, 57), (65, 90), (95, 95), (97, 122)]),
-    "s": _norm(_of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)]),
+    "d": of_chars("0123456789"),
+    "w": norm([(48, 57), (65, 90), (95, 95), (97, 122)]),
+    "s": norm(of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)]),
 }
 
 
@@ -105,25 +77,8 @@ def _category(name: str) -> Ranges:
     key = {"DIGIT": "d", "WORD": "w", "SPACE": "s"}[name.rsplit("_", 1)[1]]
     py = list(_python_class("\\" + key))
     if neg:
-        return _complement(_ECMA[key] + py)
-    return _intersect(_ECMA[key], py)
-
-
-def _class_ranges(items) -> Ranges:
-    neg, out = False, []
-    for op, av in items:
-        name = str(op)
-        if name == "NEGATE":
-            neg = True
-        elif name == "LITERAL":
-            out.append((av, av))
-        elif name == "RANGE":
-            out.append(tuple(av))
-        elif name == "CATEGORY":
-            out += _category(str(av))
-        else:
-            raise CfsmError("unsupported_feature", f"pattern class item {name} is not supported")
-    return _complement(out) if neg else _norm(out)
+        return complement(_ECMA[key] + py)
+    return intersect(_ECMA[key], py)
 
 
 def _class_char(cp: int) -> str:
@@ -143,20 +98,20 @@ def ranges_regex(ranges: Ranges) -> str | None:
     """Regex for one character of content from a set of code points (None: empty set).
     Large sets are written as a negated class: automaton builders expand the characters a
     class lists, so `[^...]` of the few left out is what stays cheap."""
-    no_surrogates = _intersect(_norm(ranges), [(0, 0xD7FF), (0xE000, MAXCODE)])
-    excluded = _complement(no_surrogates)
+    no_surrogates = intersect(norm(ranges), [(0, 0xD7FF), (0xE000, MAXCODE)])
+    excluded = complement(no_surrogates)
     if _size(excluded) > 20000 and _size(no_surrogates) > 20000:  # both huge: keep the ASCII part
-        no_surrogates = _intersect(no_surrogates, [(0, 0x7F)])
-        excluded = _complement(no_surrogates)
-    special = _of_chars("".join(sorted(_SPECIAL)))
-    safe = _intersect(no_surrogates, _complement(special))
+        no_surrogates = intersect(no_surrogates, [(0, 0x7F)])
+        excluded = complement(no_surrogates)
+    special = of_chars("".join(sorted(_SPECIAL)))
+    safe = intersect(no_surrogates, complement(special))
     parts = []
     if safe and _size(safe) <= _size(excluded):
         body = _class_body(safe)
         parts.append(body if len(safe) == 1 and safe[0][0] == safe[0][1] and len(body) == 1 and body not in ".^$*+?{}()|"
                      else f"[{body}]")
     elif safe:
-        outside = _intersect(_norm(excluded + special), [(0, 0xD7FF), (0xE000, MAXCODE)])  # text has no surrogates
+        outside = intersect(norm(excluded + special), [(0, 0xD7FF), (0xE000, MAXCODE)])  # text has no surrogates
         parts.append(f"[^{_class_body(outside)}]")
     for a, b in no_surrogates:
         for cp in range(a, min(b, 0x5C) + 1):
@@ -208,11 +163,11 @@ class PatternTranslator:
         if name == "LITERAL":
             return literal(chr(av))
         if name == "NOT_LITERAL":
-            return self.chars(_complement([(av, av)]))
+            return self.chars(complement([(av, av)]))
         if name == "ANY":
-            return self.chars(_complement(_of_chars(_LINE_TERMINATORS)))
+            return self.chars(complement(of_chars(_LINE_TERMINATORS)))
         if name == "IN":
-            return self.chars(_class_ranges(av))
+            return self.chars(class_ranges(av, _category))
         if name == "SUBPATTERN":
             return "(" + self.seq(av[-1]) + ")"
         if name == "BRANCH":

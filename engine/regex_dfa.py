@@ -14,51 +14,7 @@ from .errors import CfsmError
 from .limits import MAX_REGEX_CHARS
 from .limits import MAX_STATES as DEFAULT_MAX_STATES
 from .regex_normalize import normalize_regex  # noqa: F401 - re-exported: backends read regexes through it
-
-# sre opcodes that name a construct the automaton cannot represent.
-_UNSUPPORTED_OPS = {
-    "ASSERT": "look-ahead/look-behind assertion (?=...)/(?<=...)",
-    "ASSERT_NOT": "negative look-around (?!...)/(?<!...)",
-    "GROUPREF": "back-reference (\\1)",
-    "GROUPREF_EXISTS": "conditional group (?(1)...)",
-    "ATOMIC_GROUP": "atomic group (?>...)",
-    "POSSESSIVE_REPEAT": "possessive quantifier (*+, ++)",
-}
-_AT_NAMES = {
-    "AT_BOUNDARY": "word boundary \\b",
-    "AT_NON_BOUNDARY": "non-boundary \\B",
-    "AT_BEGINNING": "anchor ^ inside the pattern",
-    "AT_END": "anchor $ inside the pattern",
-    "AT_BEGINNING_STRING": "anchor \\A",
-    "AT_END_STRING": "anchor \\Z",
-}
-
-
-def _find_unsupported(parsed) -> str | None:
-    """Walk sre's parse tree and name the first construct we cannot compile."""
-    for op, av in parsed:
-        name = str(op)
-        if name in _UNSUPPORTED_OPS:
-            return _UNSUPPORTED_OPS[name]
-        if name == "AT":
-            return _AT_NAMES.get(str(av), f"anchor {av}")
-        children = []
-        if name in ("SUBPATTERN",):
-            children = [av[-1]]
-        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
-            children = [av[2]]
-        elif name == "BRANCH":
-            children = list(av[1])
-        for child in children:
-            hit = _find_unsupported(child)
-            if hit:
-                return hit
-    return None
-
-
-_SHORTHANDS = {"w": "a-zA-Z0-9_", "d": "0-9", "s": " \\t\\n\\r\\x0b\\x0c"}
-_SPECIAL_OUTSIDE = set(".^$*+?{}[]\\|()")
-_SPECIAL_INSIDE = set("]\\^-[")
+from .regex_sets import sre_parse
 
 
 @dataclass
@@ -183,8 +139,6 @@ def _widest_alternation(parsed) -> int:
 def slow_hint(pattern: str) -> str:
     """Why this regex is probably slow to determinize, named from its shape."""
     try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
-
         parsed = sre_parse.parse(pattern)
     except Exception:  # noqa: BLE001 - a hint must never fail
         return "the regex is probably exponential"
@@ -204,18 +158,11 @@ def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
         re.compile(pattern)
     except re.error as exc:
         raise CfsmError("invalid_regex", f"invalid regex: {exc}") from exc
-    norm = normalize_regex(pattern)
-    try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
-    except ImportError:  # Python < 3.11
-        import sre_parse  # type: ignore[no-redef]
+    norm = normalize_regex(pattern)  # names every construct an automaton cannot hold
     try:
         parsed = sre_parse.parse(norm)
     except re.error as exc:
         raise CfsmError("invalid_regex", f"invalid regex: {exc}") from exc
-    hit = _find_unsupported(parsed)
-    if hit:
-        raise CfsmError("unsupported_feature", f"regex uses {hit}, which a finite automaton cannot represent here")
     rep = _largest_repeat(parsed)
     if rep > max_states:
         raise CfsmError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from .errors import CfsmError
-from .json_string_regex import sre_c, sre_parse
+from .regex_sets import class_ranges, complement, norm, sre_c, sre_parse
 
 _META = set(".^$*+?{}[]\\|()")
 _CLASS_META = set("]\\^-[")
@@ -19,7 +19,6 @@ _ASCII_CLASSES = {
     "WORD": [(48, 57), (65, 90), (95, 95), (97, 122)],
     "SPACE": [(9, 13), (32, 32)],
 }
-_MAX = 0x10FFFF
 _UNSUPPORTED = {
     "ASSERT": "a look-ahead/look-behind assertion (?=...)/(?<=...)",
     "ASSERT_NOT": "a negative look-around (?!...)/(?<!...)",
@@ -29,23 +28,11 @@ _UNSUPPORTED = {
 }
 
 
-def _norm(r):
-    out = []
-    for a, b in sorted(r):
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _complement(r):
-    out, nxt = [], 0
-    for a, b in _norm(r):
-        if a > nxt:
-            out.append((nxt, a - 1))
-        nxt = b + 1
-    return out + ([(nxt, _MAX)] if nxt <= _MAX else [])
+def _ascii_category(name: str):
+    """Shorthand classes in ASCII, as the engine and the validator (re.ASCII) read them."""
+    cat = name.replace("CATEGORY_", "")
+    base = _ASCII_CLASSES[cat.replace("NOT_", "")]
+    return complement(base) if cat.startswith("NOT_") else base
 
 
 def _fold(r):
@@ -57,7 +44,7 @@ def _fold(r):
             x, y = max(a, lo), min(b, hi)
             if x <= y:
                 extra.append((x + shift, y + shift))
-    return _norm(list(r) + extra)
+    return norm(list(r) + extra)
 
 
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -76,12 +63,12 @@ def _class_char(cp: int) -> str:
 
 
 def _class(r) -> str:
-    r = _norm(r)
+    r = norm(r)
     if not r:
         raise CfsmError("unsatisfiable", "the regex has an empty character class (its language is empty: empty language)")
     if len(r) == 1 and r[0][0] == r[0][1]:
         return _lit(r[0][0])
-    comp = _complement(r)
+    comp = complement(r)
     body = lambda rs: "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in rs)  # noqa: E731
     size = sum(b - a for a, b in r)
     return f"[^{body(comp)}]" if comp and sum(b - a for a, b in comp) < size else f"[{body(r)}]"
@@ -114,11 +101,11 @@ class _Emitter:
         if name == "LITERAL":
             return _class(_fold([(av, av)])) if icase else _lit(av)
         if name == "NOT_LITERAL":
-            return _class(_complement(_fold([(av, av)]) if icase else [(av, av)]))
+            return _class(complement(_fold([(av, av)]) if icase else [(av, av)]))
         if name == "ANY":
             return "([^\\n]|\\n)" if flags & re.DOTALL else "[^\\n]"
         if name == "IN":
-            return _class(self.class_ranges(av, icase))
+            return _class(class_ranges(av, _ascii_category, _fold if icase else None))
         if name == "SUBPATTERN":
             _group, add, rem, sub = av
             inner = self.seq(sub, (flags | add) & ~rem, at_start, at_end)
@@ -154,26 +141,6 @@ class _Emitter:
                  "AT_BEGINNING_STRING": "the anchor \\A inside the pattern", "AT_END_STRING": "the anchor \\Z inside the pattern"}
         self.fail(names.get(kind, f"the anchor {kind}"))
         return ""
-
-    def class_ranges(self, items, icase: bool = False):
-        """The class's characters; `(?i)` folds them before a negation complements them."""
-        neg, out = False, []
-        for op, av in items:
-            name = str(op)
-            if name == "NEGATE":
-                neg = True
-            elif name == "LITERAL":
-                out.append((av, av))
-            elif name == "RANGE":
-                out.append(tuple(av))
-            elif name == "CATEGORY":
-                cat = str(av).replace("CATEGORY_", "")
-                base = _ASCII_CLASSES[cat.replace("NOT_", "")]
-                out += _complement(base) if cat.startswith("NOT_") else base
-            else:
-                self.fail(f"the class item {name.lower()}")
-        out = _fold(out) if icase else _norm(out)
-        return _complement(out) if neg else out
 
     def backref_text(self) -> str:
         m = re.search(r"\(\?P=\w+\)|\\[1-9][0-9]?|\\g<\w+>", self.source)

@@ -469,7 +469,7 @@ def _decimal_text(v: Fraction) -> str:
 
 
 def _width(rx: str) -> tuple[int, int]:
-    from .json_string_regex import sre_parse
+    from .regex_sets import sre_parse
 
     return sre_parse.parse(rx).getwidth()
 
