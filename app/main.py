@@ -116,12 +116,7 @@ def strings_checker(hub: EngineHub):
             eng = hub.get(check_page_model(model_t))
             res = eng.compile(c, backend_v)
             texts = [t for t in (lines or "").split("\n") if t != ""][:50]
-            out = []
-            for t in texts:
-                r = {"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)}
-                r["warnings"] = list(res.compiled.warnings) + r["warnings"]
-                out.append(r)
-            return test_strings_html(out)
+            return test_strings_html([{"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)} for t in texts])
         except BaseException as exc:  # noqa: BLE001 - one line, the app keeps serving
             return _msg(exc)
 

@@ -37,12 +37,12 @@ def _char_reject(dfa: CharDFA, text: str, start_char: int) -> tuple[int | None, 
 
 def check_text(compiled: CompiledConstraint, dfa: CharDFA | None, ctx: TokenizerContext, text: str) -> dict:
     """{accepted, prefix_ok, rejected_at (byte offset or None), expected, warnings} for one
-    text under one compiled constraint."""
+    text under one compiled constraint (warnings start with what the compile let through)."""
     ids = list(ctx.tokenizer.encode(text, add_special_tokens=False))
     tb = ctx.vocab.token_bytes
     m = compiled.matcher()
     pos = 0
-    warnings: list[str] = []
+    warnings: list[str] = list(compiled.warnings)
     for i, t in enumerate(ids):
         if not m.accept_token(int(t)):
             # some backends are left in an error state by a refused token: replay the prefix

@@ -24,6 +24,15 @@ def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> N
                    help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing")
 
 
+def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
+    """The constraint flags where a --requests file may give the constraint instead."""
+    p.add_argument("--regex")
+    p.add_argument("--schema")
+    p.add_argument("--grammar")
+    p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    p.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
+
+
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="HF model id (from the local cache) or local path; default: embedded SmolLM2-135M-Instruct")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
@@ -290,7 +299,6 @@ def cmd_check(args) -> int:
                         raise CfsmError("invalid_input", "each line needs regex, schema or grammar, and text")
                     res = eng.compile(c, b)
                     out = {"backend": b, "text": obj["text"], **check_text(res.compiled, res.dfa, eng.ctx, obj["text"])}
-                    out["warnings"] = list(res.compiled.warnings) + out["warnings"]
                 except CfsmError as exc:
                     worst = 2
                     out = {"backend": b, **exc.to_json()}
@@ -339,11 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_compile)
 
     g = sub.add_parser("generate", help="decode with the model under a constraint")
-    g.add_argument("--regex")
-    g.add_argument("--schema")
-    g.add_argument("--grammar")
-    g.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
-    g.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
+    _add_optional_constraint_args(g)
     g.add_argument("--prompt")
     g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
     g.add_argument("--mode", default=None, choices=["free", "masked", "jump"])
@@ -389,11 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     k = sub.add_parser("check", help="does a constraint accept a text? (per backend; no model weights)")
-    k.add_argument("--regex")
-    k.add_argument("--schema")
-    k.add_argument("--grammar")
-    k.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
-    k.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
+    _add_optional_constraint_args(k)
     k.add_argument("--backend", default="fsm", help=f"{', '.join(BACKENDS)} or all")
     k.add_argument("--text", action="append", help="a text to check (repeatable)")
     k.add_argument("--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text")

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 
 @lru_cache(maxsize=1)
-def _gpt2_byte_decoder() -> dict[str, int]:
+def gpt2_byte_decoder() -> dict[str, int]:
     """Inverse of GPT-2's printable byte alphabet (bytes_to_unicode)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
         range(ord("®"), ord("ÿ") + 1)
@@ -84,7 +84,7 @@ def build_vocab(tokenizer, model_vocab_size: int | None = None, eos_token_id: in
         except Exception:  # noqa: BLE001
             decoder_type = ""
     byte_level = '"ByteLevel"' in decoder_type
-    byte_dec = _gpt2_byte_decoder()
+    byte_dec = gpt2_byte_decoder()
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
     for tid, at in added.items():

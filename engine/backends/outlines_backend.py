@@ -27,18 +27,21 @@ MARKER_BYTES = END_MARKER.encode("utf-8")
 
 
 def _vocabulary(ctx: TokenizerContext):
-    """outlines-core's vocabulary plus the end-marker token (id = vocabulary size)."""
+    """outlines-core's vocabulary plus the end-marker token (id = vocabulary size), and the
+    ids of tokens that end in the marker's first bytes; built once per tokenizer."""
     from outlines_core import Vocabulary
 
-    marker = MARKER_BYTES
     groups: dict[bytes, list[int]] = {}
+    prefix_ids = set()
     for tid, b in enumerate(ctx.vocab.token_bytes):
         if b and tid != ctx.eos_token_id:
-            if marker in b:
+            if MARKER_BYTES in b:
                 raise CfsmError("unsupported_model", "a token contains the outlines adapter's end marker U+10FFFD")
             groups.setdefault(b, []).append(tid)
-    groups[marker] = [ctx.vocab_size]
-    return Vocabulary(ctx.eos_token_id, groups)
+            if any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))):
+                prefix_ids.add(tid)
+    groups[MARKER_BYTES] = [ctx.vocab_size]
+    return Vocabulary(ctx.eos_token_id, groups), frozenset(prefix_ids)
 
 
 class OutlinesMatcher(StackMatcher):
@@ -120,7 +123,8 @@ class OutlinesMatcher(StackMatcher):
 class OutlinesCompiled(CompiledConstraint):
     backend = "outlines"
 
-    def __init__(self, constraint: Constraint, index, dfa: CharDFA, ctx: TokenizerContext) -> None:
+    def __init__(self, constraint: Constraint, index, dfa: CharDFA, ctx: TokenizerContext,
+                 marker_prefix_ids: frozenset[int]) -> None:
         self.constraint = constraint
         self.index = index
         self.compressed = compressed_of(dfa)
@@ -128,9 +132,7 @@ class OutlinesCompiled(CompiledConstraint):
         self.eos_token_id = ctx.eos_token_id
         self.token_bytes = ctx.vocab.token_bytes
         self.allowed_cache: dict[int, np.ndarray] = {}
-        self.marker_prefix_ids = frozenset(
-            t for t, b in enumerate(self.token_bytes)
-            if b and any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))))
+        self.marker_prefix_ids = marker_prefix_ids
         self.mask_cache: dict = {}
         self._index_bytes: int | None = None
 
@@ -181,9 +183,9 @@ class OutlinesBackend(GrammarBackend):
             from ..regex_dfa import build_char_dfa
 
             dfa = build_char_dfa(constraint.regex() or "")
-        vocab = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
+        vocab, marker_prefix_ids = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
         try:
             index = Index(f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab)
         except Exception as exc:  # noqa: BLE001
             raise CfsmError("unsupported_feature", f"outlines-core cannot compile this regex: {exc}") from exc
-        return OutlinesCompiled(constraint, index, dfa, ctx)
+        return OutlinesCompiled(constraint, index, dfa, ctx, marker_prefix_ids)
