@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .backends import TokenizerContext, get_backend
 from .check import check_text
-from .constraint import Constraint, reorder_like_schema
+from .constraint import Constraint, dump_as_generated
 from .errors import CfsmError
 
 SUITE = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "json-schema-test-suite" / "draft2020-12"
@@ -33,9 +33,8 @@ def suite_files(root: Path = SUITE) -> list[Path]:
 
 
 def serialize(data, schema, whitespace: str) -> str | None:
-    seps = (", ", ": ") if whitespace == "spaced" else (",", ":")
     try:
-        return json.dumps(reorder_like_schema(data, schema), separators=seps, ensure_ascii=False, allow_nan=False)
+        return dump_as_generated(data, schema, whitespace, allow_nan=False)
     except (ValueError, TypeError):
         return None
 

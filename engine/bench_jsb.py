@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from .compile_cache import CompileCache
-from .constraint import Constraint, reorder_like_schema
+from .constraint import Constraint, dump_as_generated
 from .errors import CfsmError
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "jsonschemabench"
@@ -106,7 +106,7 @@ def run(engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.
                     if comp is not None:
                         masks, cov, chars, ok_valid, n_valid, bad_accepted, n_invalid = [], 0, 0, 0, 0, [], 0
                         for i, test in enumerate(record["tests"]):
-                            text = json.dumps(reorder_like_schema(test["data"], rs), separators=(",", ":"), ensure_ascii=False)
+                            text = dump_as_generated(test["data"], rs)
                             try:
                                 w = walk_instance(comp, tok, ctx.vocab.token_bytes, text)
                             except Exception as exc:  # noqa: BLE001

@@ -106,6 +106,15 @@ def compile_schema_regex(text: str, whitespace: str = "compact", lenient: bool =
     return rx
 
 
+def dump_as_generated(doc, schema=None, whitespace: str = "compact", allow_nan: bool = True) -> str:
+    """A document written the way generation writes it: keys in the schema's order,
+    separators by the whitespace policy (flexible writes compact), non-ASCII as is.
+    With allow_nan False, NaN/Infinity (not JSON) raise ValueError."""
+    seps = (", ", ": ") if whitespace == "spaced" else (",", ":")
+    ordered = reorder_like_schema(doc, schema) if schema is not None else doc
+    return json.dumps(ordered, separators=seps, ensure_ascii=False, allow_nan=allow_nan)
+
+
 def reorder_like_schema(doc, schema):
     """A document with its keys in the schema's property order (the order generation
     follows), recursively; keys the schema does not list keep their place at the end."""

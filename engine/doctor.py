@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from .compressed import CompressedFSM, compressed_of
-from .constraint import Constraint, parse_schema, reorder_like_schema, schema_to_regex
+from .constraint import Constraint, dump_as_generated, parse_schema, schema_to_regex
 from .errors import CfsmError
 from .ideal import char_at_byte
 from .regex_dfa import CharDFA, build_char_dfa
@@ -384,13 +384,9 @@ def _what_if_schema(schema: dict, fix: str) -> dict | None:
 
 def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
     try:
-        doc = json.loads(text)
+        return dump_as_generated(json.loads(text), schema, ws)
     except ValueError:
         return None
-    if schema is not None:
-        doc = reorder_like_schema(doc, schema)
-    seps = (", ", ": ") if ws == "spaced" else (",", ":")
-    return json.dumps(doc, separators=seps, ensure_ascii=False)
 
 
 def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokenizer, token_bytes, n: int, seed: int,
