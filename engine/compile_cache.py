@@ -196,7 +196,7 @@ class CompileCache:
         self.dfa_builds = 0
 
     def key(self, constraint: Constraint, backend: str) -> tuple:
-        return (constraint.kind, constraint.text, backend, constraint.whitespace, constraint.lenient, self.ctx.fingerprint)
+        return (constraint.key, backend, self.ctx.fingerprint)  # the constraint's key covers all its fields
 
     def _build_dfa(self, pattern: str, max_chars: int) -> CharDFA:
         self.dfa_builds += 1
