@@ -211,7 +211,7 @@ def cmd_bench(args) -> int:
         print(json.dumps({k: v for k, v in res.items() if k != "rows"}) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
         return 0
     if args.suite == "scrub":
-        from viz.bench_scrub import main as scrub_main
+        from app.bench_scrub import main as scrub_main
 
         scrub_main(args.out or "bench-results/scrub.json")
         return 0
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
     b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench", "conformance"],
                    help="paper-character: masked vs jump per backend on --names names; paper: the character "
-                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view re-render time; "
+                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
                         "conformance: the JSON-Schema test suite through every backend (no model)")
     b.add_argument("--names", type=int, default=10, help="how many character names")
     b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")

@@ -24,3 +24,13 @@ class CfsmError(Exception):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
+
+
+def native_message(exc: BaseException) -> str:
+    """A native library's error without its log prefix (time stamp, C++ source path),
+    which means nothing to a user: `[08:40:40] /project/cpp/grammar_parser.cc:820: EBNF
+    parser error ...` -> `EBNF parser error ...`."""
+    import re
+
+    text = " ".join(str(exc).split())
+    return re.sub(r"^(\[[0-9:.]+\]\s*)?(\S+\.(cc|cpp|h|hpp|rs):\d+:\s*)?", "", text)

@@ -11,6 +11,7 @@ re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the tra
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,24 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
+_ESCAPED_RUN = re.compile("[\udc80-\udcff]+")
+
+
+def readable(b: bytes) -> str:
+    """Token bytes as text; bytes that are not whole UTF-8 characters read `<E5 9F>`
+    (a U+FFFD would hide which bytes they are)."""
+    s = b.decode("utf-8", errors="surrogateescape")
+    return _ESCAPED_RUN.sub(lambda m: "<" + " ".join(f"{ord(c) - 0xDC00:02X}" for c in m.group()) + ">", s)
+
+
+def _token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
+    d = {"id": tid, "text": texts.text(tid), "origin": origin, "step": step}
+    h = texts.hex(tid)
+    if h is not None:
+        d["hex"] = h
+    return d
+
+
 class TokenText:
     """Token ids -> bytes/text for traces, shared by all sequences of one tokenizer."""
 
@@ -47,7 +66,19 @@ class TokenText:
             if tid == self.ctx.eos_token_id:
                 return "<eos>"
             return self.ctx.tokenizer.convert_ids_to_tokens(tid) or f"<{tid}>"
-        return b.decode("utf-8", errors="replace")
+        return readable(b)
+
+    def hex(self, tid: int) -> str | None:
+        """The token's bytes in hex when they are not whole UTF-8 characters on their own
+        (byte-fallback tokens), so a viewer can merge them into the character they make."""
+        b = self.token_bytes[tid] if 0 <= tid < len(self.token_bytes) else None
+        if b is None:
+            return None
+        try:
+            b.decode("utf-8")
+            return None
+        except UnicodeDecodeError:
+            return b.hex()
 
     def bytes(self, ids: list[int]) -> bytes:
         tb = self.token_bytes
@@ -55,6 +86,9 @@ class TokenText:
 
     def pairs(self, ids: list[int]) -> list[list]:
         return [[t, self.text(t)] for t in ids]
+
+
+ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely first
 
 
 def select_pack(logits, mask, req: GenerateRequest, gen):
@@ -83,7 +117,7 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
             choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
         else:
             choice = torch.multinomial(p, 1, generator=gen)[0]
-    k = min(req.top_k, logits.shape[-1])
+    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
     rv, ri = torch.topk(probs_raw, k)
     mv, mi = torch.topk(probs_masked, k)
     return torch.cat([choice.float().view(1), feasible.view(1), probs_masked[choice].view(1),
@@ -244,12 +278,14 @@ class Sequence:
         raw_v, raw_i = pack[4 : 4 + k], pack[4 + k : 4 + 2 * k]
         m_v, m_i = pack[4 + 2 * k : 4 + 3 * k], pack[4 + 3 * k : 4 + 4 * k]
         t = self.texts.text
+        top = self.req.top_k
+        self._likely = [(int(i), round(v, 6)) for v, i in zip(m_v, m_i, strict=True) if v > 0]
         step = StepRecord(
             index=len(self.rec.steps), char_state=st.state.get("char_state"), token_state=st.state.get("token_state"),
             allowed=st.allowed, token_id=tid, token_text=t(tid), origin="forced" if st.allowed == 1 else "model",
             prob=round(pack[2], 6), raw_prob=round(pack[3], 6), feasible_mass=round(min(1.0, pack[1]), 6),
-            top_raw=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(raw_v, raw_i, strict=True)],
-            top_masked=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(m_v, m_i, strict=True) if v > 0],
+            top_raw=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(raw_v[:top], raw_i[:top], strict=True)],
+            top_masked=[[i, t(i), v] for i, v in self._likely[:top]],
             forward_ms=round(st.pending.forward_s * 1e3, 3), mask_us=round(st.mask_s * 1e6, 1),
             sample_us=round(st.sample_s * 1e6, 1), output_len=len(self.out_ids),
             batch_size=st.pending.batch_size,
@@ -257,13 +293,14 @@ class Sequence:
         )
         return self.rec.add_step(step)
 
-    def _detail(self, step: StepRecord, sample: int = 48) -> None:
-        """Trace bookkeeping outside the timed sections: the first allowed tokens with the
-        state each leads to, and the whole mask (deduplicated, compressed)."""
+    def _detail(self, step: StepRecord) -> None:
+        """Trace bookkeeping outside the timed sections: the most likely allowed tokens
+        (by probability after masking, from the sampling pack) with the state each leads
+        to, and the whole mask (deduplicated, compressed)."""
         m = self.matcher
         ids = m.allowed_ids()
         step.char_offset = len(self.texts.bytes(self.out_ids).decode("utf-8", errors="ignore"))
-        step.allowed_sample = [[int(x), self.texts.text(int(x)), m.next_char_state(int(x))] for x in ids[:sample]]
+        step.allowed_sample = [[x, self.texts.text(x), m.next_char_state(x), p] for x, p in self._likely[:ALLOWED_SAMPLE]]
         step.mask_key = self.rec.add_mask(ids, self.ctx.vocab_size)
 
     # ------------------------------------------------------------------ tokens
@@ -429,8 +466,7 @@ class Sequence:
                      "constraint": None if req.constraint is None else asdict(req.constraint)},
             model=model_info, backend=req.backend if req.mode != "free" else None, mode=req.mode,
             prompt_tokens=len(self.prompt_ids), text=text, valid=valid, validation=why,
-            tokens=[{"id": t, "text": texts.text(t), "origin": o, "step": s}
-                    for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)],
+            tokens=[_token_json(texts, t, o, s) for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)],
             totals=totals, scheduler=scheduler)
         self._emit("end", {"totals": asdict(totals)})
         return trace

@@ -1,26 +1,172 @@
-"""FSM graph as SVG (Graphviz `dot`): chains collapsed into one labelled edge, accepting
-states double-circled, the current state and the path so far highlighted, jump edges
-coloured.
+"""FSM graph: the automaton with single-edge chains collapsed, laid out by Graphviz `dot`.
 
-Scrubbing must be cheap: the layout is computed once per (automaton, view) and cached;
-each step only adds a small <style> block that highlights ids in the cached SVG. Large
-automata show the neighbourhood of the current state (one layout per neighbourhood)."""
+Scrubbing must be cheap in the browser, so a run's layouts are computed once: the whole
+automaton when it is small, else a few *focus* layouts (a readable neighbourhood of the
+current state, with stubs for what lies outside) that together cover every step. Each
+step then only names element ids (`s<state>` for a state, `e<i>` for an edge or chain)
+that the page marks as current, on the path, or jumped; nothing is re-laid out."""
 
 from __future__ import annotations
 
 import hashlib
 import html
-import json
 import re
 from collections import OrderedDict, deque
+from dataclasses import dataclass, field
 
 CURRENT = "#f97316"
 PATH = "#2563eb"
 JUMP = "#16a34a"
-MAX_FULL_NODES = 80
-NEIGHBOURHOOD_NODES = 28
+MAX_FULL_NODES = 60  # automata up to this many visible states are drawn whole
+FOCUS_NODES = 24  # a focus layout's size: labels stay readable at the panel's width
+WHOLE_LIMIT = 400  # beyond this, `dot` takes seconds and the drawing is a tangle
 _LAYOUTS: OrderedDict[str, str] = OrderedDict()
-_LAYOUT_CAP = 64
+_LAYOUT_CAP = 256
+
+# The marks a step applies, as CSS (the page's head and a downloaded SVG use the same).
+MARK_CSS = f"""
+g.node.path ellipse {{ fill: #dbeafe; stroke: {PATH}; }}
+g.edge.path path {{ stroke: {PATH}; stroke-width: 2.2px; }} g.edge.path polygon {{ fill: {PATH}; stroke: {PATH}; }}
+g.edge.jumped path {{ stroke: {JUMP}; stroke-width: 3px; }} g.edge.jumped polygon {{ fill: {JUMP}; stroke: {JUMP}; }}
+g.edge.jumped text {{ fill: {JUMP}; font-weight: bold; }}
+g.node.current ellipse {{ fill: {CURRENT}; stroke: #9a3412; stroke-width: 2px; }}
+g.node.current text {{ fill: white; font-weight: bold; }}
+g.edge.current path {{ stroke: {CURRENT}; stroke-width: 4px; }} g.edge.current polygon {{ fill: {CURRENT}; stroke: {CURRENT}; }}
+g.edge.current text {{ fill: #9a3412; font-weight: bold; }}
+g.node.hint ellipse, g.edge.hint path {{ stroke: #db2777; stroke-width: 3px; }}
+"""
+
+
+@dataclass
+class GraphView:
+    """The drawable graph: visible states, edges (chains as one edge) and, for every
+    state hidden inside a chain, where it sits."""
+
+    states: list[int]
+    edges: list[dict]
+    accepting: set[int]
+    initial: int
+    inside: dict[int, tuple[int, int]] = field(default_factory=dict)  # state -> (edge index, chars in)
+    hop_edge: dict[tuple[int, int], int] = field(default_factory=dict)  # (a, b) -> edge index
+    succ: dict[int, list[int]] = field(default_factory=dict)
+    pred: dict[int, list[int]] = field(default_factory=dict)
+
+    def element(self, state: int | None) -> str | None:
+        """The SVG id that stands for a state: its node, or the chain that hides it."""
+        if state is None:
+            return None
+        if state in self.inside:
+            return f"e{self.inside[state][0]}"
+        return f"s{state}"
+
+    def position(self, state: int | None) -> str:
+        """Where a hidden state sits in its chain, in words ('' for a drawn state)."""
+        if state not in self.inside:
+            return ""
+        i, k = self.inside[state]
+        e = self.edges[i]
+        return f"inside chain \u201c{e['label']}\u201d after {k} of {len(e['label'])} characters"
+
+    def nodes_of(self, el: str) -> list[int]:
+        if el.startswith("s"):
+            return [int(el[1:])]
+        e = self.edges[int(el[1:])]
+        return [e["from"], e["to"]]
+
+
+def graph_view(automaton: dict, collapse: bool = True) -> GraphView:
+    """Visible states and edges. With `collapse`, inner states of chains disappear and
+    each chain becomes one edge labelled with its string. Parallel edges are merged."""
+    hidden: dict[int, tuple[int, int]] = {}
+    edges: list[dict] = []
+    hop_edge: dict[tuple[int, int], int] = {}
+    if collapse:
+        for c in automaton.get("chains", []):
+            st = c["states"]
+            i = len(edges)
+            for k, s in enumerate(st[1:-1], 1):
+                hidden[s] = (i, k)
+            for hop in zip(st, st[1:], strict=False):
+                hop_edge[hop] = i
+            edges.append({"from": c["from"], "to": c["to"], "label": c["string"], "chain": True})
+    merged: dict[tuple[int, int], list[str]] = {}
+    for e in automaton["transitions"]:
+        a, b = e["from"], e["to"]
+        if a in hidden or (a, b) in hop_edge:
+            continue
+        merged.setdefault((a, b), []).append(e["label"])
+    for (a, b), labels in merged.items():
+        label = labels[0] if len(labels) == 1 else "|".join(labels[:3]) + ("|\u2026" if len(labels) > 3 else "")
+        hop_edge[(a, b)] = len(edges)
+        edges.append({"from": a, "to": b, "label": label, "chain": False})
+    view = GraphView(states=[s for s in range(automaton["num_states"]) if s not in hidden], edges=edges,
+                     accepting=set(automaton["accepting"]), initial=automaton["initial"], inside=hidden, hop_edge=hop_edge)
+    for e in edges:
+        view.succ.setdefault(e["from"], []).append(e["to"])
+        view.pred.setdefault(e["to"], []).append(e["from"])
+    return view
+
+
+def trail(view: GraphView, path: list[int]) -> tuple[list[str], list[int]]:
+    """The elements a path of states passes through, in order (each once), and for each
+    character offset how many of them have been reached."""
+    els: list[str] = []
+    seen: set[str] = set()
+    upto: list[int] = []
+
+    def add(el: str | None) -> None:
+        if el is not None and el not in seen:
+            seen.add(el)
+            els.append(el)
+
+    for k, s in enumerate(path):
+        if k:
+            i = view.hop_edge.get((path[k - 1], s))
+            add(None if i is None else f"e{i}")
+        add(view.element(s))
+        upto.append(len(els))
+    return els, upto
+
+
+def focus_nodes(view: GraphView, seeds: list[int], limit: int = FOCUS_NODES) -> set[int]:
+    """A readable neighbourhood: what lies ahead of the seeds first (decoding moves
+    forward), then what leads to them, breadth first, at most `limit` states."""
+    keep = set(seeds)
+    for nbrs, share in ((view.succ, 0.7), (view.pred, 1.0)):
+        q = deque(seeds)
+        seen = set(seeds)
+        while q and len(keep) < limit * share:
+            s = q.popleft()
+            for t in nbrs.get(s, ()):
+                if t not in seen:
+                    seen.add(t)
+                    keep.add(t)
+                    q.append(t)
+                    if len(keep) >= limit * share:
+                        break
+    return keep
+
+
+def covers(view: GraphView, keep: set[int], el: str) -> bool:
+    """A focus layout serves a step when its current element and what follows it are drawn."""
+    nodes = view.nodes_of(el)
+    return all(n in keep for n in nodes) and all(t in keep for t in view.succ.get(nodes[-1], ())[:6])
+
+
+def plan_focus(view: GraphView, current: list[str], limit: int = FOCUS_NODES) -> tuple[list[set[int]], list[int]]:
+    """Focus layouts for a run: reuse the last one while it covers the step, else centre a
+    new one on the current element. Returns the layouts and each step's layout index."""
+    layouts: list[set[int]] = []
+    which: list[int] = []
+    for el in current:
+        hit = next((i for i in ([len(layouts) - 1] if layouts else []) if covers(view, layouts[i], el)), None)
+        if hit is None:
+            hit = next((i for i, k in enumerate(layouts) if covers(view, k, el)), None)
+        if hit is None:
+            layouts.append(focus_nodes(view, view.nodes_of(el), limit))
+            hit = len(layouts) - 1
+        which.append(hit)
+    return layouts, which
 
 
 def _esc_label(s: str, limit: int = 18) -> str:
@@ -31,74 +177,41 @@ def _esc_label(s: str, limit: int = 18) -> str:
     return vis
 
 
-def collapsed_edges(automaton: dict, collapse: bool = True) -> tuple[list[int], list[dict]]:
-    """Visible states and edges. With `collapse`, inner states of chains disappear and
-    each chain becomes one edge labelled with its string. Parallel edges are merged.
-    Every edge carries `hops`: the raw (state, state) steps it stands for."""
-    n = automaton["num_states"]
-    hidden: set[int] = set()
-    edges: list[dict] = []
-    first_hops: set[tuple[int, int]] = set()
-    if collapse:
-        for c in automaton.get("chains", []):
-            st = c["states"]
-            hidden.update(st[1:-1])
-            first_hops.add((st[0], st[1]))
-            edges.append({"from": c["from"], "to": c["to"], "label": c["string"], "chain": True,
-                          "hops": list(zip(st, st[1:], strict=False))})
-    merged: dict[tuple[int, int], list[str]] = {}
-    for e in automaton["transitions"]:
-        a, b = e["from"], e["to"]
-        if a in hidden or (a, b) in first_hops:
-            continue
-        merged.setdefault((a, b), []).append(e["label"])
-    for (a, b), labels in merged.items():
-        label = labels[0] if len(labels) == 1 else "|".join(labels[:3]) + ("|\u2026" if len(labels) > 3 else "")
-        edges.append({"from": a, "to": b, "label": label, "chain": False, "hops": [(a, b)]})
-    states = [s for s in range(n) if s not in hidden]
-    return states, edges
-
-
-def neighbourhood(states: list[int], edges: list[dict], center: int, limit: int) -> set[int]:
-    adj: dict[int, set[int]] = {}
-    for e in edges:
-        adj.setdefault(e["from"], set()).add(e["to"])
-        adj.setdefault(e["to"], set()).add(e["from"])
-    seen = {center}
-    q = deque([center])
-    while q and len(seen) < limit:
-        s = q.popleft()
-        for t in sorted(adj.get(s, ())):
-            if t not in seen:
-                seen.add(t)
-                q.append(t)
-                if len(seen) >= limit:
-                    break
-    return seen
-
-
-def _dot_source(states: list[int], edges: list[dict], accepting: set[int], initial: int, hidden_count: int) -> str:
+def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
+    """Graphviz source for the view, or for the states in `keep` with a dashed stub per
+    drawn state that has neighbours outside."""
     lines = [
         "digraph fsm {",
         'rankdir=LR; bgcolor="transparent"; nodesep=0.25; ranksep=0.35;',
-        'node [shape=circle, fontsize=10, width=0.35, fixedsize=false, fontname="Helvetica", style=filled, fillcolor="white"];',
-        'edge [fontsize=9, fontname="Helvetica", arrowsize=0.6];',
-        '__start [shape=point, width=0.08, label=""];',
-        f"__start -> s{initial} [id=\"start\"];",
+        'node [shape=circle, fontsize=11, width=0.35, fixedsize=false, fontname="Helvetica", style=filled, fillcolor="white"];',
+        'edge [fontsize=10, fontname="Helvetica", arrowsize=0.6];',
     ]
+    states = view.states if keep is None else [s for s in view.states if s in keep]
+    if keep is None or view.initial in keep:
+        lines += ['__start [shape=point, width=0.08, label=""];', f'__start -> s{view.initial} [id="start"];']
     for s in states:
-        shape = "doublecircle" if s in accepting else "circle"
+        shape = "doublecircle" if s in view.accepting else "circle"
         lines.append(f's{s} [id="s{s}", label="{s}", shape={shape}];')
-    for i, e in enumerate(edges):
+    outside: dict[int, int] = {}
+    for i, e in enumerate(view.edges):
+        a, b = e["from"], e["to"]
+        if keep is not None and (a not in keep or b not in keep):
+            for s in (a, b):
+                if s in keep:
+                    outside[s] = outside.get(s, 0) + 1
+            continue
         style = ', color="#64748b", fontcolor="#0f172a", penwidth=1.6' if e["chain"] else ', color="#94a3b8"'
-        lines.append(f's{e["from"]} -> s{e["to"]} [id="e{e["from"]}_{e["to"]}_{i}", label="{_esc_label(e["label"])}"{style}];')
-    if hidden_count:
-        lines.append(f'__hidden [shape=note, id="hidden", label="{hidden_count} more states hidden", fontsize=9, fillcolor="#f1f5f9"];')
+        lines.append(f's{a} -> s{b} [id="e{i}", label="{_esc_label(e["label"])}"{style}];')
+    for s, k in sorted(outside.items()):
+        lines.append(f'more{s} [id="more{s}", shape=box, style="dashed,rounded", fontsize=9, color="#94a3b8", '
+                     f'fontcolor="#64748b", label="+{k} edge{"s" if k > 1 else ""}"];')
+        lines.append(f's{s} -> more{s} [style=dashed, color="#cbd5e1", arrowhead=none];')
     lines.append("}")
     return "\n".join(lines)
 
 
-def _render(dot: str) -> str:
+def render_svg(dot: str) -> str:
+    """Lay out with `dot` (cached by source). The SVG keeps its viewBox; the page sizes it."""
     key = hashlib.sha1(dot.encode()).hexdigest()
     svg = _LAYOUTS.get(key)
     if svg is None:
@@ -106,8 +219,7 @@ def _render(dot: str) -> str:
 
         svg = graphviz.Source(dot).pipe(format="svg", engine="dot").decode("utf-8")
         svg = svg[svg.index("<svg"):]
-        # scale to the panel: keep the viewBox, let CSS size it
-        svg = re.sub(r'<svg width="[^"]*" height="[^"]*"', '<svg style="max-width:100%;height:auto"', svg, count=1)
+        svg = re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)
         _LAYOUTS[key] = svg
         while len(_LAYOUTS) > _LAYOUT_CAP:
             _LAYOUTS.popitem(last=False)
@@ -116,52 +228,14 @@ def _render(dot: str) -> str:
     return svg
 
 
-def fsm_svg(
-    automaton: dict,
-    current: int | None = None,
-    path: list[int] | None = None,
-    jump_pairs: list[tuple[int, int]] | None = None,
-    collapse: bool = True,
-    max_nodes: int = MAX_FULL_NODES,
-) -> str:
-    """The automaton as SVG with this step's highlights."""
-    states, edges = collapsed_edges(automaton, collapse)
-    accepting = set(automaton["accepting"])
-    hidden_count = 0
-    if len(states) > max_nodes:
-        keep = neighbourhood(states, edges, current if current is not None else automaton["initial"], NEIGHBOURHOOD_NODES)
-        hidden_count = len(states) - len(keep)
-        states = [s for s in states if s in keep]
-        edges = [e for e in edges if e["from"] in keep and e["to"] in keep]
-    svg = _render(_dot_source(states, edges, accepting, automaton["initial"], hidden_count))
-    return highlight(svg, edges, current, path or [], jump_pairs or [])
-
-
-def highlight(svg: str, edges: list[dict], current: int | None, path: list[int], jump_pairs: list[tuple[int, int]]) -> str:
-    """Per-step highlighting as CSS over the cached layout (no re-layout)."""
-    rules = []
-    visited = set(path)
-    for s in visited:
-        rules.append(f"#s{s} ellipse {{ fill: #dbeafe; stroke: {PATH}; }}")
-    pairs = set(zip(path, path[1:], strict=False))
-    jset = {tuple(p) for p in jump_pairs}
-    for i, e in enumerate(edges):
-        eid = f"e{e['from']}_{e['to']}_{i}"
-        hop = tuple(e["hops"][0])
-        if hop in jset:
-            rules.append(f"#{eid} path {{ stroke: {JUMP}; stroke-width: 3px; }} #{eid} polygon {{ fill: {JUMP}; stroke: {JUMP}; }} #{eid} text {{ fill: {JUMP}; font-weight: bold; }}")
-        elif hop in pairs:
-            rules.append(f"#{eid} path {{ stroke: {PATH}; stroke-width: 2.2px; }} #{eid} polygon {{ fill: {PATH}; stroke: {PATH}; }}")
-    if current is not None:
-        rules.append(f"#s{current} ellipse {{ fill: {CURRENT}; stroke: #9a3412; stroke-width: 2px; }} #s{current} text {{ fill: white; font-weight: bold; }}")
-    style = "<style>" + "\n".join(rules) + "</style>"
-    return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + style, svg, count=1)
+def mark_svg(svg: str, marks: dict[str, str]) -> str:
+    """A standalone copy of a layout with one step's marks (element id -> class) and the
+    mark CSS inlined: what the page's download link gives, and what tests read."""
+    for el, cls in marks.items():
+        svg = re.sub(rf'(<g id="{re.escape(el)}" class=")([^"]*)"', lambda m, c=cls: f'{m.group(1)}{m.group(2)} {c}"', svg)
+    return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + "<style>" + MARK_CSS + "</style>", svg, count=1)
 
 
 def svg_document(svg: str, title: str = "cfsm-lab FSM") -> str:
     """A standalone .svg file for download."""
     return '<?xml version="1.0" encoding="UTF-8"?>\n<!-- ' + html.escape(title) + " -->\n" + svg
-
-
-def automaton_digest(automaton: dict) -> str:
-    return hashlib.sha1(json.dumps(automaton.get("transitions", [])[:50]).encode()).hexdigest()[:10]

@@ -9,7 +9,6 @@ ORIGIN_COLOURS = {"model": "#dbeafe", "forced": "#fef3c7", "jump": "#dcfce7"}
 ORIGIN_BORDER = {"model": "#3b82f6", "forced": "#d97706", "jump": "#16a34a"}
 
 CSS = """
-<style>
 .cfsm-strip{font-family:ui-monospace,Menlo,monospace;font-size:13px;line-height:2.1;}
 .cfsm-chip{display:inline-block;padding:0 3px;margin:1px;border-radius:4px;border:1px solid;white-space:pre;}
 .cfsm-chip.cur{outline:2px solid #f97316;}
@@ -22,7 +21,36 @@ CSS = """
 .cfsm-panel h4{margin:4px 0;}
 .cfsm-group{margin:2px 0;}
 .cfsm-muted{color:#64748b;font-size:12px;}
-</style>
+#step-view.stale{opacity:.35;pointer-events:none;filter:grayscale(1);}
+.cfsm-caption{font-size:15px;background:#f8fafc;border-left:4px solid #2563eb;padding:6px 10px;margin:4px 0;}
+.cfsm-row{display:flex;gap:12px;flex-wrap:wrap;}
+.cfsm-row>*{flex:1 1 360px;min-width:0;}
+.cfsm-col-graph{flex:3 1 520px;}
+.cfsm-col-side{flex:2 1 340px;}
+#fsm-graph{height:460px;border:1px solid #e2e8f0;border-radius:6px;overflow:hidden;cursor:grab;background:#fff;touch-action:none;}
+#fsm-graph svg{width:100%;height:100%;}
+#fsm-graph g.node, #fsm-graph g.edge{cursor:pointer;}
+.cfsm-graph-tools button{margin-right:4px;padding:0 8px;border:1px solid #cbd5e1;border-radius:4px;background:#f8fafc;}
+.cfsm-graph-tools a{margin-left:8px;font-size:12px;}
+.cfsm-legend i.lg{display:inline-block;width:12px;height:12px;border-radius:6px;margin-right:3px;vertical-align:middle;border:1px solid #64748b;}
+.cfsm-legend i.cur{background:#f97316;} .cfsm-legend i.path{background:#dbeafe;border-color:#2563eb;}
+.cfsm-legend i.jump{background:#16a34a;} .cfsm-legend i.acc{border:3px double #334155;background:#fff;}
+.cfsm-legend i.stub{border:1px dashed #94a3b8;border-radius:2px;background:#fff;}
+.cfsm-output{white-space:pre-wrap;word-break:break-word;font-size:13px;max-height:260px;overflow:auto;background:#f8fafc;padding:6px;margin:4px 0;}
+.cfsm-output .rest{color:#94a3b8;}
+.cfsm-badge{padding:1px 6px;border-radius:8px;font-weight:600;font-size:12px;}
+.cfsm-badge.ok{background:#dcfce7;color:#166534;} .cfsm-badge.bad{background:#fee2e2;color:#991b1b;} .cfsm-badge.unk{background:#f1f5f9;color:#475569;}
+.cfsm-arow,.cfsm-trow{display:flex;align-items:center;gap:6px;font-size:12px;margin:1px 0;}
+.cfsm-p{color:#475569;min-width:34px;font-size:11px;}
+.cfsm-trow .bar{display:inline-block;height:10px;border-radius:2px;} .bar.raw{background:#94a3b8;} .bar.msk{background:#2563eb;}
+.cfsm-mask{position:relative;display:inline-block;line-height:0;}
+.cfsm-mask img{image-rendering:pixelated;border:1px solid #e2e8f0;}
+.cfsm-chosen{position:absolute;width:8px;height:8px;border:2px solid #f97316;border-radius:5px;}
+.cfsm-cards{display:flex;gap:8px;flex-wrap:wrap;}
+.cfsm-card{border:1px solid #e2e8f0;border-radius:6px;padding:4px 10px;min-width:120px;}
+.cfsm-card .v{font-size:20px;font-weight:600;} .cfsm-card .l{font-size:11px;color:#475569;}
+.cfsm-card .bar{height:4px;background:#e2e8f0;border-radius:2px;} .cfsm-card .bar span{display:block;height:4px;background:#2563eb;border-radius:2px;}
+#glossary dt{font-weight:600;margin-top:4px;} #glossary dd{margin-left:12px;font-size:13px;}
 """
 
 
@@ -33,16 +61,43 @@ def legend() -> str:
     ) + "</div>"
 
 
+def chip_labels(tokens: list[dict]) -> list[tuple[str, str]]:
+    """Each token's chip text and hover note. Byte-fallback tokens (with `hex`) read
+    `<E5 9F>`; the one that completes a character also shows it: `<A6> = 日`."""
+    out: list[tuple[str, str]] = []
+    pending = b""
+    for t in tokens:
+        h = t.get("hex")
+        if h is None:
+            pending = b""
+            out.append((visible(t["text"]), ""))
+            continue
+        raw = bytes.fromhex(h)
+        label = "<" + " ".join(f"{x:02X}" for x in raw) + ">"
+        pending += raw
+        try:
+            ch = pending.decode("utf-8")
+            out.append((f"{label} = {ch}", f"bytes {pending.hex(' ').upper()} make {ch!r}"))
+            pending = b""
+        except UnicodeDecodeError as exc:
+            if exc.reason != "unexpected end of data":
+                pending = b""
+            out.append((label, "part of a character (byte-fallback token)"))
+    return out
+
+
 def token_strip(trace: dict, step: int | None = None) -> str:
     """One chip per output token coloured by origin; hover shows id, probability, step.
-    Tokens that come after the selected step are dimmed."""
+    Tokens that come after the selected step are dimmed (the page moves that on the client)."""
     steps = trace.get("steps", [])
     probs = {s["index"]: s.get("prob") for s in steps}
+    tokens = trace.get("tokens", [])
     chips = []
-    for t in trace.get("tokens", []):
+    for t, (label, note) in zip(tokens, chip_labels(tokens), strict=True):
         o = t.get("origin", "model")
         p = probs.get(t.get("step"))
         title = f"id {t['id']} | step {t.get('step')} | {o}" + (f" | p={p:.3f}" if isinstance(p, (int, float)) and o != "jump" else "")
+        title += f" | {note}" if note else ""
         cls = "cfsm-chip"
         if step is not None and t.get("step") is not None:
             if t["step"] == step:
@@ -50,31 +105,11 @@ def token_strip(trace: dict, step: int | None = None) -> str:
             elif t["step"] > step:
                 cls += " future"
         chips.append(
-            f'<span class="{cls}" data-origin="{o}" title="{esc(title)}" '
-            f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(visible(t["text"]))}</span>'
+            f'<span class="{cls}" data-origin="{o}" data-step="{t.get("step")}" title="{esc(title)}" '
+            f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(label)}</span>'
         )
-    n = len(trace.get("tokens", []))
-    head = f'<div class="cfsm-muted">{n} output tokens</div>'
-    return CSS + '<div class="cfsm-strip" id="token-strip">' + legend() + head + "".join(chips) + "</div>"
-
-
-def allowed_tokens(step: dict, vocab_size: int, limit: int = 48) -> str:
-    """The first allowed tokens grouped by the FSM state each leads to."""
-    sample = step.get("allowed_sample") or []
-    groups: dict = {}
-    for tid, text, nxt in sample[:limit]:
-        groups.setdefault(nxt, []).append((tid, text))
-    chosen = step.get("token_id")
-    parts = [f'<h4>Allowed tokens: {step.get("allowed", 0):,} / {vocab_size:,}</h4>']
-    for nxt, toks in groups.items():
-        label = f"\u2192 state {nxt}" if nxt is not None else "\u2192 (backend has no char states)"
-        chips = "".join(
-            f'<span class="cfsm-tok{" new" if tid == chosen else ""}" title="id {tid}">{esc(visible(text))}</span>' for tid, text in toks
-        )
-        parts.append(f'<div class="cfsm-group"><span class="cfsm-muted">{esc(label)}</span> {chips}</div>')
-    if step.get("allowed", 0) > len(sample):
-        parts.append(f'<div class="cfsm-muted">\u2026 and {step["allowed"] - len(sample):,} more</div>')
-    return CSS + '<div class="cfsm-panel" id="allowed-panel">' + "".join(parts) + "</div>"
+    head = f'<div class="cfsm-muted">{len(tokens)} output tokens</div>'
+    return '<div class="cfsm-strip" id="token-strip">' + legend() + head + "".join(chips) + "</div>"
 
 
 def _tok_row(tokens: list, marks: dict[int, str]) -> str:
@@ -105,7 +140,7 @@ def jump_panel(trace: dict, step: int | None) -> str:
         msg = "No jump at this step: the next character is a choice (or the forced text is too short to be worth a jump)."
         if trace.get("mode") != "jump":
             msg = f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by token."
-        return CSS + f'<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div class="cfsm-muted">{esc(msg)}</div></div>'
+        return f'<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div class="cfsm-muted">{esc(msg)}</div></div>'
     before = j.get("tokens_before", [])
     after = j.get("tokens_after", [])
     reused = j.get("reused_output_tokens", 0)
@@ -124,41 +159,129 @@ def jump_panel(trace: dict, step: int | None) -> str:
         f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in one pass: {j.get("prefilled", 0)} tokens'
         f' \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize {j.get("retokenize_us", 0)} \u00b5s</div>',
     ]
-    return CSS + '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
+    return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
+
+
+def _g(term: str, text: str | None = None) -> str:
+    """A link to the glossary entry for a term."""
+    return f'<a class="cfsm-g" href="#g-{term}">{esc(text or term)}</a>'
+
+
+def _q(text: str) -> str:
+    return "\u201c" + esc(visible(text)) + "\u201d"
+
+
+def _choice_sentence(trace: dict, s: dict, step: int) -> str:
+    tok, allowed = _q(s["token_text"]), s.get("allowed", 0)
+    vocab = trace.get("model", {}).get("vocab_size", 0)
+    mass = s.get("feasible_mass", 1.0)
+    if trace.get("mode") == "free":
+        return f"Step {step}: no constraint; the model picked {tok} (p={s.get('prob', 0):.2f})."
+    if s["origin"] == "forced":
+        return (f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the model still "
+                "needs a forward pass to read it.")
+    if "verifies" in s:
+        kept = " and kept it." if s.get("verified") else f" and chose {tok} instead (healing the token boundary)."
+        return (f"Step {step}: the jumped text ended in {_q(s['verifies'][1])}, which a longer token could extend, so "
+                f"the model re-decided it ({_g('back-off')}) from the same prefill pass" + kept)
+    if step == 0:
+        return (f"Step 0, the first token: the constraint allows {allowed:,} of {vocab:,} tokens and the model "
+                f"chose {tok}.")
+    out = (f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep {mass:.0%} of the model's "
+           f"probability, the {_g('feasible-mass', 'feasible mass')}); the model chose {tok} "
+           f"(p={s.get('prob', 0):.2f} after masking).")
+    if mass < 0.2:
+        out += " Low feasible mass: the constraint is fighting what the model wants to write."
+    return out
 
 
 def caption(trace: dict, step: int | None) -> str:
-    """One or two plain sentences saying what happened at this step and why."""
+    """One or two plain sentences (HTML) saying what happened at this step and why."""
     steps = trace.get("steps", [])
     if not steps or step is None or step >= len(steps):
         t = trace.get("totals", {})
-        return f"Decoding ended: {t.get('reason', '?')} after {t.get('output_tokens', 0)} tokens and {t.get('forward_passes', 0)} forward passes."
-    s = steps[step]
-    tok = visible(s["token_text"])
-    allowed = s.get("allowed", 0)
-    vocab = trace.get("model", {}).get("vocab_size", 0)
-    mass = s.get("feasible_mass", 1.0)
-    parts = []
-    if trace.get("mode") == "free":
-        parts.append(f"Step {step}: no constraint, the model picked \u201c{tok}\u201d (p={s.get('prob', 0):.2f}).")
-    elif s["origin"] == "forced":
-        parts.append(f"Step {step}: only one token fits the constraint here, so \u201c{tok}\u201d is forced \u2014 the model still needs a forward pass to read it.")
-    elif "verifies" in s:
-        same = s.get("verified")
-        parts.append(
-            f"Step {step}: the jumped text ended in \u201c{visible(s['verifies'][1])}\u201d, which a longer token could extend, so the model re-decided it from the same prefill pass"
-            + (" and kept it." if same else f" and chose \u201c{tok}\u201d instead (healing the token boundary).")
-        )
-    else:
-        parts.append(
-            f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep {mass:.0%} of the model's probability); the model chose \u201c{tok}\u201d (p={s.get('prob', 0):.2f} after masking)."
-        )
-        if mass < 0.2:
-            parts.append("Low feasible mass: the constraint is fighting what the model wants to write.")
+        first = jump_for_step(trace, 0) if not steps else None
+        lead = (f"The constraint forced the whole output, {_q(first['string'])}, in one {_g('jump', 'jump-forward')}. "
+                if first is not None else "")
+        return (lead + f"Decoding ended: {esc(t.get('reason', '?'))} after {t.get('output_tokens', 0)} tokens and "
+                f"{t.get('forward_passes', 0)} forward passes.")
+    parts = [_choice_sentence(trace, steps[step], step)]
     j = jump_for_step(trace, step)
     if j is not None:
+        when = "Before it" if j.get("step") == -1 else "After it"
         parts.append(
-            f"After it the automaton has exactly one way forward for {len(j['string'])} characters, so \u201c{visible(j['string'])}\u201d was appended without decoding; "
-            f"re-tokenizing kept {j.get('reused_output_tokens', 0)} cached tokens and prefilled {j.get('prefilled', 0)} in one pass."
-        )
+            f"{when} the automaton had exactly one way forward for {len(j['string'])} characters (a "
+            f"{_g('chain')}), so {_q(j['string'])} was appended without decoding ({_g('jump', 'jump-forward')}); "
+            f"{_g('re-tokenization', 're-tokenizing')} kept {j.get('reused_output_tokens', 0)} cached tokens and "
+            f"prefilled {j.get('prefilled', 0)} in one pass.")
     return " ".join(parts)
+
+
+GLOSSARY = [
+    ("chain", "Chain", "A run of states with exactly one way forward each. The graph draws it as one thick edge "
+     "labelled with its text; a state inside it is not drawn, the chain is highlighted instead."),
+    ("jumpable", "Jumpable state", "A state where a chain starts: the constraint alone decides the next characters, "
+     "so they need no sampling."),
+    ("jump", "Jump-forward", "Appending a chain's text in one go instead of decoding it token by token; the model "
+     "reads the appended tokens in a single forward pass (prefill)."),
+    ("re-tokenization", "Re-tokenization", "After a jump the output text is tokenized again, because the model would "
+     "have split it differently; only the tokens that changed are recomputed."),
+    ("back-off", "Back-off", "The last jumped token may be the start of a longer token; it is removed and re-decided "
+     "by the model so the token boundary is the one the model would pick."),
+    ("feasible-mass", "Feasible mass", "The share of the model's probability that falls on tokens the constraint "
+     "allows. Low values mean the constraint fights the model."),
+    ("mask", "Allowed-token mask", "Which tokens of the vocabulary the constraint allows at this step; the rest get "
+     "probability zero."),
+]
+
+
+def glossary_html() -> str:
+    items = "".join(f'<dt id="g-{k}">{esc(t)}</dt><dd>{esc(d)}</dd>' for k, t, d in GLOSSARY)
+    return f'<details id="glossary"><summary>Glossary</summary><dl>{items}</dl></details>'
+
+
+def pretty_json(text: str) -> str | None:
+    """The output pretty-printed when it is JSON (None otherwise)."""
+    import json
+
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return None
+
+
+def output_panel(trace: dict) -> str:
+    """The decoded text (bytes merged into characters) with the validator's verdict and,
+    for JSON, a pretty-printed copy. The step view dims what comes after the current step."""
+    text = trace.get("text", "")
+    valid, why = trace.get("valid"), trace.get("validation") or ""
+    cls, mark = {True: ("ok", "\u2713 valid"), False: ("bad", "\u2717 invalid")}.get(valid, ("unk", "? not checked"))
+    badge = f'<span id="output-valid" class="cfsm-badge {cls}" data-valid="{str(valid).lower()}">{mark}</span>'
+    parts = [f'<div class="cfsm-out-head"><b>Output</b> {badge} <span class="cfsm-muted">{esc(why)}</span></div>',
+             f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span class="rest"></span></pre>']
+    kind = (((trace.get("request") or {}).get("constraint") or {}).get("kind"))
+    pj = pretty_json(text) if kind == "schema" else None
+    if pj is not None and pj != text:
+        parts.append(f'<details><summary>Pretty-printed JSON</summary><pre class="cfsm-output">{esc(pj)}</pre></details>')
+    return '<div id="output-panel" class="cfsm-panel">' + "".join(parts) + "</div>"
+
+
+def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
+    """The run's figures as labelled cards: value first, each with its own scale."""
+    out = max(1, totals.get("output_tokens", 0))
+    base = baseline_passes or out + 1  # masked decoding: one pass per output token, plus the prompt
+    passes = totals.get("forward_passes", 0)
+    cards = [("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),
+             ("forward passes saved vs masked", f"{100 * (1 - passes / base):.0f}%", 1 - passes / base),
+             ("output tokens jumped", f"{100 * totals.get('jumped_tokens', 0) / out:.0f}%",
+              totals.get("jumped_tokens", 0) / out)]
+    if "grammar_us_per_step" in totals:
+        over = totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
+        cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
+    if "compile_s" in totals:
+        cards.append(("compile", f"{1000 * totals['compile_s']:.0f} ms", None))
+    body = "".join(
+        f'<div class="cfsm-card"><div class="v">{v}</div><div class="l">{esc(label)}</div>'
+        + (f'<div class="bar"><span style="width:{max(0.0, min(1.0, f)) * 100:.0f}%"></span></div>' if f is not None else "")
+        + "</div>" for label, v, f in cards)
+    return f'<div id="stat-cards" class="cfsm-cards">{body}</div>'

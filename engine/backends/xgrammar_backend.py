@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from ..constraint import Constraint
-from ..errors import CfsmError
+from ..errors import CfsmError, native_message
 from ..limits import CACHE_BUDGET_MB
 from ..regex_dfa import normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext, unpack_bitmask
@@ -115,5 +115,5 @@ class XgrammarBackend(GrammarBackend):
             raise
         except Exception as exc:  # noqa: BLE001
             kind = "invalid_grammar" if constraint.kind == "grammar" else "unsupported_feature"
-            raise CfsmError(kind, f"xgrammar cannot compile this {constraint.kind}: {exc}") from exc
+            raise CfsmError(kind, f"xgrammar cannot compile this {constraint.kind}: {native_message(exc)}") from exc
         return XgrammarCompiled(constraint, grammar, ctx.vocab_size, ctx.emittable)

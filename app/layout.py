@@ -1,0 +1,167 @@
+"""The page's widgets, laid out; app.main wires them to the engine and viz."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from viz.step_bundle import empty_view
+
+CUSTOM = "(edited: no preset)"
+INTRO = (
+    "Type a regex, a JSON schema or a grammar and a prompt, then **Run**: a real model decodes under the constraint. "
+    "The step view below shows, step by step, the output, the automaton (forced stretches collapsed into one edge, "
+    "which jump-forward appends without decoding) and which tokens the constraint allowed."
+)
+
+
+@dataclass
+class Playground:
+    """Every widget of the Playground tab, by role (gradio components)."""
+
+    kind: Any; trace: Any; stop: Any; status: Any; status_timer: Any; preset: Any; ctabs: Any  # noqa: E702
+    tab_rx: Any; tab_sch: Any; tab_g: Any; rx: Any; rx_err: Any; sch: Any; sch_err: Any; gram: Any  # noqa: E702
+    gram_err: Any; prompt: Any; ts_text: Any; ts_btn: Any; ts_out: Any; model: Any; backend: Any; mode: Any  # noqa: E702
+    ws: Any; lenient: Any; max_new: Any; temp: Any; top_p: Any; seed: Any; run_btn: Any; stop_btn: Any  # noqa: E702
+    error: Any; stop_msg: Any; summary: Any; cards: Any; live: Any; scrub: Any; play: Any; pause: Any  # noqa: E702
+    collapse: Any; whole: Any; view: Any; timeline: Any; dl_trace: Any; up_trace: Any; up_err: Any  # noqa: E702
+    permalink: Any
+
+
+@dataclass
+class Compare:
+    mode_a: Any; backend_a: Any; ws_a: Any; mode_b: Any; backend_b: Any; ws_b: Any  # noqa: E702
+    btn: Any; err: Any; table: Any; strip_a: Any; strip_b: Any  # noqa: E702
+
+
+@dataclass
+class Doctor:
+    samples: Any; with_model: Any; btn: Any; err: Any; md: Any; plot: Any  # noqa: E702
+
+
+def _constraint_inputs(P: dict, first: str) -> dict:
+    w: dict = {}
+    w["preset"] = gr.Dropdown([*P, CUSTOM], value=first, label="Preset", elem_id="preset")
+    with gr.Tabs(selected="regex") as w["ctabs"]:
+        with gr.Tab("Regex", id="regex") as w["tab_rx"]:
+            w["rx"] = gr.Textbox(P[first]["text"], label="Regex (full match, Python syntax)", lines=4, elem_id="regex-input")
+            w["rx_err"] = gr.HTML("", elem_id="regex-error")
+        with gr.Tab("JSON schema", id="schema") as w["tab_sch"]:
+            w["sch"] = gr.Code(P["Person (JSON schema)"]["text"], language="json", label="JSON schema", elem_id="schema-input")
+            w["sch_err"] = gr.HTML("", elem_id="schema-error")
+        with gr.Tab("Grammar", id="grammar") as w["tab_g"]:
+            w["gram"] = gr.Textbox(P["Colour (EBNF grammar)"]["text"], lines=4, elem_id="grammar-input",
+                                   label="Grammar: EBNF for xgrammar, Lark for llguidance")
+            w["gram_err"] = gr.HTML("", elem_id="grammar-error")
+    w["prompt"] = gr.Textbox(P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt")
+    with gr.Accordion("Test strings", open=False, elem_id="test-strings"):
+        w["ts_text"] = gr.Textbox("", lines=3, elem_id="test-strings-input",
+                                  label="One text per line: does the constraint accept it (with the chosen backend)?")
+        w["ts_btn"] = gr.Button("Check", size="sm", elem_id="test-strings-run")
+        w["ts_out"] = gr.HTML("", elem_id="test-strings-output")
+    return w
+
+
+def _run_settings(modes, backends, wss) -> dict:
+    w: dict = {}
+    with gr.Row():
+        w["run_btn"] = gr.Button("Run", variant="primary", elem_id="run")
+        w["stop_btn"] = gr.Button("Stop", elem_id="stop")
+    with gr.Row():
+        w["backend"] = gr.Dropdown(backends, value="fsm", label="Backend", elem_id="backend")
+        w["mode"] = gr.Radio(modes, value="jump", label="Mode", elem_id="mode")
+    with gr.Row():
+        w["ws"] = gr.Radio(wss, value="compact", label="JSON whitespace policy", elem_id="whitespace")
+        w["lenient"] = gr.Checkbox(False, label="Lenient: compile schema keywords the backend cannot enforce, with a "
+                                   "warning", elem_id="lenient")
+    with gr.Row():
+        w["max_new"] = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
+        w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+    with gr.Row():
+        w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+        w["seed"] = gr.Number(0, precision=0, label="Seed")
+    w["model"] = gr.Textbox("embedded", label="Model: 'embedded' (SmolLM2-135M-Instruct), an HF id from the local "
+                            "cache, or a folder in the models dir", elem_id="model")
+    return w
+
+
+def _step_view() -> dict:
+    w: dict = {}
+    with gr.Row():
+        w["scrub"] = gr.Slider(0, 1, value=0, step=1, label="Step (the last position is the end of the run)",
+                               elem_id="step-slider", interactive=False)
+        w["play"] = gr.Button("\u25b6 Play", size="sm", elem_id="play")
+        w["pause"] = gr.Button("\u23f8 Pause", size="sm", elem_id="pause")
+        w["collapse"] = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
+        w["whole"] = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
+    w["view"] = gr.HTML(empty_view("Run something to see its steps: the output, the automaton and what the constraint "
+                                   "allowed at each step."), elem_id="step-view-host")
+    return w
+
+
+def playground_tab(P: dict, status: str, modes=("jump", "masked", "free"), backends=("fsm", "outlines", "xgrammar",
+                   "llguidance"), wss=("compact", "spaced", "flexible")) -> Playground:
+    first = "SGLang character (regex)"
+    w: dict = {"kind": gr.State(P[first]["kind"]), "trace": gr.State(None), "stop": gr.State(None)}
+    with gr.Tab("Playground", id="playground"):
+        gr.Markdown(INTRO, elem_id="intro")
+        w["status"] = gr.Markdown(status, elem_id="model-status")
+        w["status_timer"] = gr.Timer(1.0)
+        with gr.Row():
+            with gr.Column(scale=3):
+                w.update(_constraint_inputs(P, first))
+            with gr.Column(scale=2):
+                w.update(_run_settings(list(modes), list(backends), list(wss)))
+        w["error"] = gr.HTML("", elem_id="run-error")
+        w["stop_msg"] = gr.Markdown("", elem_id="stop-message")
+        w["summary"] = gr.Markdown("", elem_id="summary")
+        w["live"] = gr.HTML("", elem_id="live-strip")
+        w.update(_step_view())
+        w["cards"] = gr.HTML("", elem_id="stat-cards-host")
+        w["timeline"] = gr.Plot(label="Timeline", elem_id="timeline-plot")
+        with gr.Accordion("Share and export", open=False, elem_id="share-export"):
+            with gr.Row():
+                w["dl_trace"] = gr.File(label="Trace JSON", elem_id="dl-trace")
+                with gr.Column():
+                    w["up_trace"] = gr.File(label="Upload a trace to view it", file_types=[".json"], elem_id="up-trace")
+                    w["up_err"] = gr.HTML("", elem_id="upload-error")
+            w["permalink"] = gr.Markdown("", elem_id="permalink")
+    return Playground(**w)
+
+
+def compare_tab(modes, backends, wss) -> Compare:
+    w: dict = {}
+    with gr.Tab("Compare", id="compare"):
+        gr.Markdown("The same prompt, constraint and sampling settings (from the Playground tab) in two "
+                    "configurations, side by side.")
+        with gr.Row():
+            for side, mode in (("a", "masked"), ("b", "jump")):
+                with gr.Column():
+                    w[f"mode_{side}"] = gr.Radio(modes, value=mode, label=f"{side.upper()}: mode")
+                    w[f"backend_{side}"] = gr.Dropdown(backends, value="fsm", label=f"{side.upper()}: backend")
+                    w[f"ws_{side}"] = gr.Radio(wss, value="compact", label=f"{side.upper()}: whitespace")
+        w["btn"] = gr.Button("Compare", variant="primary", elem_id="compare-run")
+        w["err"] = gr.HTML("")
+        w["table"] = gr.Markdown("", elem_id="compare-table")
+        with gr.Row():
+            w["strip_a"] = gr.HTML("", elem_id="strip-a")
+            w["strip_b"] = gr.HTML("", elem_id="strip-b")
+    return Compare(**w)
+
+
+def doctor_tab() -> Doctor:
+    w: dict = {}
+    with gr.Tab("Doctor", id="doctor"):
+        gr.Markdown("Why does this constraint (from the Playground tab) get a poor jump-forward speedup, where, and "
+                    "what would change it. Samples are synthesized from the automaton, or generated by the model "
+                    "from the Playground prompt.")
+        with gr.Row():
+            w["samples"] = gr.Slider(1, 20, value=6, step=1, label="Samples")
+            w["with_model"] = gr.Checkbox(False, label="Generate samples with the model (slower)")
+            w["btn"] = gr.Button("Diagnose", variant="primary", elem_id="doctor-run")
+        w["err"] = gr.HTML("")
+        w["md"] = gr.Markdown("", elem_id="doctor-report")
+        w["plot"] = gr.Plot(label="Where the forward passes go", elem_id="doctor-plot")
+    return Doctor(**w)

@@ -1,0 +1,195 @@
+// The step view on the client: a run's bundle (viz/step_bundle.py) is loaded once, then
+// every scrub only swaps small panels and toggles classes in the graph's SVG.
+window.cfsm = (() => {
+  let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
+  let chipEls = [], playing = null, moved = false, loaded = null;
+  const $ = (sel) => root && root.querySelector(sel);
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  const pct = (p) => (p === null || p === undefined) ? "" : (100 * p).toFixed(p >= 0.1 ? 0 : 1) + "%";
+
+  function sliderValue() {
+    const n = document.querySelector("#step-slider input[type=number]");
+    return n ? Math.max(0, parseInt(n.value || "0", 10) || 0) : 0;
+  }
+  function attach() {
+    const el = document.querySelector("#step-view");
+    const data = el && el.querySelector("script.cfsm-bundle");
+    const key = el && (el.dataset.run || "") + (data ? data.textContent.length : "");
+    if (!el || (el === root && key === loaded)) return;
+    if (el !== root) el.addEventListener("click", onClick);
+    root = el; loaded = key;
+    B = data ? JSON.parse(data.textContent) : null;
+    L = -1; svg = null;
+    if (!B) return;
+    chars = Array.from(B.text);
+    chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
+    show(sliderValue());
+  }
+  function setLayout(i) {
+    const host = $("#fsm-graph");
+    host.innerHTML = B.layouts[i];
+    svg = host.querySelector("svg");
+    L = i;
+    const v = svg.getAttribute("viewBox").split(/[ ,]+/).map(Number);
+    base = v;
+    const t = (svg.querySelector("g.graph") || svg).getAttribute("transform") || "";
+    const m = /translate\(([-\d.]+)[ ,]+([-\d.]+)\)/.exec(t);
+    shift = m ? [parseFloat(m[1]), parseFloat(m[2])] : [0, 0];
+    svg.removeAttribute("width"); svg.removeAttribute("height");
+    svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
+    const cw = host.clientWidth || 700, ch = host.clientHeight || 460;
+    const w = Math.min(base[2], cw / 0.9);  // never smaller than 0.9 px per point: labels stay readable
+    vb = [base[0], base[1], w, w * ch / cw];
+    if (vb[3] < base[3] && w === base[2]) vb[3] = base[3];
+    apply();
+    panZoom(host);
+  }
+  function apply() { svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); }
+  function centreOn(id, onlyIfHidden) {
+    const g = svg && svg.getElementById(id);
+    if (!g) return false;
+    const b = g.getBBox(), cx = b.x + b.width / 2 + shift[0], cy = b.y + b.height / 2 + shift[1];
+    if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) return true;
+    vb[0] = cx - vb[2] / 2; vb[1] = cy - vb[3] / 2;
+    apply();
+    return true;
+  }
+  function zoom(f, cx, cy) {
+    if (cx === undefined) { cx = vb[0] + vb[2] / 2; cy = vb[1] + vb[3] / 2; }
+    vb = [cx - (cx - vb[0]) * f, cy - (cy - vb[1]) * f, vb[2] * f, vb[3] * f];
+    apply();
+  }
+  function panZoom(host) {
+    if (host.dataset.pz) return;
+    host.dataset.pz = "1";
+    let drag = null;
+    host.addEventListener("wheel", (ev) => {
+      if (!svg) return;
+      ev.preventDefault();
+      const r = svg.getBoundingClientRect(), s = vb[2] / r.width;
+      zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, vb[0] + (ev.clientX - r.left) * s, vb[1] + (ev.clientY - r.top) * s);
+    }, {passive: false});
+    host.addEventListener("pointerdown", (ev) => { drag = [ev.clientX, ev.clientY, vb[0], vb[1]]; moved = false; });
+    window.addEventListener("pointerup", () => { drag = null; });
+    host.addEventListener("pointermove", (ev) => {
+      if (!drag || !svg) return;
+      const s = vb[2] / svg.getBoundingClientRect().width, dx = ev.clientX - drag[0], dy = ev.clientY - drag[1];
+      if (Math.abs(dx) + Math.abs(dy) > 3) moved = true;
+      vb[0] = drag[2] - dx * s; vb[1] = drag[3] - dy * s;
+      apply();
+    });
+  }
+  function mark(e) {
+    svg.querySelectorAll(".current,.path,.jumped,.hint").forEach((x) => x.classList.remove("current", "path", "jumped", "hint"));
+    const add = (id, c) => { const g = svg.getElementById(id); if (g) g.classList.add(c); };
+    for (let i = 0; i < e.t; i++) add(B.trail[i], "path");
+    for (let i = 0; i < e.J; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
+    if (e.el) add(e.el, "current");
+    $("#graph-where").innerHTML = e.el ? `Current state <b>${e.state}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "";
+    centreOn(e.el, true);
+  }
+  function allowedHtml(e) {
+    if (e.a === undefined) return "";
+    const rows = (e.s || []).map(([id, text, p, nxt, el]) =>
+      `<div class="cfsm-arow"><span class="cfsm-tok${id === e.k ? " new" : ""}" title="id ${id}">${esc(text)}</span>` +
+      `<span class="cfsm-p">${pct(p)}</span>` + (nxt === null || nxt === undefined ? "" :
+      `<a class="cfsm-state" data-el="${el}" href="#">\u2192 state ${nxt}</a>`) + "</div>").join("");
+    const more = e.a > (e.s || []).length ? `<div class="cfsm-muted">\u2026 and ${(e.a - e.s.length).toLocaleString()} more, less likely</div>` : "";
+    return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${e.a.toLocaleString()} / ${B.vocab.toLocaleString()}` +
+      ` <span class="cfsm-muted">most likely first (probability after masking)</span></h4>${rows}${more}</div>`;
+  }
+  function maskHtml(e) {
+    if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
+    const w = B.maskWidth, x = (e.k % w) * 2, y = Math.floor(e.k / w) * 2;
+    return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${e.a.toLocaleString()} / ${B.vocab.toLocaleString()} (chosen id ${e.k})</h4>` +
+      `<div class="cfsm-mask" title="row = id / ${w}, column = id % ${w}"><img id="mask-img" src="${B.masks[e.m]}" width="${2 * w}">` +
+      `<span class="cfsm-chosen" style="left:${x - 4}px;top:${y - 4}px"></span></div><div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
+  }
+  function topHtml(e) {
+    if (!e.top) return "";
+    const rows = e.top.map(([t, id, raw, m]) => `<div class="cfsm-trow"><span class="cfsm-tok" title="id ${id}">${esc(t)}</span>` +
+      `<span class="bar raw" style="width:${(raw * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(raw)}</span>` +
+      `<span class="bar msk" style="width:${(m * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(m)}</span></div>`).join("");
+    return `<h4>Top-k: model (grey) vs after the mask (blue) \u00b7 <a class="cfsm-g" href="#g-feasible-mass">feasible mass</a> ${pct(e.mass)}</h4>${rows}`;
+  }
+  function show(k) {
+    if (!B || !root) return;
+    const t0 = performance.now();
+    k = Math.max(0, Math.min(B.steps.length - 1, parseInt(k, 10) || 0));
+    const e = B.steps[k];
+    $("#caption").innerHTML = (k === B.n ? `<b>End of the run.</b> ` : "") + e.c;
+    if (B.layouts.length) {
+      if (e.L !== L) setLayout(e.L);
+      mark(e);
+    }
+    const out = $("#output-text");
+    if (out) { out.querySelector(".done").textContent = chars.slice(0, e.o).join(""); out.querySelector(".rest").textContent = chars.slice(e.o).join(""); }
+    $("#jump-html").innerHTML = e.j || `<div class="cfsm-panel" id="jump-panel"><h4><a class="cfsm-g" href="#g-jump">Jump-forward</a></h4><div class="cfsm-muted">${esc(B.noJump)}</div></div>`;
+    $("#allowed-html").innerHTML = allowedHtml(e);
+    $("#mask-panel").innerHTML = maskHtml(e);
+    $("#topk-panel").innerHTML = topHtml(e);
+    for (const [c, s] of chipEls) { c.classList.toggle("cur", s === k); c.classList.toggle("future", s > k); }
+    root.classList.remove("stale");
+    root.dataset.renderMs = (performance.now() - t0).toFixed(1);
+    root.dataset.step = String(k);
+  }
+  function stepOf(id) {
+    const i = B.trail.indexOf(id);
+    if (i < 0) return -1;
+    return B.steps.findIndex((e) => e.t > i);
+  }
+  function setSlider(k) {
+    show(k);
+    const r = document.querySelector("#step-slider input[type=range]");
+    if (r && String(r.value) !== String(k)) { r.value = k; r.dispatchEvent(new Event("input", {bubbles: true})); }
+  }
+  function onClick(ev) {
+    const z = ev.target.closest("[data-z]");
+    if (z) { ev.preventDefault(); const a = z.dataset.z;
+      if (a === "in") zoom(1 / 1.3); else if (a === "out") zoom(1.3);
+      else if (a === "fit") { vb = base.slice(); apply(); } else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
+      return; }
+    const st = ev.target.closest("a.cfsm-state");
+    if (st) {
+      ev.preventDefault();
+      svg && svg.querySelectorAll(".hint").forEach((x) => x.classList.remove("hint"));
+      const g = svg && svg.getElementById(st.dataset.el);
+      if (g) { g.classList.add("hint"); centreOn(st.dataset.el, true); } else st.title = "not drawn in this focus view";
+      return;
+    }
+    const gl = ev.target.closest("a.cfsm-g");
+    if (gl) { const d = root.querySelector("#glossary"); if (d) d.open = true; return; }
+    if (ev.target.closest("#dl-svg")) { download(ev.target.closest("#dl-svg")); return; }
+    const g = ev.target.closest("#fsm-graph g.node, #fsm-graph g.edge");
+    if (g && !moved) { const k = stepOf(g.id); if (k >= 0) setSlider(k); }
+  }
+  function download(a) {
+    if (!svg) return;
+    const c = svg.cloneNode(true);
+    c.setAttribute("viewBox", base.join(" "));
+    const st = document.createElementNS("http://www.w3.org/2000/svg", "style");
+    st.textContent = B.markCss || "";
+    c.insertBefore(st, c.firstChild);
+    a.href = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(c)], {type: "image/svg+xml"}));
+    a.download = `fsm-step-${root.dataset.step}.svg`;
+  }
+  function play() {
+    pause();
+    playing = setInterval(() => {
+      const k = parseInt(root && root.dataset.step, 10);
+      if (!B || isNaN(k) || k >= B.steps.length - 1) return pause();
+      setSlider(k + 1);
+    }, 600);
+  }
+  function pause() { if (playing) clearInterval(playing); playing = null; }
+  function stale() { const el = document.querySelector("#step-view"); if (el) el.classList.add("stale"); pause(); }
+  document.addEventListener("mousemove", (ev) => {
+    if (ev.target.id !== "mask-img" || !B) return;
+    const r = ev.target.getBoundingClientRect(), w = B.maskWidth;
+    const id = Math.floor((ev.clientY - r.top) / r.height * ev.target.naturalHeight) * w + Math.floor((ev.clientX - r.left) / r.width * w);
+    const h = document.querySelector("#mask-hover");
+    if (h && id < B.vocab) h.textContent = `token id ${id}`;
+  });
+  new MutationObserver(() => attach()).observe(document.documentElement, {childList: true, subtree: true});
+  return {show, play, pause, stale, setSlider, attach};
+})();

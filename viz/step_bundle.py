@@ -1,0 +1,201 @@
+"""A run's step view as one compact bundle the page renders on the client.
+
+Scrubbing used to re-render every panel on the server and ship ~600 KB per step (mostly a
+49k-cell plotly heatmap). Now the server builds, once per run, the graph layouts (see
+viz.graph), one small PNG per distinct mask and a few hundred bytes per step; the page's
+script (viz/static/step_view.js) swaps them in as the scrubber moves.
+
+Positions 0..n-1 are the run's steps; position n is the end (final state, every jump
+made), so a run with zero steps still has a view."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import uuid
+
+import numpy as np
+
+from .graph import (
+    MARK_CSS,
+    MAX_FULL_NODES,
+    WHOLE_LIMIT,
+    GraphView,
+    dot_source,
+    graph_view,
+    plan_focus,
+    render_svg,
+    trail,
+)
+from .panels import caption, glossary_html, jump_for_step, jump_panel, output_panel, token_strip
+from .plots import decode_mask
+from .text import esc, visible
+
+MASK_WIDTH = 256
+ALLOWED_SHOWN = 32
+
+
+def mask_png(blob: str | None, vocab: int, allowed_all: bool = False) -> str:
+    """The allowed-token mask as a 256-wide PNG data URI, one pixel per token id."""
+    from PIL import Image
+
+    rows = -(-vocab // MASK_WIDTH)
+    grid = np.full(rows * MASK_WIDTH, 2, dtype=np.uint8)
+    grid[:vocab] = 1 if allowed_all else 0
+    if blob is not None:
+        grid[:vocab] = decode_mask(blob, vocab)
+    img = Image.frombytes("P", (MASK_WIDTH, rows), grid.tobytes())
+    img.putpalette([0xE2, 0xE8, 0xF0, 0x25, 0x63, 0xEB, 0xFF, 0xFF, 0xFF])
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def positions(trace: dict) -> list[tuple[int | None, int]]:
+    """(char state, char offset) at each position, the end included."""
+    auto = trace.get("automaton") or {}
+    path = auto.get("path") or [auto.get("initial", 0)]
+    out = []
+    for s in trace.get("steps", []):
+        off = s.get("char_offset") or 0
+        st = s.get("char_state")
+        out.append((st if st is not None else path[min(off, len(path) - 1)], off))
+    out.append((path[-1], len(path) - 1))
+    return out
+
+
+def graph_plan(trace: dict, view: GraphView, where: list[str], whole: bool) -> tuple[list[str], list[int], str]:
+    """The layouts a run needs, each position's layout, and a note about the view."""
+    n = len(view.states)
+    if n <= MAX_FULL_NODES or (whole and n <= WHOLE_LIMIT):
+        return [render_svg(dot_source(view))], [0] * len(where), ""
+    note = ""
+    if whole:
+        note = (f"Whole automaton is off for this constraint: {n:,} states remain after collapsing chains (the limit "
+                f"is {WHOLE_LIMIT}; beyond it `dot` takes seconds and the drawing cannot be read). Showing focus views.")
+    keeps, which = plan_focus(view, where)
+    return [render_svg(dot_source(view, k)) for k in keeps], which, note
+
+
+def _allowed(s: dict, view: GraphView | None) -> list[list]:
+    out = []
+    for row in (s.get("allowed_sample") or [])[:ALLOWED_SHOWN]:
+        tid, text, nxt = row[0], row[1], row[2]
+        p = row[3] if len(row) > 3 else None
+        el = view.element(nxt) if view is not None and nxt is not None else None
+        out.append([tid, visible(text), p, nxt, el])
+    return out
+
+
+def _top(s: dict) -> list[list]:
+    raw = {i: p for i, _t, p in s.get("top_raw", [])}
+    masked = {i: p for i, _t, p in s.get("top_masked", [])}
+    text = {i: t for i, t, _ in s.get("top_raw", []) + s.get("top_masked", [])}
+    ids = list(dict.fromkeys([i for i, _t, _p in s.get("top_raw", [])] + list(masked)))
+    return [[visible(text[i]), i, raw.get(i, 0.0), masked.get(i, 0.0)] for i in ids]
+
+
+def _step_entry(trace: dict, k: int, pos: tuple, view: GraphView | None, upto: list[int], which: list[int]) -> dict:
+    steps = trace.get("steps", [])
+    state, off = pos
+    e: dict = {"c": caption(trace, k if k < len(steps) else None), "o": off}
+    if view is not None:
+        e.update(el=view.element(state), state=state, pos=view.position(state), L=which[k],
+                 t=upto[min(off, len(upto) - 1)])
+    j = jump_for_step(trace, k) if k < len(steps) else None
+    e["j"] = jump_panel(trace, k) if j is not None else ""
+    e["J"] = sum(1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k)
+    if k < len(steps):
+        s = steps[k]
+        e.update(m=s.get("mask_key") or ("*" if trace.get("mode") == "free" else None), k=s["token_id"],
+                 a=s.get("allowed", 0), mass=s.get("feasible_mass"), s=_allowed(s, view), top=_top(s),
+                 text=visible(s["token_text"]))
+    return e
+
+
+def step_bundle(trace: dict, collapse: bool = True, whole: bool = False) -> dict:
+    """Everything the client needs to show any position of the run."""
+    auto = trace.get("automaton")
+    where = positions(trace)
+    view = graph_view(auto, collapse) if auto else None
+    layouts, which, note, trail_els, jumps, upto = [], [0] * len(where), "", [], [], [0]
+    if view is not None:
+        path = auto.get("path") or [auto["initial"]]
+        trail_els, upto = trail(view, path)
+        layouts, which, note = graph_plan(trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole)
+        for j in trace.get("jumps", []):
+            a = j.get("char_start", 0)
+            els, _ = trail(view, path[a: a + len(j["string"]) + 1])
+            jumps.append([e for e in els if e.startswith("e")])
+    vocab = int(trace.get("model", {}).get("vocab_size", 0)) or 1
+    masks = {k: mask_png(v, vocab) for k, v in (trace.get("masks") or {}).items()}
+    if trace.get("mode") == "free":
+        masks["*"] = mask_png(None, vocab, allowed_all=True)
+    return {
+        "run": uuid.uuid4().hex[:12], "n": len(trace.get("steps", [])), "vocab": vocab, "maskWidth": MASK_WIDTH,
+        "text": trace.get("text", ""), "layouts": layouts, "note": note, "trail": trail_els, "jumps": jumps,
+        "masks": masks, "noJump": _no_jump(trace), "markCss": MARK_CSS,
+        "steps": [_step_entry(trace, k, pos, view, upto, which) for k, pos in enumerate(where)],
+    }
+
+
+def _no_jump(trace: dict) -> str:
+    if trace.get("mode") != "jump":
+        return f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by token."
+    return "No jump at this step: the next character is a choice (or the forced text is too short to be worth a jump)."
+
+
+def _no_graph(trace: dict) -> str:
+    kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
+    if kind == "grammar":
+        return "No finite automaton to draw: grammars are context-free."
+    if trace.get("mode") == "free":
+        return "No finite automaton to draw: free decoding has no constraint."
+    return "No finite automaton to draw: the automaton was not built."
+
+
+LEGEND = (
+    '<div class="cfsm-legend" id="graph-legend">'
+    '<span><i class="lg cur"></i>current state (or the chain it is inside)</span>'
+    '<span><i class="lg path"></i>path so far</span><span><i class="lg jump"></i>jumped</span>'
+    '<span><i class="lg acc"></i>accepting (double circle)</span>'
+    '<span><b>thick edge</b> = a <a class="cfsm-g" href="#g-chain">chain</a>, drawn once</span>'
+    '<span><i class="lg stub"></i>+n = edges to states outside this focus view</span></div>'
+)
+
+
+def step_view_html(trace: dict, collapse: bool = True, whole: bool = False) -> str:
+    """The step view's skeleton plus its bundle; the page's script fills it in."""
+    b = step_bundle(trace, collapse, whole)
+    data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    graph = ('<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button data-z="out" '
+             'title="zoom out">\u2212</button><button data-z="fit">fit</button><button data-z="cur">current</button>'
+             '<a id="dl-svg" download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph"></div>' + LEGEND
+             if b["layouts"] else f'<div id="fsm-graph" class="cfsm-muted">{esc(_no_graph(trace))}</div>')
+    return (
+        f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}">'
+        '<div id="caption" class="cfsm-caption"></div>'
+        '<div class="cfsm-row"><div class="cfsm-col-graph">'
+        f'<div id="graph-where" class="cfsm-muted"></div><div id="graph-note" class="cfsm-muted">{esc(b["note"])}</div>'
+        f'{graph}</div><div class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div>'
+        '<div id="allowed-html"></div></div></div>'
+        f'<div id="strip-html">{token_strip(trace)}</div>'
+        '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" class="cfsm-panel"></div></div>'
+        f'{glossary_html()}<script type="application/json" class="cfsm-bundle">{data}</script></div>'
+    )
+
+
+def empty_view(message: str) -> str:
+    """What the step view shows before a run, or while a new one decodes."""
+    return f'<div id="step-view" data-step="-1" data-steps="0"><div class="cfsm-muted">{esc(message)}</div></div>'
+
+
+def head_html() -> str:
+    """What the page's <head> needs for the step view: its CSS and its script."""
+    from pathlib import Path
+
+    from .panels import CSS
+
+    js = (Path(__file__).parent / "static" / "step_view.js").read_text(encoding="utf-8")
+    return f"<style>{CSS}{MARK_CSS}</style><script>{js}</script>"
