@@ -68,6 +68,9 @@ def live_check(kind: str, text: str, ws: str, backend: str = "xgrammar") -> str:
             from engine.check import check_grammar
 
             check_grammar(text, backend if backend in ("xgrammar", "llguidance") else "xgrammar")
+            if backend not in ("xgrammar", "llguidance"):
+                return (f'<div class="cfsm-muted">valid EBNF; the {html.escape(backend)} backend takes no grammars '
+                        "\u2014 choose xgrammar (EBNF) or llguidance (Lark)</div>")
         elif kind == "regex":
             validate_regex(text)
         elif kind == "schema":

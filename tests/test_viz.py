@@ -10,10 +10,11 @@ from engine.decode import GenerateRequest
 from engine.regex_dfa import build_char_dfa
 from engine.service import automaton_json
 from engine.trace import encode_mask
-from viz.graph import CURRENT, JUMP, fsm_svg
-from viz.panels import caption, jump_panel, token_strip
-from viz.plots import decode_mask, gauges, mask_heatmap, timeline, topk_bars
-from viz.step_view import graph_state, render_step
+from viz.graph import FOCUS_NODES, dot_source, graph_view, mark_svg, plan_focus, render_svg, trail
+from viz.panels import caption, chip_labels, jump_panel, output_panel, stat_cards, token_strip
+from viz.plots import decode_mask, timeline
+from viz.step_bundle import positions, step_bundle, step_view_html
+from viz.text import visible
 
 RX = r'\{"id": [0-9]+, "ok": (true|false)\}'
 
@@ -29,12 +30,13 @@ def trace(engine):
 def test_collapsed_graph_labels_chains_and_hides_inner_states():
     auto = automaton_json(build_char_dfa(RX))
     chain = next(c for c in auto["chains"] if c["string"] == '{"id": ')
-    collapsed = fsm_svg(auto, current=0)
+    view = graph_view(auto)
+    collapsed = render_svg(dot_source(view))
     inner = chain["states"][1:-1]
     assert inner
     assert f'id="s{inner[0]}"' not in collapsed
     assert "{&quot;id&quot;:\u2423" in collapsed  # the chain's string, spaces made visible
-    expanded = fsm_svg(auto, current=0, collapse=False)
+    expanded = render_svg(dot_source(graph_view(auto, collapse=False)))
     assert f'id="s{inner[0]}"' in expanded
     # accepting states are double circles
     final = auto["accepting"][0]
@@ -42,30 +44,103 @@ def test_collapsed_graph_labels_chains_and_hides_inner_states():
     assert block.index("</g>") > block.index("<ellipse") and block.count("<ellipse", 0, block.index("</g>")) == 2
 
 
-def test_current_state_and_jump_edges_are_highlighted(trace):
-    current, path, pairs = graph_state(trace, 0)
-    assert path[0] == trace["automaton"]["initial"]
-    assert pairs, "the initial jump colours its chain"
-    svg = fsm_svg(trace["automaton"], current=current, path=path, jump_pairs=pairs)
-    assert f"#s{current} ellipse {{ fill: {CURRENT}" in svg
-    assert JUMP in svg
+def test_a_state_inside_a_chain_is_shown_as_that_chain_with_its_position():
+    auto = automaton_json(build_char_dfa(RX))
+    chain = next(c for c in auto["chains"] if c["string"] == '{"id": ')
+    view = graph_view(auto)
+    inner = chain["states"][3]
+    el = view.element(inner)
+    assert el.startswith("e") and view.edges[int(el[1:])]["label"] == '{"id": '
+    assert "after 3 of 7 characters" in view.position(inner)
+    svg = render_svg(dot_source(view))
+    assert f'<g id="{el}" class="edge">' in svg
+    marked = mark_svg(svg, {el: "current"})
+    assert f'<g id="{el}" class="edge current">' in marked and "g.edge.current path" in marked
+    # uncollapsed, the same state is a node of its own
+    assert graph_view(auto, collapse=False).element(inner) == f"s{inner}"
 
 
-def test_large_automaton_shows_a_neighbourhood():
-    auto = automaton_json(build_char_dfa(r"[a-z0-9]{1,1200}"))
-    assert auto["num_states"] > 1000
-    svg = fsm_svg(auto, current=600)
-    assert "more states hidden" in svg
-    assert svg.count("<g id=\"s") < 60
-    assert 'id="s600"' in svg
+def test_trail_lists_the_path_elements_in_order_with_chains_once():
+    auto = automaton_json(build_char_dfa(RX))
+    view = graph_view(auto)
+    dfa = build_char_dfa(RX)
+    text = '{"id": 42, "ok": true}'
+    path = [dfa.initial]
+    for ch in text:
+        path.append(dfa.step(path[-1], ch))
+    els, upto = trail(view, path)
+    assert els[0] == f"s{dfa.initial}" and els[-1] == f"s{path[-1]}"
+    assert len(els) == len(set(els)) and len(upto) == len(path)
+    first_chain = view.element(path[3])
+    assert els[1] == first_chain  # the opening chain comes right after the start state
+    assert upto == sorted(upto) and upto[-1] == len(els)
+
+
+def test_focus_layouts_always_draw_the_current_element_and_stub_what_is_outside():
+    """10,000 states: every position's layout holds its current element, each layout is
+    small enough to read, and states with neighbours outside get a '+n' stub."""
+    n = 10_000  # hand-made: a line of states with a skip edge every 10 (compiling such a regex takes long)
+    edges = [{"from": i, "to": i + 1, "label": "[a-z]"} for i in range(n - 1)]
+    edges += [{"from": i, "to": i + 2, "label": "-"} for i in range(0, n - 2, 10)]
+    auto = {"num_states": n, "initial": 0, "accepting": list(range(1, n)), "transitions": edges, "chains": []}
+    view = graph_view(auto)
+    current = [view.element(s) for s in range(0, 10_000, 5)]
+    keeps, which = plan_focus(view, current)
+    assert len(which) == len(current) and len(keeps) < len(current)
+    for el, k in zip(current, which, strict=True):
+        assert all(n in keeps[k] for n in view.nodes_of(el))
+        assert len(keeps[k]) <= FOCUS_NODES
+    src = dot_source(view, keeps[which[5]])
+    assert re.search(r'more\d+ \[id="more\d+", shape=box.*label="\+\d+ edges?"\]', src)
+    assert len(re.findall(r"^s\d+ \[id=", src, re.M)) <= FOCUS_NODES
+
+
+def test_every_position_of_a_real_run_has_its_current_element_drawn(trace):
+    b = step_bundle(trace)
+    assert len(b["steps"]) == len(trace["steps"]) + 1  # the end is a position too
+    view = graph_view(trace["automaton"])
+    for k, (state, _off) in enumerate(positions(trace)):
+        e = b["steps"][k]
+        assert e["el"] == view.element(state)
+        assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
+    # step 0 starts where the automaton starts, or inside the chain the initial jump took
+    s0 = trace["steps"][0]
+    assert b["steps"][0]["state"] == s0["char_state"]
+    assert b["steps"][-1]["state"] == trace["automaton"]["path"][-1]
+    # the initial jump is marked at step 0
+    assert b["steps"][0]["J"] >= 1 and b["jumps"][0]
+
+
+def test_allowed_tokens_are_listed_most_likely_first(trace):
+    step = next(s for s in trace["steps"] if s["allowed"] > 5)
+    probs = [row[3] for row in step["allowed_sample"]]
+    assert probs == sorted(probs, reverse=True) and len(probs) >= 5
+    assert step["allowed_sample"][0][0] == step["top_masked"][0][0]
+    ids = {row[0] for row in step["allowed_sample"]}
+    bits = decode_mask(trace["masks"][step["mask_key"]], trace["model"]["vocab_size"])
+    assert all(bits[i] for i in ids)
 
 
 def test_token_strip_has_one_chip_per_token(trace):
     html = token_strip(trace, step=1)
-    chips = re.findall(r'class="cfsm-chip[^"]*" data-origin="(\w+)"', html)
-    assert chips == [t["origin"] for t in trace["tokens"]]
-    assert "jump" in chips
+    chips = re.findall(r'class="cfsm-chip[^"]*" data-origin="(\w+)" data-step="(-?\d+)"', html)
+    assert [c[0] for c in chips] == [t["origin"] for t in trace["tokens"]]
+    assert [int(c[1]) for c in chips] == [t["step"] for t in trace["tokens"]]
+    assert "jump" in {c[0] for c in chips}
     assert "\u2423" in html  # spaces are shown as visible glyphs
+
+
+def test_byte_tokens_read_as_hex_and_show_the_character_they_complete():
+    b = "日".encode()
+    tokens = [{"id": 1, "text": "<E6 97>", "hex": b[:2].hex(), "step": 0, "origin": "model"},
+              {"id": 2, "text": "<A5>", "hex": b[2:].hex(), "step": 1, "origin": "model"},
+              {"id": 3, "text": "x", "step": 2, "origin": "model"}]
+    labels = chip_labels(tokens)
+    assert labels[0][0] == "<E6 97>" and "part of a character" in labels[0][1]
+    assert labels[1][0] == "<A5> = 日" and labels[2][0] == "x"
+    from engine.sequence import readable
+
+    assert readable(b[:2]) == "<E6 97>" and readable(b"a" + b[:2]) == "a<E6 97>" and readable(b"><") == "><"
 
 
 def test_jump_panel_and_caption_describe_the_jump(trace):
@@ -74,22 +149,18 @@ def test_jump_panel_and_caption_describe_the_jump(trace):
     assert "Jump-forward" in html and f"reused KV prefix: {j['reused_output_tokens']}" in html
     s0 = trace["steps"][0]
     cap = caption(trace, 0)
-    assert "Step 0" in cap
-    if "verifies" not in s0:
+    assert "Step 0" in cap and f"{len(j['string'])} characters" in cap
+    if "verifies" not in s0 and s0["origin"] == "model":
         assert f"{s0['allowed']:,}" in cap
 
 
-def test_mask_heatmap_shows_the_allowed_set(trace, ctx):
-    step = next(i for i, s in enumerate(trace["steps"]) if s["allowed"] > 1)
-    s = trace["steps"][step]
-    bits = decode_mask(trace["masks"][s["mask_key"]], ctx.vocab_size)
-    assert int(bits.sum()) == s["allowed"] and bits[s["token_id"]]
-    fig = mask_heatmap(trace, step)
-    import numpy as np
+def test_output_panel_shows_the_text_and_the_verdict(trace):
+    html = output_panel(trace)
+    import html as h
 
-    z = np.asarray(fig.data[0].z, dtype=float)
-    assert int(np.nansum(z)) == s["allowed"]
-    assert fig.data[1].x[0] == s["token_id"] % 256
+    text = re.search(r'<pre id="output-text"[^>]*><span class="done">(.*?)</span>', html, re.S).group(1)
+    assert h.unescape(text) == trace["text"]
+    assert f'data-valid="{str(trace["valid"]).lower()}"' in html
 
 
 def test_mask_codec_round_trip():
@@ -100,17 +171,21 @@ def test_mask_codec_round_trip():
     assert set(np.flatnonzero(bits)) == {0, 5, 1234, 49151}
 
 
-def test_plots_have_data(trace):
-    assert len(topk_bars(trace, 0).data) == 2
-    g = gauges(trace)
-    assert len(g.data) == 5 and g.data[0].value == pytest.approx(trace["totals"]["tokens_per_s"], rel=0.01)
+def test_timeline_and_stat_cards_have_the_run_figures(trace):
     assert len(timeline(trace, 1).data) == 4
+    t = trace["totals"]
+    cards = stat_cards(t)
+    assert f"{t['tokens_per_s']:.1f}" in cards and "compile" in cards
+    saved = 1 - t["forward_passes"] / (t["output_tokens"] + 1)
+    assert f"{100 * saved:.0f}%" in cards
 
 
-def test_render_step_covers_every_panel(trace):
-    v = render_step(trace, 1)
-    assert set(v) == {"graph", "mask", "topk", "allowed", "strip", "jump", "caption"}
-    assert "<svg" in v["graph"] and "Allowed tokens" in v["allowed"]
+def test_step_view_html_carries_its_bundle(trace):
+    html = step_view_html(trace)
+    data = json.loads(re.search(r'<script type="application/json" class="cfsm-bundle">(.*)</script>', html, re.S)
+                      .group(1).replace("<\\/", "</"))
+    assert data["n"] == len(trace["steps"]) and data["text"] == trace["text"]
+    assert 'id="step-view"' in html and f'data-steps="{len(trace["steps"])}"' in html
 
 
 def _as_v1(trace: dict) -> dict:
@@ -136,8 +211,7 @@ def test_version_1_traces_still_load_and_render(trace):
     assert up["valid"] is None and "version 1" in up["validation"]
     # the upgraded trace is the current one, apart from the fields version 1 did not have
     assert up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
-    v = render_step(up, 1)
-    assert v["graph"] == render_step(trace, 1)["graph"]
+    assert step_bundle(up)["layouts"] == step_bundle(trace)["layouts"]
 
 
 def test_traces_from_the_future_or_not_traces_are_refused(trace):
@@ -151,9 +225,53 @@ def test_traces_from_the_future_or_not_traces_are_refused(trace):
 
 
 def test_synthetic_trace_has_the_engine_trace_shape(trace):
-    from viz.bench_scrub import synthetic_trace
+    from app.bench_scrub import synthetic_trace
 
     syn = synthetic_trace(RX, steps=5)
     assert set(trace) - {"compile", "regex", "ideal"} <= set(syn)
     assert set(trace["steps"][0]) - {"verifies", "verified", "grammar_us"} <= set(syn["steps"][0])
     assert set(syn["totals"]) == set(trace["totals"])
+
+
+@pytest.mark.parametrize("rx,prompt,steps", [("hello world", "Say hello.", 0), ("(red|green|blue)", "What colour is grass?", 1),
+                                             ("(yes|no)", "Answer.", 2)])
+def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, steps):
+    """The first things a beginner types: a constant (all one jump), a one-step choice that
+    ends on a jump, a two-step choice. Every position, the end included, is drawn."""
+    tr = engine.generate(GenerateRequest(prompt=prompt, constraint=Constraint("regex", rx), mode="jump", max_new_tokens=20))
+    assert len(tr["steps"]) == steps
+    b = step_bundle(json.loads(json.dumps(tr)))
+    assert len(b["steps"]) == steps + 1
+    end = b["steps"][-1]
+    assert "Decoding ended" in end["c"] and end["state"] == tr["automaton"]["path"][-1]
+    assert end["J"] == len(tr["jumps"]) and end["t"] == len(b["trail"])
+    for e in b["steps"]:
+        assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
+    if steps == 0:
+        assert "forced the whole output" in end["c"] and visible(tr["text"]) in end["c"]
+
+
+def test_a_cancelled_run_has_a_view(engine):
+    calls = []
+    tr = engine.generate(GenerateRequest(prompt="Describe a wizard.", constraint=Constraint("regex", RX), mode="jump",
+                                         max_new_tokens=30), should_stop=lambda: calls.append(1) or len(calls) > 3)
+    assert tr["totals"]["reason"] == "cancelled"
+    b = step_bundle(json.loads(json.dumps(tr)))
+    assert len(b["steps"]) == len(tr["steps"]) + 1 and "cancelled" in b["steps"][-1]["c"]
+
+
+def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
+    from app.presets import presets
+
+    p = presets()["CJK (regex)"]
+    tr = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=Constraint("regex", p["text"]), mode="jump",
+                                         max_new_tokens=60))
+    hexed = [t for t in tr["tokens"] if "hex" in t]
+    assert hexed, "the embedded tokenizer splits these characters into byte tokens"
+    assert all("\ufffd" not in t["text"] for t in tr["tokens"])
+    assert all(t["text"].startswith("<") or "<" in t["text"] for t in hexed)
+    labels = [lab for lab, _ in chip_labels(tr["tokens"])]
+    completed = "".join(lab.split(" = ")[1] for lab in labels if " = " in lab)
+    assert completed and all(ch in tr["text"] for ch in completed)
+    html = output_panel(tr)
+    assert tr["text"] in html.replace("&quot;", '"')

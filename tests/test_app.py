@@ -1,0 +1,55 @@
+"""The page's helpers, without a browser: what Compare, upload and live validation say."""
+
+import gradio as gr
+
+from app.main import compare_md, live_check, restore_inputs, scrub_slider
+
+
+def _run(text: str, wall: float, passes: int, finished: bool = True, reason: str = "complete") -> dict:
+    return {"text": text, "totals": {"wall_s": wall, "forward_passes": passes, "output_tokens": 10, "finished": finished,
+                                     "reason": reason}}
+
+
+def test_compare_states_the_ratio_plainly_when_both_runs_are_alike():
+    md = compare_md(_run("ab", 2.0, 10), _run("ab", 1.0, 4), "masked / fsm", "jump / fsm", 0.0, 0)
+    assert "B is 2.00x faster than A in wall time, with 2.50x fewer forward passes.**" in md
+    assert "care" not in md
+
+
+def test_compare_warns_when_a_run_did_not_finish_or_outputs_differ_or_were_sampled():
+    md = compare_md(_run("abc", 20.6, 10, False, "max_new_tokens"), _run("ab", 1.0, 4), "A", "B", 0.7, 3)
+    assert "A did not finish (max_new_tokens)" in md
+    assert "the outputs differ" in md
+    assert "temperature 0.7, seed 3" in md and "read the ratio with care" in md
+
+
+def test_an_uploaded_trace_restores_its_inputs():
+    trace = {"backend": "xgrammar", "mode": "masked",
+             "request": {"prompt": "Hi", "max_new_tokens": 64, "temperature": 0.5, "top_p": 0.9, "seed": 7,
+                         "constraint": {"kind": "schema", "text": "{}", "whitespace": "spaced", "lenient": True}}}
+    kind, tabs, rx, sch, gram, prompt, ws, lenient, backend, mode, mx, temp, top_p, seed = restore_inputs(trace)
+    assert (kind, sch, prompt, ws, lenient, backend, mode) == ("schema", "{}", "Hi", "spaced", True, "xgrammar", "masked")
+    assert (mx, temp, top_p, seed) == (64, 0.5, 0.9, 7)
+    assert isinstance(rx, type(gr.skip())) and isinstance(gram, type(gr.skip()))
+
+
+def test_a_free_run_upload_keeps_the_constraint_inputs():
+    out = restore_inputs({"backend": None, "mode": "free", "request": {"prompt": "x", "constraint": None}})
+    assert isinstance(out[0], type(gr.skip())) and out[9] == "free"
+
+
+def test_grammar_live_validation_parses_with_the_chosen_backend_and_hides_source_paths():
+    bad = live_check("grammar", 'root ::= "a" |', "compact", "xgrammar")
+    assert "invalid_grammar" in bad and "EBNF parser error" in bad
+    assert ".cc" not in bad and "/project" not in bad
+    assert "looks valid" in live_check("grammar", 'root ::= "a" | "b"', "compact", "xgrammar")
+    assert "unknown name" in live_check("grammar", "start: foo", "compact", "llguidance")
+    # fsm takes no grammar: the message says which backends do
+    note = live_check("grammar", 'root ::= "a"', "compact", "fsm")
+    assert "takes no grammars" in note and "xgrammar" in note
+
+
+def test_the_scrubber_covers_every_step_and_the_end():
+    assert (scrub_slider(0).maximum, scrub_slider(0).interactive) == (1, False)
+    assert (scrub_slider(1).maximum, scrub_slider(1).interactive) == (1, True)
+    assert scrub_slider(39).maximum == 39
