@@ -173,10 +173,7 @@ def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
     assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(trace, n)
     assert "Decoding ended" in page.locator("#caption").inner_text()
 
-    dd = page.locator("#preset input")
-    dd.click()
-    dd.fill("CJK")
-    page.get_by_role("option", name="CJK (regex)").click()
+    _pick_preset(page, "CJK (regex)")
     page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('城市')", timeout=10_000)
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)
@@ -203,7 +200,58 @@ def test_run_button_is_visible_at_1024x768_and_grammar_errors_are_plain(page, ap
     page.get_by_role("tab", name="Regex").click()
 
 
+def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(page, app_url, engine, tmp_path):
+    import json
+
+    from app.layout import CUSTOM
+    from engine.constraint import Constraint
+    from engine.decode import GenerateRequest
+
+    page.locator("#regex-input textarea").fill("x")
+    page.locator("#regex-input textarea").press_sequentially("+")  # typed, as a user edits a preset
+    page.wait_for_function(f"document.querySelector('#preset input').value === {json.dumps(CUSTOM)}", timeout=10_000)
+    tr = engine.generate(GenerateRequest(prompt="Cats or dogs?", constraint=Constraint("regex", "(cat|dog)s"),
+                                         mode="masked", max_new_tokens=8))
+    good, bad = tmp_path / "run.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(tr), encoding="utf-8")
+    bad.write_text("{not json", encoding="utf-8")
+    if page.locator("#up-trace input[type=file]").count() == 0:
+        page.locator("#share-export").get_by_text("Share and export").click()
+    old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
+    page.locator("#up-trace input[type=file]").set_input_files(str(good))
+    page.wait_for_function(f"(() => {{ const v = document.querySelector('#step-view'); return v.dataset.run && "
+                           f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()", timeout=60_000)
+    assert page.locator("#regex-input textarea").input_value() == "(cat|dog)s"
+    assert page.locator("#prompt textarea").input_value() == "Cats or dogs?"
+    assert page.locator("#mode input[value=masked]").is_checked()
+    assert page.locator("#output-text").inner_text() == tr["text"]
+    # the SVG download is what is shown now, marks included
+    with page.expect_download() as dl:
+        page.locator("#dl-svg").click()
+    svg = Path(dl.value.path()).read_text(encoding="utf-8")
+    cur = page.locator("#fsm-graph svg g.current").get_attribute("id")
+    assert re.search(rf'<g id="{cur}" class="[^"]*current', svg) and "g.node.current" in svg
+    # a broken file: the message appears beside the upload box, the view is kept
+    page.wait_for_selector("#up-trace input[type=file]", state="attached", timeout=10_000)
+    page.locator("#up-trace input[type=file]").set_input_files(str(bad))
+    page.wait_for_function("document.querySelector('#upload-error').innerText.includes('invalid_input')", timeout=30_000)
+    up, err = page.locator("#up-trace").bounding_box(), page.locator("#upload-error").bounding_box()
+    assert 0 <= err["y"] - (up["y"] + up["height"]) < 200
+    assert page.locator("#output-text").inner_text() == tr["text"]
+    page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
+    page.wait_for_selector("#step-slider", timeout=60_000)
+
+
+def _pick_preset(page, name: str) -> None:
+    dd = page.locator("#preset input")
+    dd.click()
+    dd.fill(name.split(" (")[0])
+    page.get_by_role("option", name=name).click()
+
+
 def test_compare_masked_vs_jump(page):
+    _pick_preset(page, "SGLang character (regex)")
+    page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('Gryffindor')", timeout=10_000)
     page.get_by_role("tab", name="Compare").click()
     page.locator("#compare-run").click()
     page.wait_for_function("document.querySelector('#compare-table').innerText.includes('forward passes')", timeout=240_000)

@@ -275,3 +275,18 @@ def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
     assert completed and all(ch in tr["text"] for ch in completed)
     html = output_panel(tr)
     assert tr["text"] in html.replace("&quot;", '"')
+
+
+def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_large():
+    from app.bench_scrub import synthetic_trace
+    from viz.graph import WHOLE_LIMIT
+
+    small = synthetic_trace(r"[a-z]{1,80}", steps=5)  # 81 states: focus views unless whole is asked
+    assert len(step_bundle(small)["layouts"]) >= 1
+    whole = step_bundle(small, whole=True)
+    assert len(whole["layouts"]) == 1 and whole["note"] == ""
+    assert whole["layouts"][0].count('class="node"') >= 81
+    big = synthetic_trace(r"[a-z]{1,600}", steps=5)
+    b = step_bundle(big, whole=True)
+    assert f"the limit is {WHOLE_LIMIT}" in b["note"] and "601 states" in b["note"]
+    assert all(layout.count('class="node"') < 80 for layout in b["layouts"])
