@@ -91,11 +91,13 @@ def _step_view() -> dict:
     w: dict = {}
     with gr.Row():
         w["scrub"] = gr.Slider(0, 1, value=0, step=1, label="Step (the last position is the end of the run)",
-                               elem_id="step-slider", interactive=False)
-        w["play"] = gr.Button("\u25b6 Play", size="sm", elem_id="play")
-        w["pause"] = gr.Button("\u23f8 Pause", size="sm", elem_id="pause")
-        w["collapse"] = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
-        w["whole"] = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
+                               elem_id="step-slider", interactive=False, scale=4)
+        with gr.Column(scale=1, min_width=160):
+            w["play"] = gr.Button("\u25b6 Play", size="sm", elem_id="play")
+            w["pause"] = gr.Button("\u23f8 Pause", size="sm", elem_id="pause")
+        with gr.Column(scale=1, min_width=160):
+            w["collapse"] = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
+            w["whole"] = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
     w["view"] = gr.HTML(empty_view("Run something to see its steps: the output, the automaton and what the constraint "
                                    "allowed at each step."), elem_id="step-view-host")
     return w
