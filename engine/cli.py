@@ -210,6 +210,8 @@ def cmd_bench(args) -> int:
         html = write_report(res, out.with_suffix(".html"))
         print(json.dumps({k: v for k, v in res.items() if k != "rows"}) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
         return 0
+    if args.suite == "peers":
+        return _bench_peers(args)
     if args.suite == "scrub":
         from app.bench_scrub import main as scrub_main
 
@@ -227,6 +229,25 @@ def cmd_bench(args) -> int:
         if not args.json:
             print(f"report: {html}")
     return rc
+
+
+def _bench_peers(args) -> int:
+    from viz.peers_report import write_peers_report
+
+    from .bench_peers import default_tasks, format_table, run_peers
+    from .service import Engine
+
+    eng = Engine(args.model, args.device, args.trust_remote_code)
+    try:
+        res = run_peers(eng, default_tasks(args.names), args.max_new_tokens, log=(lambda *_: None) if args.json else print)
+    finally:
+        eng.close()
+    out = Path(args.out or "bench-results/peers.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res))
+    html = write_peers_report(res, out.with_suffix(".html"))
+    print(json.dumps(res) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
+    return 0
 
 
 def _bench_conformance(args) -> int:
@@ -375,10 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench", "conformance"],
+    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench", "conformance", "peers"],
                    help="paper-character: masked vs jump per backend on --names names; paper: the character "
                         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
-                        "conformance: the JSON-Schema test suite through every backend (no model)")
+                        "conformance: the JSON-Schema test suite through every backend (no model); peers: outlines, "
+                        "transformers+xgrammar, transformers+llguidance, cfsm masked and jump side by side")
     b.add_argument("--names", type=int, default=10, help="how many character names")
     b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
     b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
