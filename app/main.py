@@ -46,9 +46,9 @@ NO_RUN = "Run something to see its steps: the output, the automaton and what the
 
 def _msg(exc: BaseException) -> str:
     if isinstance(exc, CfsmError):
-        return f'<div class="cfsm-error" id="error-box">\u26a0 {exc.kind}: {exc.message}</div>'
+        return f'<div class="cfsm-error" id="error-box">\u26a0 {html.escape(exc.kind)}: {html.escape(exc.message)}</div>'
     text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-    return f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {text}</div>'
+    return f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {html.escape(text)}</div>'
 
 
 def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False) -> Constraint:

@@ -123,6 +123,9 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert max(times) < 5, "scrubbing must not wait for the server"  # loose; the target lives in `cfsm bench --suite scrub`
     assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(trace, 6)
     assert "Step 6" in page.locator("#caption").inner_text()
+    # the output written before step 6 is shown as written, the rest greyed
+    done = page.locator("#output-text .done").inner_text()
+    assert done == trace["text"][: trace["steps"][6]["char_offset"]] and 0 < len(done) < len(trace["text"])
     # the path so far is marked, and tokens after this step are dimmed
     assert page.locator("#fsm-graph svg g.path").count() >= 2
     future = page.locator("#step-view #token-strip .cfsm-chip.future").count()
@@ -149,12 +152,17 @@ def test_character_preset_run_and_scrub(page, app_url):
 
 
 def test_a_new_run_dims_the_old_step_view_at_once(page):
+    """The page's own script dims the old view on the click, before the server answers;
+    the server then replaces it, and the new run's view is not dimmed."""
+    old = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.evaluate("""() => { window.__dimmed = null; const v = document.querySelector('#step-view');
+        new MutationObserver(() => { if (window.__dimmed === null && v.classList.contains('stale'))
+          window.__dimmed = v.dataset.run; }).observe(v, {attributes: true, attributeFilter: ['class']}); }""")
     page.locator("#run").click()
-    # right after the click (long before decoding ends) the old graph is dimmed or gone
-    page.wait_for_function("(() => { const v = document.querySelector('#step-view'); "
-                           "return v.classList.contains('stale') || !v.querySelector('#fsm-graph svg'); })()",
-                           timeout=5_000)
-    page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'", timeout=240_000)
+    page.wait_for_function("window.__dimmed !== null", timeout=5_000)
+    assert page.evaluate("window.__dimmed") == old  # the old run's view was dimmed in place
+    page.wait_for_function(f"(() => {{ const v = document.querySelector('#step-view'); return v.dataset.run && "
+                           f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()", timeout=240_000)
     assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
 
 
@@ -172,6 +180,7 @@ def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
     _wait_step(page, n)  # the end of the run: the final state is marked
     assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(trace, n)
     assert "Decoding ended" in page.locator("#caption").inner_text()
+    assert page.locator("#output-text .done").inner_text() == trace["text"]
 
     _pick_preset(page, "CJK (regex)")
     page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('城市')", timeout=10_000)

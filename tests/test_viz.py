@@ -198,6 +198,7 @@ def _as_v1(trace: dict) -> dict:
     old["totals"].pop("queue_s")
     for s in old["steps"]:
         s.pop("batch_size")
+        s["allowed_sample"] = [row[:3] for row in s.get("allowed_sample", [])]  # by id, no probabilities
     return old
 
 
@@ -211,7 +212,11 @@ def test_version_1_traces_still_load_and_render(trace):
     assert up["valid"] is None and "version 1" in up["validation"]
     # the upgraded trace is the current one, apart from the fields version 1 did not have
     assert up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
-    assert step_bundle(up)["layouts"] == step_bundle(trace)["layouts"]
+    old, new = step_bundle(up), step_bundle(trace)
+    assert old["layouts"] == new["layouts"]
+    for a, b in zip(old["steps"], new["steps"], strict=True):
+        assert (a["el"], a["L"], a["t"], a["J"], a["c"]) == (b["el"], b["L"], b["t"], b["J"], b["c"])
+        assert [r[0] for r in a.get("s", [])] == [r[0] for r in b.get("s", [])] and all(r[2] is None for r in a.get("s", []))
 
 
 def test_traces_from_the_future_or_not_traces_are_refused(trace):
@@ -282,7 +287,8 @@ def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_larg
     from viz.graph import WHOLE_LIMIT
 
     small = synthetic_trace(r"[a-z]{1,80}", steps=5)  # 81 states: focus views unless whole is asked
-    assert len(step_bundle(small)["layouts"]) >= 1
+    focus = step_bundle(small)
+    assert all(layout.count('class="node"') < 40 for layout in focus["layouts"]) and focus["note"] == ""
     whole = step_bundle(small, whole=True)
     assert len(whole["layouts"]) == 1 and whole["note"] == ""
     assert whole["layouts"][0].count('class="node"') >= 81
@@ -290,3 +296,26 @@ def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_larg
     b = step_bundle(big, whole=True)
     assert f"the limit is {WHOLE_LIMIT}" in b["note"] and "601 states" in b["note"]
     assert all(layout.count('class="node"') < 80 for layout in b["layouts"])
+
+
+def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
+    """The character regex: enum branches whose exits are chains. Every position's current
+    element is in its layout's SVG, and no layout is laid out twice."""
+    from app.bench_scrub import synthetic_trace
+    from app.presets import presets
+
+    tr = synthetic_trace(presets()["SGLang character (regex)"]["text"], steps=120)
+    b = step_bundle(tr)
+    assert len(b["layouts"]) > 1 and len(set(b["layouts"])) == len(b["layouts"])
+    assert len(b["layouts"]) < len(b["steps"]) / 2
+    for e in b["steps"]:
+        assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
+
+
+def test_output_offsets_come_from_the_tokens_when_there_is_no_automaton(engine):
+    tr = engine.generate(GenerateRequest(prompt="Say something.", mode="free", max_new_tokens=12))
+    pos = positions(json.loads(json.dumps(tr)))
+    offs = [o for _s, o in pos]
+    assert all(s is None for s, _o in pos)
+    assert offs == sorted(offs) and offs[0] == 0 and offs[-1] == len(tr["text"])
+    assert len(set(offs)) > len(offs) // 2  # they move with the text, not stuck at 0

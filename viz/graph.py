@@ -132,6 +132,7 @@ def focus_nodes(view: GraphView, seeds: list[int], limit: int = FOCUS_NODES) -> 
     """A readable neighbourhood: what lies ahead of the seeds first (decoding moves
     forward), then what leads to them, breadth first, at most `limit` states."""
     keep = set(seeds)
+    keep.update(view.succ.get(seeds[-1], ())[:6])  # what `covers` asks for comes first
     for nbrs, share in ((view.succ, 0.7), (view.pred, 1.0)):
         q = deque(seeds)
         seen = set(seeds)
@@ -163,8 +164,11 @@ def plan_focus(view: GraphView, current: list[str], limit: int = FOCUS_NODES) ->
         if hit is None:
             hit = next((i for i, k in enumerate(layouts) if covers(view, k, el)), None)
         if hit is None:
-            layouts.append(focus_nodes(view, view.nodes_of(el), limit))
-            hit = len(layouts) - 1
+            keep = focus_nodes(view, view.nodes_of(el), limit)
+            hit = next((i for i, k in enumerate(layouts) if k == keep), None)  # never the same layout twice
+            if hit is None:
+                layouts.append(keep)
+                hit = len(layouts) - 1
         which.append(hit)
     return layouts, which
 

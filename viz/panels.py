@@ -105,7 +105,7 @@ def token_strip(trace: dict, step: int | None = None) -> str:
             elif t["step"] > step:
                 cls += " future"
         chips.append(
-            f'<span class="{cls}" data-origin="{o}" data-step="{t.get("step")}" title="{esc(title)}" '
+            f'<span class="{cls}" data-origin="{esc(str(o))}" data-step="{esc(str(t.get("step")))}" title="{esc(title)}" '
             f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(label)}</span>'
         )
     head = f'<div class="cfsm-muted">{len(tokens)} output tokens</div>'
@@ -256,7 +256,7 @@ def output_panel(trace: dict) -> str:
     text = trace.get("text", "")
     valid, why = trace.get("valid"), trace.get("validation") or ""
     cls, mark = {True: ("ok", "\u2713 valid"), False: ("bad", "\u2717 invalid")}.get(valid, ("unk", "? not checked"))
-    badge = f'<span id="output-valid" class="cfsm-badge {cls}" data-valid="{str(valid).lower()}">{mark}</span>'
+    badge = f'<span id="output-valid" class="cfsm-badge {cls}" data-valid="{esc(str(valid).lower())}">{mark}</span>'
     parts = [f'<div class="cfsm-out-head"><b>Output</b> {badge} <span class="cfsm-muted">{esc(why)}</span></div>',
              f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span class="rest"></span></pre>']
     kind = (((trace.get("request") or {}).get("constraint") or {}).get("kind"))

@@ -52,16 +52,32 @@ def mask_png(blob: str | None, vocab: int, allowed_all: bool = False) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+def token_offsets(trace: dict) -> list[int]:
+    """Characters of output written before each output token (and after the last): the
+    bytes of the tokens so far, decoded; byte tokens count once their character is whole."""
+    buf, out = b"", [0]
+    for t in trace.get("tokens", []):
+        buf += bytes.fromhex(t["hex"]) if t.get("hex") else str(t.get("text", "")).encode("utf-8")
+        out.append(len(buf.decode("utf-8", errors="ignore")))
+    return out
+
+
 def positions(trace: dict) -> list[tuple[int | None, int]]:
-    """(char state, char offset) at each position, the end included."""
+    """(char state, char offset) at each position, the end included. Runs without an
+    automaton (grammars, free decoding) have no state; their offsets come from the tokens."""
     auto = trace.get("automaton") or {}
     path = auto.get("path") or [auto.get("initial", 0)]
-    out = []
+    by_tokens = token_offsets(trace)
+    out: list[tuple[int | None, int]] = []
     for s in trace.get("steps", []):
-        off = s.get("char_offset") or 0
+        off = s.get("char_offset")
+        if off is None:
+            off = by_tokens[min(int(s.get("output_len") or 0), len(by_tokens) - 1)]
         st = s.get("char_state")
-        out.append((st if st is not None else path[min(off, len(path) - 1)], off))
-    out.append((path[-1], len(path) - 1))
+        if st is None and auto:
+            st = path[min(off, len(path) - 1)]
+        out.append((st, int(off)))
+    out.append((path[-1] if auto else None, len(trace.get("text", ""))))
     return out
 
 
@@ -84,7 +100,7 @@ def _allowed(s: dict, view: GraphView | None) -> list[list]:
         tid, text, nxt = row[0], row[1], row[2]
         p = row[3] if len(row) > 3 else None
         el = view.element(nxt) if view is not None and nxt is not None else None
-        out.append([tid, visible(text), p, nxt, el])
+        out.append([int(tid), visible(str(text)), None if p is None else float(p), None if nxt is None else int(nxt), el])
     return out
 
 
@@ -93,7 +109,7 @@ def _top(s: dict) -> list[list]:
     masked = {i: p for i, _t, p in s.get("top_masked", [])}
     text = {i: t for i, t, _ in s.get("top_raw", []) + s.get("top_masked", [])}
     ids = list(dict.fromkeys([i for i, _t, _p in s.get("top_raw", [])] + list(masked)))
-    return [[visible(text[i]), i, raw.get(i, 0.0), masked.get(i, 0.0)] for i in ids]
+    return [[visible(str(text[i])), int(i), float(raw.get(i, 0.0)), float(masked.get(i, 0.0))] for i in ids]
 
 
 def _step_entry(trace: dict, k: int, pos: tuple, view: GraphView | None, upto: list[int], which: list[int]) -> dict:
@@ -108,9 +124,9 @@ def _step_entry(trace: dict, k: int, pos: tuple, view: GraphView | None, upto: l
     e["J"] = sum(1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k)
     if k < len(steps):
         s = steps[k]
-        e.update(m=s.get("mask_key") or ("*" if trace.get("mode") == "free" else None), k=s["token_id"],
-                 a=s.get("allowed", 0), mass=s.get("feasible_mass"), s=_allowed(s, view), top=_top(s),
-                 text=visible(s["token_text"]))
+        e.update(m=s.get("mask_key") or ("*" if trace.get("mode") == "free" else None), k=int(s["token_id"]),
+                 a=int(s.get("allowed", 0)), mass=float(s.get("feasible_mass") or 0), s=_allowed(s, view), top=_top(s),
+                 text=visible(str(s["token_text"])), free=trace.get("mode") == "free")
     return e
 
 
@@ -168,7 +184,7 @@ LEGEND = (
 def step_view_html(trace: dict, collapse: bool = True, whole: bool = False) -> str:
     """The step view's skeleton plus its bundle; the page's script fills it in."""
     b = step_bundle(trace, collapse, whole)
-    data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # inert in <script>
     graph = ('<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button data-z="out" '
              'title="zoom out">\u2212</button><button data-z="fit">fit</button><button data-z="cur">current</button>'
              '<a id="dl-svg" download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph"></div>' + LEGEND

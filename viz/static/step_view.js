@@ -2,7 +2,8 @@
 // every scrub only swaps small panels and toggles classes in the graph's SVG.
 window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
-  let chipEls = [], playing = null, moved = false, loaded = null;
+  let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null;
+  const zoomed = new WeakSet();
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
   const pct = (p) => (p === null || p === undefined) ? "" : (100 * p).toFixed(p >= 0.1 ? 0 : 1) + "%";
@@ -37,12 +38,20 @@ window.cfsm = (() => {
     shift = m ? [parseFloat(m[1]), parseFloat(m[2])] : [0, 0];
     svg.removeAttribute("width"); svg.removeAttribute("height");
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
-    const cw = host.clientWidth || 700, ch = host.clientHeight || 460;
-    const w = Math.min(base[2], cw / 0.9);  // never smaller than 0.9 px per point: labels stay readable
-    vb = [base[0], base[1], w, w * ch / cw];
-    if (vb[3] < base[3] && w === base[2]) vb[3] = base[3];
-    apply();
+    fit(0.9);  // never smaller than 0.9 px per point: labels stay readable
     panZoom(host);
+  }
+  function fit(minScale) {
+    // a viewBox with the panel's own aspect ratio, so that `meet` adds no margins
+    const host = $("#fsm-graph"), cw = host.clientWidth || 700, ch = host.clientHeight || 460;
+    const k = Math.max(Math.min(cw / base[2], ch / base[3]), minScale);
+    const w = cw / k, h = ch / k, cx = base[0] + base[2] / 2, cy = base[1] + base[3] / 2;
+    vb = [cx - w / 2, cy - h / 2, w, h];
+    apply();
+  }
+  function toSvg(ev) {
+    const m = svg.getScreenCTM().inverse();
+    return [m.a * ev.clientX + m.c * ev.clientY + m.e, m.b * ev.clientX + m.d * ev.clientY + m.f];
   }
   function apply() { svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); }
   function centreOn(id, onlyIfHidden) {
@@ -60,22 +69,20 @@ window.cfsm = (() => {
     apply();
   }
   function panZoom(host) {
-    if (host.dataset.pz) return;
-    host.dataset.pz = "1";
-    let drag = null;
+    if (zoomed.has(host)) return;  // Gradio patches the DOM in place: the same host may come back
+    zoomed.add(host);
     host.addEventListener("wheel", (ev) => {
       if (!svg) return;
       ev.preventDefault();
-      const r = svg.getBoundingClientRect(), s = vb[2] / r.width;
-      zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, vb[0] + (ev.clientX - r.left) * s, vb[1] + (ev.clientY - r.top) * s);
+      const [x, y] = toSvg(ev);
+      zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, x, y);
     }, {passive: false});
-    host.addEventListener("pointerdown", (ev) => { drag = [ev.clientX, ev.clientY, vb[0], vb[1]]; moved = false; });
-    window.addEventListener("pointerup", () => { drag = null; });
+    host.addEventListener("pointerdown", (ev) => { if (svg) { drag = [ev.clientX, ev.clientY, vb[0], vb[1], svg.getScreenCTM().a]; moved = false; } });
     host.addEventListener("pointermove", (ev) => {
       if (!drag || !svg) return;
-      const s = vb[2] / svg.getBoundingClientRect().width, dx = ev.clientX - drag[0], dy = ev.clientY - drag[1];
+      const dx = ev.clientX - drag[0], dy = ev.clientY - drag[1];
       if (Math.abs(dx) + Math.abs(dy) > 3) moved = true;
-      vb[0] = drag[2] - dx * s; vb[1] = drag[3] - dy * s;
+      vb[0] = drag[2] - dx / drag[4]; vb[1] = drag[3] - dy / drag[4];
       apply();
     });
   }
@@ -85,31 +92,34 @@ window.cfsm = (() => {
     for (let i = 0; i < e.t; i++) add(B.trail[i], "path");
     for (let i = 0; i < e.J; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
     if (e.el) add(e.el, "current");
-    $("#graph-where").innerHTML = e.el ? `Current state <b>${e.state}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "";
+    $("#graph-where").innerHTML = e.el ? `Current state <b>${esc(e.state)}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "";
     centreOn(e.el, true);
   }
   function allowedHtml(e) {
     if (e.a === undefined) return "";
-    const rows = (e.s || []).map(([id, text, p, nxt, el]) =>
-      `<div class="cfsm-arow"><span class="cfsm-tok${id === e.k ? " new" : ""}" title="id ${id}">${esc(text)}</span>` +
+    const list = e.s || [], byProb = list.some((r) => r[2] !== null && r[2] !== undefined);
+    const rows = list.map(([id, text, p, nxt, el]) =>
+      `<div class="cfsm-arow"><span class="cfsm-tok${id === e.k ? " new" : ""}" title="id ${esc(id)}">${esc(text)}</span>` +
       `<span class="cfsm-p">${pct(p)}</span>` + (nxt === null || nxt === undefined ? "" :
-      `<a class="cfsm-state" data-el="${el}" href="#">\u2192 state ${nxt}</a>`) + "</div>").join("");
-    const more = e.a > (e.s || []).length ? `<div class="cfsm-muted">\u2026 and ${(e.a - e.s.length).toLocaleString()} more, less likely</div>` : "";
-    return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${e.a.toLocaleString()} / ${B.vocab.toLocaleString()}` +
-      ` <span class="cfsm-muted">most likely first (probability after masking)</span></h4>${rows}${more}</div>`;
+      `<a class="cfsm-state" data-el="${esc(el)}" href="#">\u2192 state ${esc(nxt)}</a>`) + "</div>").join("");
+    const more = e.free ? `<div class="cfsm-muted">No constraint: every token is allowed.</div>` :
+      e.a > list.length ? `<div class="cfsm-muted">\u2026 and ${esc((e.a - list.length).toLocaleString())} more${byProb ? ", less likely" : ""}</div>` : "";
+    const how = byProb ? "most likely first (probability after masking)" : "by token id (this trace predates probabilities)";
+    return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())}` +
+      ` <span class="cfsm-muted">${list.length ? how : ""}</span></h4>${rows}${more}</div>`;
   }
   function maskHtml(e) {
     if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
-    const w = B.maskWidth, x = (e.k % w) * 2, y = Math.floor(e.k / w) * 2;
-    return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${e.a.toLocaleString()} / ${B.vocab.toLocaleString()} (chosen id ${e.k})</h4>` +
+    const w = B.maskWidth, k = Number(e.k) || 0, x = (k % w) * 2, y = Math.floor(k / w) * 2;
+    return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} (chosen id ${esc(k)})</h4>` +
       `<div class="cfsm-mask" title="row = id / ${w}, column = id % ${w}"><img id="mask-img" src="${B.masks[e.m]}" width="${2 * w}">` +
       `<span class="cfsm-chosen" style="left:${x - 4}px;top:${y - 4}px"></span></div><div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
   }
   function topHtml(e) {
     if (!e.top) return "";
-    const rows = e.top.map(([t, id, raw, m]) => `<div class="cfsm-trow"><span class="cfsm-tok" title="id ${id}">${esc(t)}</span>` +
-      `<span class="bar raw" style="width:${(raw * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(raw)}</span>` +
-      `<span class="bar msk" style="width:${(m * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(m)}</span></div>`).join("");
+    const rows = e.top.map(([t, id, raw, m]) => `<div class="cfsm-trow"><span class="cfsm-tok" title="id ${esc(id)}">${esc(t)}</span>` +
+      `<span class="bar raw" style="width:${(Number(raw) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(raw)}</span>` +
+      `<span class="bar msk" style="width:${(Number(m) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(m)}</span></div>`).join("");
     return `<h4>Top-k: model (grey) vs after the mask (blue) \u00b7 <a class="cfsm-g" href="#g-feasible-mass">feasible mass</a> ${pct(e.mass)}</h4>${rows}`;
   }
   function show(k) {
@@ -147,7 +157,7 @@ window.cfsm = (() => {
     const z = ev.target.closest("[data-z]");
     if (z) { ev.preventDefault(); const a = z.dataset.z;
       if (a === "in") zoom(1 / 1.3); else if (a === "out") zoom(1.3);
-      else if (a === "fit") { vb = base.slice(); apply(); } else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
+      else if (a === "fit") fit(0); else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
       return; }
     const st = ev.target.closest("a.cfsm-state");
     if (st) {
@@ -170,7 +180,9 @@ window.cfsm = (() => {
     const st = document.createElementNS("http://www.w3.org/2000/svg", "style");
     st.textContent = B.markCss || "";
     c.insertBefore(st, c.firstChild);
-    a.href = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(c)], {type: "image/svg+xml"}));
+    if (blobUrl) URL.revokeObjectURL(blobUrl);
+    blobUrl = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(c)], {type: "image/svg+xml"}));
+    a.href = blobUrl;
     a.download = `fsm-step-${root.dataset.step}.svg`;
   }
   function play() {
@@ -190,6 +202,7 @@ window.cfsm = (() => {
     const h = document.querySelector("#mask-hover");
     if (h && id < B.vocab) h.textContent = `token id ${id}`;
   });
+  window.addEventListener("pointerup", () => { drag = null; });
   new MutationObserver(() => attach()).observe(document.documentElement, {childList: true, subtree: true});
   return {show, play, pause, stale, setSlider, attach};
 })();
