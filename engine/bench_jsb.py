@@ -81,7 +81,7 @@ def run(engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.
             record = json.loads(mb_path.read_text()) if mb_path.exists() else None
             row = {"subset": subset, "id": f.stem, "backends": {}}
             for b in backends:
-                cache = CompileCache(ctx, timeout_s=timeout_s, budget_bytes=256 * 1024 * 1024, cache_dir=None)
+                cache = CompileCache(ctx, timeout_s=timeout_s, budget_bytes=256 * 1024 * 1024)
                 res: dict = {}
                 t0 = time.perf_counter()
                 try:

@@ -180,13 +180,11 @@ class CompileCache:
         max_states: int = DEFAULT_MAX_STATES,
         timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
         budget_bytes: int | None = None,
-        cache_dir=None,
         use_worker: bool = True,
     ) -> None:
         self.ctx = ctx
         self.max_states = max_states
         self.timeout_s = timeout_s
-        self.cache_dir = cache_dir
         self._threads = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cfsm-compile")
         budget = budget_bytes if budget_bytes is not None else CACHE_BUDGET_MB * 1024 * 1024
         # a compile in flight is never evicted: its callers would start it again
@@ -262,7 +260,7 @@ class CompileCache:
                 if backend in ("fsm", "outlines") or constraint.kind == "regex":
                     raise
                 dfa_error = exc.message
-        compiled = get_backend(backend).compile(constraint, self.ctx, dfa=dfa, cache_dir=self.cache_dir)
+        compiled = get_backend(backend).compile(constraint, self.ctx, dfa=dfa)
         return CompileResult(compiled, dfa, dfa_error, time.perf_counter() - t0)
 
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:

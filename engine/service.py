@@ -10,7 +10,7 @@ from .constraint import Constraint
 from .decode import Decoder, GenerateRequest
 from .errors import CfsmError
 from .ideal import ideal_counts
-from .model import cache_dir, load_model, load_tokenizer
+from .model import load_model, load_tokenizer
 from .regex_dfa import DEFAULT_MAX_STATES, CharDFA
 from .trace import Trace
 
@@ -63,7 +63,7 @@ class Engine:
             tok, vocab = load_tokenizer(model, trust_remote_code)
             ctx = TokenizerContext(tok, vocab)
         self.ctx = ctx
-        self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s, cache_dir=cache_dir() / "index")
+        self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s)
 
     def ensure_model(self) -> Decoder:
         if self.decoder is None:

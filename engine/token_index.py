@@ -4,26 +4,24 @@ Tokens are byte strings and may end (or start) in the middle of a UTF-8 characte
 token-level state is (char state, pending bytes). States with no pending bytes keep the
 char state's id; the rare pending states get ids after them, on demand.
 
-The allowed sets of all char states are computed at once with numpy (one gather per
-token position over the whole vocabulary, no Python loop over tokens), cached on disk
-keyed by regex and tokenizer fingerprint, and turned into device masks lazily.
+The index is lazy: compiling only maps the vocabulary's characters to the DFA's character
+classes (numpy, from a per-vocabulary table built once), and a state's allowed set is
+computed the first time decoding reaches it (one gather per token position over the whole
+vocabulary, no Python loop over tokens; ~1 ms). Decoding visits a few hundred states at
+most, so a run never pays for the states it does not reach; device masks are cached per
+state.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
+import threading
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CfsmError
-from .limits import MAX_INDEX_ENTRIES
 from .regex_dfa import CharDFA
 from .vocab import TokenVocab
-
-INDEX_VERSION = "1"
 
 
 def _utf8_len(lead: int) -> int:
@@ -67,10 +65,65 @@ def _chars_with_prefix(partial: bytes) -> int:
     return 64 ** remaining
 
 
+@dataclass
+class VocabTokens:
+    """The vocabulary split once for every index: regular tokens (whole UTF-8 text) as a
+    matrix of character ids, longest first, and the irregular (partial-character) ones."""
+
+    regular_ids: np.ndarray  # token ids, rows of `chars`
+    chars: np.ndarray  # (tokens, max length) indices into `alphabet`; -1 past the end
+    alphabet: np.ndarray  # the distinct code points the vocabulary uses, sorted
+    active: list[int]  # rows still running at each position
+    irregular: list[int]
+    cont_start: list[int]
+
+
+_VOCAB_TOKENS: dict[str, VocabTokens] = {}
+_VOCAB_LOCK = threading.Lock()
+
+
+def vocab_tokens(vocab: TokenVocab) -> VocabTokens:
+    with _VOCAB_LOCK:
+        got = _VOCAB_TOKENS.get(vocab.fingerprint)
+        if got is None:
+            got = _split_vocab(vocab)
+            if len(_VOCAB_TOKENS) >= 4:
+                _VOCAB_TOKENS.pop(next(iter(_VOCAB_TOKENS)))
+            _VOCAB_TOKENS[vocab.fingerprint] = got
+        return got
+
+
+def _split_vocab(vocab: TokenVocab) -> VocabTokens:
+    regular: list[tuple[int, str]] = []
+    irregular: list[int] = []
+    cont_start: list[int] = []
+    for tid, b in enumerate(vocab.token_bytes):
+        if not b:
+            continue
+        try:
+            regular.append((tid, b.decode("utf-8")))
+        except UnicodeDecodeError:
+            irregular.append(tid)
+            if 0x80 <= b[0] <= 0xBF:
+                cont_start.append(tid)
+    regular.sort(key=lambda x: -len(x[1]))
+    maxlen = max(1, len(regular[0][1])) if regular else 1
+    cps = np.full((len(regular), maxlen), -1, dtype=np.int64)
+    lens = np.zeros(len(regular), dtype=np.int64)
+    for row, (_tid, text) in enumerate(regular):
+        lens[row] = len(text)
+        cps[row, : len(text)] = [ord(ch) for ch in text]
+    alphabet, inv = np.unique(cps[cps >= 0], return_inverse=True)
+    chars = np.full(cps.shape, -1, dtype=np.int32)
+    chars[cps >= 0] = inv
+    return VocabTokens(np.array([t for t, _ in regular], dtype=np.int64), chars, alphabet,
+                       [int((lens > j).sum()) for j in range(maxlen)], irregular, cont_start)
+
+
 class TokenIndex:
     """Allowed tokens and transitions at token level for one (regex, vocabulary)."""
 
-    def __init__(self, dfa: CharDFA, vocab: TokenVocab, cache_dir: Path | None = None) -> None:
+    def __init__(self, dfa: CharDFA, vocab: TokenVocab) -> None:
         t0 = time.perf_counter()
         self.dfa = dfa
         self.vocab = vocab
@@ -79,121 +132,54 @@ class TokenIndex:
         self._pending_keys: list[tuple[int, bytes]] = []
         self._allowed: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, str], object] = {}
-        self._regular_ids: np.ndarray
         self._prepare_tokens()
-        cached = self._load(cache_dir)
-        if cached is None:
-            self._compute_all()
-            self._save(cache_dir)
-        self._cls = self._active = None  # only needed while building: ~3 MB a vocabulary
         self.build_seconds = time.perf_counter() - t0
 
     # ---------------------------------------------------------------- preparation
     def _prepare_tokens(self) -> None:
-        """Split tokens into regular (valid UTF-8 text, walked with numpy) and irregular
-        (partial characters, walked byte by byte)."""
-        regular: list[tuple[int, str]] = []
-        irregular: list[int] = []
-        cont_start: list[int] = []
-        for tid, b in enumerate(self.vocab.token_bytes):
-            if not b:
-                continue
-            try:
-                regular.append((tid, b.decode("utf-8")))
-            except UnicodeDecodeError:
-                irregular.append(tid)
-                if 0x80 <= b[0] <= 0xBF:
-                    cont_start.append(tid)
-        regular.sort(key=lambda x: -len(x[1]))
+        """Character classes of every regular token (a lookup over the vocabulary's
+        alphabet, no loop over tokens) and the DFA as a dense table."""
+        vt = vocab_tokens(self.vocab)
         dfa = self.dfa
-        dead_class = len(dfa.classes)
-        maxlen = len(regular[0][1]) if regular else 0
-        cls = np.full((len(regular), max(maxlen, 1)), dead_class, dtype=np.int32)
-        lens = np.zeros(len(regular), dtype=np.int32)
-        for row, (_tid, text) in enumerate(regular):
-            lens[row] = len(text)
-            for j, ch in enumerate(text):
-                k = dfa.class_of(ch)
-                cls[row, j] = dead_class if k is None else k
-        self._regular_ids = np.array([t for t, _ in regular], dtype=np.int64)
-        self._cls = cls
-        # active rows per position (rows are sorted by length, descending)
-        self._active = [int((lens > j).sum()) for j in range(cls.shape[1])]
-        self._irregular = irregular
-        self._cont_start = cont_start
         n, c = dfa.num_states, len(dfa.classes)
+        dead_class = c
+        other = dfa.other_class if dfa.other_class is not None else dead_class
+        lut = np.full(len(vt.alphabet) + 1, other, dtype=np.int32)
+        lut[-1] = dead_class  # index -1: past the token's end (never read: rows are inactive there)
+        listed = np.array([ord(ch) for ch in dfa.char_class], dtype=np.int64)
+        if len(listed):
+            pos = np.searchsorted(vt.alphabet, listed)
+            pos_ok = pos < len(vt.alphabet)
+            hit = np.zeros(len(listed), dtype=bool)
+            hit[pos_ok] = vt.alphabet[pos[pos_ok]] == listed[pos_ok]
+            lut[pos[hit]] = np.array(list(dfa.char_class.values()), dtype=np.int32)[hit]
+        self._cls = lut.astype(np.int16 if c < 32767 else np.int32)[vt.chars]  # kept for lazy states: keep it small
+        self._vt = vt
+        self._regular_ids = vt.regular_ids
+        self._active = vt.active
+        self._irregular = vt.irregular
+        self._cont_start = vt.cont_start
         table = np.full((n + 1, c + 1), n, dtype=np.int32)  # row/col n = dead
         for s, row in enumerate(dfa.trans):
             for k, t in row.items():
                 table[s, k] = t
         self._table = table
 
-    def _compute_all(self, chunk: int = 32) -> None:
-        n = self.num_char_states
-        self._entries = 0
-        dead = n
-        table = self._table
-        cls = self._cls
-        for start in range(0, n, chunk):
-            states = np.arange(start, min(n, start + chunk), dtype=np.int32)
-            cur = np.repeat(states[:, None], cls.shape[0], axis=1)
-            for j, active in enumerate(self._active):
-                if active == 0:
-                    break
-                cur[:, :active] = table[cur[:, :active], cls[:active, j]]
-            for row, s in enumerate(states):
-                ok = self._regular_ids[cur[row] != dead]
-                self._entries += len(ok)
-                if self._entries > MAX_INDEX_ENTRIES:
-                    raise CfsmError(
-                        "state_explosion",
-                        f"the token index would exceed {MAX_INDEX_ENTRIES:,} (state, token) pairs "
-                        f"({n} states x {self.vocab.size} tokens); simplify the constraint",
-                    )
-                extra = [t for t in self._irregular if self._walk(int(s), b"", self.vocab.token_bytes[t]) is not None]
-                ids = np.concatenate([ok, np.array(extra, dtype=np.int64)]) if extra else ok
-                if int(s) in self.dfa.finals:
-                    ids = np.append(ids, self.vocab.eos_token_id)
-                self._allowed[int(s)] = np.sort(ids.astype(np.int32))
-
-    # ---------------------------------------------------------------- disk cache
-    def _key(self) -> str:
-        h = hashlib.sha256()
-        h.update(f"v{INDEX_VERSION}:{self.vocab.fingerprint}:".encode())
-        h.update(self.dfa.pattern.encode("utf-8", "surrogatepass"))
-        return h.hexdigest()[:24]
-
-    def _load(self, cache_dir: Path | None):
-        if cache_dir is None:
-            return None
-        path = cache_dir / f"index-{self._key()}.npz"
-        if not path.exists():
-            return None
-        try:
-            data = np.load(path)
-            packed = data["packed"]
-            if packed.shape[0] != self.num_char_states:
-                return None
-            for s in range(self.num_char_states):
-                bits = np.unpackbits(packed[s], count=self.vocab.size).astype(bool)
-                self._allowed[s] = np.flatnonzero(bits).astype(np.int32)
-            return True
-        except Exception:  # noqa: BLE001 - a corrupt cache is rebuilt
-            return None
-
-    def _save(self, cache_dir: Path | None) -> None:
-        if cache_dir is None:
-            return
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        packed = np.zeros((self.num_char_states, (self.vocab.size + 7) // 8), dtype=np.uint8)
-        for s in range(self.num_char_states):
-            bits = np.zeros(self.vocab.size, dtype=bool)
-            bits[self._allowed[s]] = True
-            packed[s] = np.packbits(bits)
-        path = cache_dir / f"index-{self._key()}.npz"
-        tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-        np.savez_compressed(tmp, packed=packed)
-        os.replace(tmp, path)
+    def _compute(self, s: int) -> np.ndarray:
+        """One char state's allowed ids: every regular token walked at once, column by
+        column; the irregular ones byte by byte."""
+        dead = self.num_char_states
+        cur = np.full(self._cls.shape[0], s, dtype=np.int32)
+        for j, active in enumerate(self._active):
+            if active == 0:
+                break
+            cur[:active] = self._table[cur[:active], self._cls[:active, j]]
+        ok = self._regular_ids[cur != dead]
+        extra = [t for t in self._irregular if self._walk(s, b"", self.vocab.token_bytes[t]) is not None]
+        ids = np.concatenate([ok, np.array(extra, dtype=np.int64)]) if extra else ok
+        if s in self.dfa.finals:
+            ids = np.append(ids, self.vocab.eos_token_id)
+        return np.sort(ids.astype(np.int32))
 
     # ---------------------------------------------------------------- walking
     def _prefix_classes(self) -> dict[bytes, tuple[set[int], int]]:
@@ -285,9 +271,12 @@ class TokenIndex:
         return self.state_id(*res)
 
     def allowed_ids(self, tstate: int) -> np.ndarray:
-        """Sorted allowed token ids (EOS included where the match may end)."""
+        """Sorted allowed token ids (EOS included where the match may end); computed the
+        first time a state is asked for, then kept."""
         got = self._allowed.get(tstate)
-        if got is None:
+        if got is None and tstate < self.num_char_states:
+            got = self._allowed[tstate] = self._compute(tstate)
+        elif got is None:
             s, pending = self.split(tstate)
             ids = [t for t in self._cont_start if self._walk(s, pending, self.vocab.token_bytes[t]) is not None]
             got = np.array(sorted(ids), dtype=np.int32)
@@ -312,15 +301,17 @@ class TokenIndex:
     def nbytes(self) -> int:
         """Memory held (host arrays and device masks), for the byte-bounded caches."""
         # snapshots: the decode thread may add states while this runs
-        n = sum(a.nbytes for a in list(self._allowed.values())) + self._table.nbytes + self._regular_ids.nbytes
+        n = sum(a.nbytes for a in list(self._allowed.values())) + self._table.nbytes + self._cls.nbytes
         n += sum(m.numel() * m.element_size() for m in list(self._masks.values()))
         return n + 120 * (len(self._pending) + len(self._allowed) + len(self._masks))
 
     def stats(self) -> dict:
-        counts = [len(self._allowed[s]) for s in range(self.num_char_states)]
+        """Figures over the states indexed so far (the index is lazy)."""
+        counts = [len(self._allowed[s]) for s in list(self._allowed) if s < self.num_char_states]
         return {
             "vocab_size": self.vocab.size,
-            "char_states_indexed": self.num_char_states,
+            "char_states_indexed": len(counts),
+            "char_states": self.num_char_states,
             "allowed_total": int(sum(counts)),
             "allowed_max": int(max(counts, default=0)),
             "allowed_mean": round(float(np.mean(counts)) if counts else 0.0, 1),

@@ -71,10 +71,18 @@ def test_masks_are_device_tensors_cached_per_state(ctx):
     assert m1.dtype.is_floating_point is False
 
 
-def test_disk_cache_round_trip(ctx, tmp_path, character_regex):
+def test_the_index_is_lazy_and_states_computed_alone_equal_a_fresh_index(ctx, character_regex):
+    """Compiling indexes no state; a state is computed when decoding asks for it, and
+    the result does not depend on which states were asked for before."""
     dfa = build_char_dfa(character_regex)
-    a = TokenIndex(dfa, ctx.vocab, cache_dir=tmp_path)
-    assert list(tmp_path.glob("index-*.npz"))
-    b = TokenIndex(dfa, ctx.vocab, cache_dir=tmp_path)
+    a = TokenIndex(dfa, ctx.vocab)
+    assert a.stats()["char_states_indexed"] == 0 and a.stats()["char_states"] == dfa.num_states
+    last = dfa.num_states - 1
+    got = a.allowed_ids(last)
+    assert a.stats()["char_states_indexed"] == 1
+    b = TokenIndex(dfa, ctx.vocab)
     for s in range(dfa.num_states):
+        b.allowed_ids(s)
+    assert np.array_equal(got, b.allowed_ids(last))
+    for s in range(0, dfa.num_states, 7):
         assert np.array_equal(a.allowed_ids(s), b.allowed_ids(s))

@@ -78,12 +78,12 @@ class FsmBackend(GrammarBackend):
     name = "fsm"
     kinds = ("regex", "schema")
 
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, cache_dir=None, **_):
+    def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_):
         if dfa is None:
             from ..regex_dfa import build_char_dfa
 
             dfa = build_char_dfa(constraint.regex() or "")
         if dfa is None:
             raise CfsmError("invalid_input", "no automaton")
-        index = TokenIndex(dfa, ctx.vocab, cache_dir=cache_dir)
+        index = TokenIndex(dfa, ctx.vocab)
         return FsmCompiled(constraint, dfa, index)
