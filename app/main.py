@@ -304,7 +304,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
     ui.status_timer.tick(hub.status, None, ui.status, show_progress="hidden", queue=False)
     for box, err, k in ((ui.rx, ui.rx_err, "regex"), (ui.sch, ui.sch_err, "schema"), (ui.gram, ui.gram_err, "grammar")):
         box.change(lambda text, w, b, k=k: live_check(k, text, w, b), [box, ui.ws, ui.backend], err,
-                   show_progress="hidden", queue=False)
+                   show_progress="hidden", queue=False, trigger_mode="always_last")  # no backlog while typing
         box.input(lambda: CUSTOM, None, ui.preset, queue=False)
     ui.backend.change(lambda text, w, b: live_check("grammar", text, w, b), [ui.gram, ui.ws, ui.backend], ui.gram_err,
                       show_progress="hidden", queue=False)

@@ -218,8 +218,61 @@ def run_peers(engine, tasks: list[Task], max_new_tokens: int = 256, systems=SYST
             rows.append(row)
             log(f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile {compile_s * 1e3:8.1f} ms  "
                 f"valid {valid}/{len(task.prompts)}")
+    speed = compile_speed(engine, tasks[0].constraint.text) if tasks and tasks[0].constraint.kind == "regex" else None
     return {"suite": "peers", "max_new_tokens": max_new_tokens, "model": engine.decoder.model_info(),
-            "rows": rows, "summary": summarize(rows)}
+            "rows": rows, "summary": summarize(rows), "compile": speed}
+
+
+def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
+    """Compile times on one regex with empty caches, side by side in one run (median of
+    `repeats`; per-tokenizer setup such as outlines-core's Vocabulary is built once, apart;
+    the libraries get the regex as the adapters hand it to them, normalized):
+    outlines-core's Index, the default backend (fsm: DFA plus lazy token index), xgrammar,
+    llguidance, and a cached compile through the engine."""
+    import statistics
+
+    import xgrammar as xgr
+    from llguidance import LLMatcher
+    from llguidance.hf import from_tokenizer
+    from outlines_core import Index, Vocabulary
+
+    from .backends import get_backend
+    from .regex_normalize import normalize_regex
+    from .token_index import vocab_tokens
+
+    ctx, c = engine.ctx, Constraint("regex", regex)
+    regex = normalize_regex(regex)  # what every adapter hands its library (\w as the engine reads it)
+    t = time.perf_counter()
+    groups: dict[bytes, list[int]] = {}
+    for tid, b in enumerate(ctx.vocab.token_bytes):
+        if b and tid != ctx.eos_token_id:
+            groups.setdefault(b, []).append(tid)
+    oc_vocab = Vocabulary(ctx.eos_token_id, groups)
+    xgr_info = xgr.TokenizerInfo.from_huggingface(ctx.tokenizer, vocab_size=ctx.vocab_size)
+    llg_tok = from_tokenizer(ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
+    vocab_tokens(ctx.vocab)
+    setup_s = time.perf_counter() - t
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    res = {
+        "outlines-core Index": timed(lambda: Index(regex, oc_vocab)),
+        "fsm (default backend)": timed(lambda: get_backend("fsm").compile(c, ctx)),
+        "xgrammar": timed(lambda: xgr.GrammarCompiler(xgr_info, cache_enabled=False).compile_regex(regex)),
+        "llguidance": timed(lambda: LLMatcher(llg_tok, LLMatcher.grammar_from_regex(regex))),
+    }
+    engine.compile(c, "fsm")
+    res["fsm, cached (engine compile cache)"] = timed(lambda: engine.compile(c, "fsm"))
+    base = res["outlines-core Index"]
+    return {"regex_chars": len(regex), "setup_s": round(setup_s, 3),
+            "seconds": {k: round(v, 5) for k, v in res.items()},
+            "vs_outlines_core": {k: round(v / base, 3) for k, v in res.items()}}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -245,4 +298,8 @@ def format_table(res: dict) -> str:
     for task, s in res["summary"].items():
         lines.append(f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer "
                      f"({s['fastest_peer']}) in wall time; every output valid: {s['all_valid']}")
+    if res.get("compile"):
+        lines += ["", "| compile, character regex, empty caches | time | vs outlines-core |", "|---|---:|---:|"]
+        for k, v in res["compile"]["seconds"].items():
+            lines.append(f"| {k} | {v * 1e3:.2f} ms | {res['compile']['vs_outlines_core'][k]}x |")
     return "\n".join(lines)
