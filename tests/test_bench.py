@@ -59,3 +59,31 @@ def test_html_report(tmp_path):
                                                                 "jump_covered_bytes": 3, "instance_bytes": 9}}}]
     html = write_report(summarize(rows, ["xgrammar"]), tmp_path / "r.html").read_text()
     assert "Compile coverage" in html and "plotly" in html.lower()
+
+
+def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_output(engine):
+    """Small tasks through outlines, transformers+xgrammar, transformers+llguidance and cfsm
+    masked/jump: one row per (task, system), each output checked by the task's validator,
+    compile times measured side by side."""
+    import pytest
+
+    from engine.bench_peers import SYSTEMS, Task, format_table, run_peers
+
+    small = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
+    tasks = [Task("yes/no (regex)", Constraint("regex", "(yes|no)"), ["Is water wet? Answer yes or no."]),
+             Task("ok (schema)", Constraint("schema", json.dumps(small), "compact"), ["Is the sky blue? Answer as JSON."])]
+    assert tasks[0].valid("yes") and not tasks[0].valid("yes!") and tasks[1].valid('{"ok":true}')
+    assert not tasks[1].valid('{"ok":1}')
+    res = run_peers(engine, tasks, max_new_tokens=16, log=lambda *_: None)
+    assert [(r["task"], r["system"]) for r in res["rows"]] == [(t.name, s) for t in tasks for s in SYSTEMS]
+    for r in res["rows"]:
+        assert r["valid"] == r["runs"] == 1, r
+        assert r["output_tokens"] >= 1 and r["wall_s"] > 0 and r["compile_s"] >= 0
+    assert set(res["summary"]) == {t.name for t in tasks}
+    assert all(not s["fastest_peer"].startswith("cfsm") and s["all_valid"] for s in res["summary"].values())
+    speed = res["compile"]["seconds"]
+    assert set(speed) == {"outlines-core Index", "fsm (default backend)", "xgrammar", "llguidance",
+                          "fsm, cached (engine compile cache)"}
+    assert res["compile"]["vs_outlines_core"]["outlines-core Index"] == pytest.approx(1.0)
+    assert "| yes/no (regex) | cfsm jump |" in format_table(res)
+    json.dumps(res)  # the --json line
