@@ -1,8 +1,9 @@
-"""Character-level DFA of a regex (via interegular), renumbered canonically.
+"""Character-level DFA of a regex, renumbered canonically.
 
-interegular's state and class ids depend on PYTHONHASHSEED, so everything here is
-renumbered in breadth-first order with classes sorted by their characters: the same
-regex gives the same ids in every process (needed for disk caches and traces).
+The automaton is built in engine/regex_automaton.py (positions, subsets, Hopcroft) from
+the normalized pattern; interegular builds the same one as a fallback and as the test
+oracle. Everything is renumbered in breadth-first order with classes sorted by their
+characters: the same regex gives the same ids in every process (traces, caches).
 """
 
 from __future__ import annotations
@@ -175,11 +176,27 @@ def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
 def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS) -> CharDFA:
     """Compile a regex to a canonical character DFA (may be slow for pathological input:
     callers that must stay responsive go through engine.compile_cache)."""
+    from .regex_automaton import TooManyStates, Unsupported, build_neutral
+
+    norm = validate_regex(pattern, max_states, max_chars)
+    try:
+        d = build_neutral(norm, max_states)
+    except TooManyStates:
+        raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states") from None
+    except Unsupported:
+        d = _interegular_neutral(norm, max_states)
+    return _canonical(pattern, d, max_states)
+
+
+def _interegular_neutral(norm: str, max_states: int):
+    """The same automaton through interegular: the fallback for constructs outside
+    regex_automaton's core, and the oracle its tests compare against."""
     import interegular
     from interegular.fsm import anything_else
     from interegular.patterns import Unsupported
 
-    norm = validate_regex(pattern, max_states, max_chars)
+    from .regex_automaton import Neutral
+
     try:
         fsm = interegular.parse_pattern(norm).to_fsm()
     except Unsupported as exc:
@@ -189,63 +206,53 @@ def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
     if len(fsm.states) > 4 * max_states:
         raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states")
     fsm = fsm.reduce()
-
-    mapping = fsm.alphabet._symbol_mapping
     by_class: dict[int, list] = {}
-    for sym, k in mapping.items():
+    for sym, k in fsm.alphabet._symbol_mapping.items():
         by_class.setdefault(k, []).append(sym)
-    # canonical class order: explicit classes by their sorted characters, "other" last
-    keyed = []
-    other_old = None
+    chars, other = {}, None
     for k, syms in by_class.items():
-        chars = sorted(s for s in syms if s is not anything_else)
         if any(s is anything_else for s in syms):
-            other_old = k
-            if chars:
-                # interegular keeps anything_else in its own class; be safe anyway
-                keyed.append(("\U0010ffff" * 2, k, "".join(chars)))
-                continue
-            continue
-        keyed.append(("".join(chars), k, "".join(chars)))
-    keyed.sort()
+            other = k
+        chars[k] = "".join(sorted(s for s in syms if s is not anything_else))
+    return Neutral(fsm.initial, set(fsm.finals), {s: dict(row) for s, row in fsm.map.items()}, chars, other)
+
+
+def _canonical(pattern: str, d, max_states: int) -> CharDFA:
+    """Renumber: classes sorted by their characters ("other" last), states breadth first
+    over live states, so the same language gives the same ids in every process."""
+    keyed = sorted((("\U0010ffff" * 2 if k == d.other else chars), k, chars) for k, chars in d.class_chars.items()
+                   if chars or k == d.other)
     old_to_new = {k: i for i, (_key, k, _chars) in enumerate(keyed)}
     classes = [chars for _key, _k, chars in keyed]
-    other_class = None
-    if other_old is not None:
-        if other_old in old_to_new:
-            other_class = old_to_new[other_old]
-        else:
-            other_class = len(classes)
-            old_to_new[other_old] = other_class
-            classes.append("")
+    other_class = old_to_new.get(d.other) if d.other is not None else None
 
     # live states: can reach a final state
     rev: dict = {}
-    for s, row in fsm.map.items():
+    for s, row in d.trans.items():
         for _k, t in row.items():
             rev.setdefault(t, set()).add(s)
-    live = set(fsm.finals)
-    stack = list(fsm.finals)
+    live = set(d.finals)
+    stack = list(d.finals)
     while stack:
         t = stack.pop()
         for s in rev.get(t, ()):
             if s not in live:
                 live.add(s)
                 stack.append(s)
-    if fsm.initial not in live:
+    if d.initial not in live:
         raise CfsmError("unsatisfiable", "the regex matches no string at all (empty language)")
 
     # BFS renumbering over live states with edges in canonical class order
-    order = {fsm.initial: 0}
-    queue = [fsm.initial]
+    order = {d.initial: 0}
+    queue = [d.initial]
     new_trans: list[dict[int, int]] = []
     qi = 0
     while qi < len(queue):
         s = queue[qi]
         qi += 1
         row = {}
-        for k_old, t in sorted(fsm.map.get(s, {}).items(), key=lambda kv: old_to_new[kv[0]]):
-            if t not in live:
+        for k_old, t in sorted(d.trans.get(s, {}).items(), key=lambda kv: old_to_new.get(kv[0], -1)):
+            if t not in live or k_old not in old_to_new:
                 continue
             if t not in order:
                 order[t] = len(queue)
@@ -258,7 +265,7 @@ def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
     return CharDFA(
         pattern=pattern,
         initial=0,
-        finals=frozenset(order[f] for f in fsm.finals if f in order),
+        finals=frozenset(order[f] for f in d.finals if f in order),
         classes=classes,
         other_class=other_class,
         trans=new_trans,

@@ -4,6 +4,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import CfsmError
 from engine.regex_dfa import build_char_dfa, normalize_regex
@@ -115,3 +117,39 @@ def test_slow_compile_hint_names_a_wide_alternation():
     enum = "(" + "|".join(f"value{i}" for i in range(1287)) + ")"
     assert "alternation of 1,287 alternatives" in slow_hint(enum)
     assert "counted repeat" in slow_hint("(a|b)*a(a|b){24}")
+
+
+def _both(rx: str):
+    from engine.regex_automaton import build_neutral
+    from engine.regex_dfa import _canonical, _interegular_neutral, validate_regex
+
+    norm = validate_regex(rx)
+    a, b = (_canonical(rx, d, 10_000) for d in (build_neutral(norm, 10_000), _interegular_neutral(norm, 10_000)))
+    return (a.classes, a.other_class, a.trans, a.finals), (b.classes, b.other_class, b.trans, b.finals)
+
+
+def test_own_dfa_construction_equals_interegulars_on_presets_and_schemas():
+    """The DFA is built here (positions, subsets, Hopcroft); interegular, the library it
+    replaced, is the oracle: the same canonical automaton, class for class, edge for edge."""
+    import json
+
+    from app.presets import presets
+    from engine.constraint import schema_to_regex
+
+    rxs = [p["text"] for p in presets().values() if p["kind"] == "regex"]
+    rxs += [schema_to_regex(p["text"], ws) for p in presets().values() if p["kind"] == "schema"
+            for ws in ("compact",)]
+    rxs += ["", "(a|ab)", r"[^\n]*\n", "x(y|)z", "(a?){3}", r"[^\"\\]*", json.dumps("é")[1:-1]]
+    for rx in rxs:
+        mine, theirs = _both(rx)
+        assert mine == theirs, rx[:80]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.recursive(st.sampled_from(["a", "b", "[ab]", "[^a]", r"\d", ".", "中", "🙂", "ab", "[a-c]"]),
+                    lambda c: st.one_of(st.tuples(c, c).map("".join), st.tuples(c, c).map(lambda t: f"({t[0]}|{t[1]})"),
+                                        st.tuples(c, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,2}", "{2,}"]))
+                                        .map(lambda t: f"({t[0]}){t[1]}")), max_leaves=8))
+def test_own_dfa_construction_equals_interegulars_on_random_regexes(rx):
+    mine, theirs = _both(rx)
+    assert mine == theirs
