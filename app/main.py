@@ -543,8 +543,8 @@ def write_trace_file(trace: dict) -> str:
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860, model: str | None = None, device: str | None = None,
-          prevent_thread_lock: bool = False):
-    hub = EngineHub(model, device)
+          prevent_thread_lock: bool = False, max_states: int | None = None, compile_timeout_s: float | None = None):
+    hub = EngineHub(model, device, max_states=max_states, compile_timeout_s=compile_timeout_s)
     hub.start()
     demo = build_demo(hub)
     demo.queue(default_concurrency_limit=2, max_size=32)

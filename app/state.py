@@ -73,9 +73,10 @@ def check_page_model(name: str) -> str:
 class EngineHub:
     """Loads engines once, in background threads, and reports progress."""
 
-    def __init__(self, default_model: str | None = None, device: str | None = None) -> None:
+    def __init__(self, default_model: str | None = None, device: str | None = None, **limits) -> None:
         self.default = default_model or "embedded"
         self.device = device
+        self.limits = {k: v for k, v in limits.items() if v is not None}  # Engine's max_states, compile_timeout_s
         self._engines: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._started: dict[str, float] = {}
@@ -93,7 +94,7 @@ class EngineHub:
         try:
             from engine.service import Engine
 
-            eng = Engine(None if name == "embedded" else name, self.device, continuous=True)
+            eng = Engine(None if name == "embedded" else name, self.device, continuous=True, **self.limits)
             with self._lock:
                 if len(self._engines) >= MAX_MODELS:
                     oldest = next(k for k in self._engines if k != self.default)

@@ -344,7 +344,8 @@ def _read_jsonl(path: str) -> list[dict]:
 def cmd_serve(args) -> int:
     from app.main import serve
 
-    serve(host=args.host, port=args.port, model=args.model, device=args.device)
+    serve(host=args.host, port=args.port, model=args.model, device=args.device, max_states=args.max_states,
+          compile_timeout_s=args.timeout)
     return 0
 
 
@@ -428,6 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=7860)
     s.add_argument("--model", default=None)
     s.add_argument("--device", default=None)
+    s.add_argument("--max-states", type=int, default=None, help="DFA state limit per constraint (default 10,000)")
+    s.add_argument("--timeout", type=float, default=None, help="compile time limit in seconds (default 20)")
     s.set_defaults(func=cmd_serve)
     return p
 
