@@ -22,7 +22,6 @@ def _float(name: str, default: float) -> float:
 
 MAX_STATES = _int("CFSM_MAX_STATES", 10_000)                    # DFA states
 COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)       # building the automaton
-MAX_INDEX_ENTRIES = _int("CFSM_MAX_INDEX_ENTRIES", 60_000_000)   # allowed (state, token) pairs kept
 MAX_PROMPT_CHARS = _int("CFSM_MAX_PROMPT_CHARS", 20_000)
 MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)
 MAX_REGEX_CHARS = _int("CFSM_MAX_REGEX_CHARS", 20_000)
