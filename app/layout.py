@@ -10,6 +10,7 @@ import gradio as gr
 from viz.step_bundle import empty_view
 
 CUSTOM = "(edited: no preset)"
+NO_RUN = "Run something to see its steps: the output, the automaton and what the constraint allowed at each step."
 INTRO = (
     "Type a regex, a JSON schema or a grammar and a prompt, then **Run**: a real model decodes under the constraint. "
     "The step view below shows, step by step, the output, the automaton (forced stretches collapsed into one edge, "
@@ -21,24 +22,78 @@ INTRO = (
 class Playground:
     """Every widget of the Playground tab, by role (gradio components)."""
 
-    kind: Any; trace: Any; stop: Any; status: Any; status_timer: Any; preset: Any; ctabs: Any  # noqa: E702
-    tab_rx: Any; tab_sch: Any; tab_g: Any; rx: Any; rx_err: Any; sch: Any; sch_err: Any; gram: Any  # noqa: E702
-    gram_err: Any; prompt: Any; ts_text: Any; ts_btn: Any; ts_out: Any; model: Any; backend: Any; mode: Any  # noqa: E702
-    ws: Any; lenient: Any; max_new: Any; temp: Any; top_p: Any; seed: Any; run_btn: Any; stop_btn: Any  # noqa: E702
-    error: Any; stop_msg: Any; summary: Any; cards: Any; live: Any; scrub: Any; play: Any; pause: Any  # noqa: E702
-    collapse: Any; whole: Any; view: Any; timeline: Any; dl_trace: Any; up_trace: Any; up_err: Any  # noqa: E702
+    kind: Any
+    trace: Any
+    stop: Any
+    status: Any
+    status_timer: Any
+    preset: Any
+    ctabs: Any
+    tab_rx: Any
+    tab_sch: Any
+    tab_g: Any
+    rx: Any
+    rx_err: Any
+    sch: Any
+    sch_err: Any
+    gram: Any
+    gram_err: Any
+    prompt: Any
+    ts_text: Any
+    ts_btn: Any
+    ts_out: Any
+    model: Any
+    backend: Any
+    mode: Any
+    ws: Any
+    lenient: Any
+    max_new: Any
+    temp: Any
+    top_p: Any
+    seed: Any
+    run_btn: Any
+    stop_btn: Any
+    error: Any
+    stop_msg: Any
+    summary: Any
+    cards: Any
+    live: Any
+    scrub: Any
+    play: Any
+    pause: Any
+    collapse: Any
+    whole: Any
+    view: Any
+    timeline: Any
+    dl_trace: Any
+    up_trace: Any
+    up_err: Any
     permalink: Any
 
 
 @dataclass
 class Compare:
-    mode_a: Any; backend_a: Any; ws_a: Any; mode_b: Any; backend_b: Any; ws_b: Any  # noqa: E702
-    btn: Any; err: Any; table: Any; strip_a: Any; strip_b: Any  # noqa: E702
+    mode_a: Any
+    backend_a: Any
+    ws_a: Any
+    mode_b: Any
+    backend_b: Any
+    ws_b: Any
+    btn: Any
+    err: Any
+    table: Any
+    strip_a: Any
+    strip_b: Any
 
 
 @dataclass
 class Doctor:
-    samples: Any; with_model: Any; btn: Any; err: Any; md: Any; plot: Any  # noqa: E702
+    samples: Any
+    with_model: Any
+    btn: Any
+    err: Any
+    md: Any
+    plot: Any
 
 
 def _constraint_inputs(P: dict, first: str) -> dict:
@@ -98,8 +153,7 @@ def _step_view() -> dict:
         with gr.Column(scale=1, min_width=160):
             w["collapse"] = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
             w["whole"] = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
-    w["view"] = gr.HTML(empty_view("Run something to see its steps: the output, the automaton and what the constraint "
-                                   "allowed at each step."), elem_id="step-view-host")
+    w["view"] = gr.HTML(empty_view(NO_RUN), elem_id="step-view-host")
     return w
 
 

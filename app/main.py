@@ -23,7 +23,16 @@ from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, head_html, step_view_html
 
-from .layout import CUSTOM, Compare, Doctor, Playground, compare_tab, doctor_tab, playground_tab
+from .layout import (
+    CUSTOM,
+    NO_RUN,
+    Compare,
+    Doctor,
+    Playground,
+    compare_tab,
+    doctor_tab,
+    playground_tab,
+)
 from .presets import presets
 from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
 
@@ -41,7 +50,6 @@ warnings.filterwarnings("ignore", message="A `<script>` tag was found in the con
 APP_CSS = """
 .cfsm-error{color:#b91c1c;font-weight:600;}
 """
-NO_RUN = "Run something to see its steps: the output, the automaton and what the constraint allowed at each step."
 
 
 def _msg(exc: BaseException) -> str:
@@ -167,7 +175,7 @@ def run_streamer(hub: EngineHub):
     streaming tokens, then the step view. Errors become one line; the app keeps serving."""
 
     def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
-               collapse_v, whole_v, lenient_v=False):
+               collapse_v, whole_v, lenient_v=False, prev_trace=None):
         handle = RunHandle()
         out = RunOutputs()
         try:
@@ -191,7 +199,9 @@ def run_streamer(hub: EngineHub):
             raise
         except BaseException as exc:  # noqa: BLE001 - the page shows one line and keeps serving
             handle.event.set()
-            yield out.set(error=_msg(exc), summary="", view=empty_view("The run failed; see the message above."))
+            # the previous run's view comes back (the click dimmed it): a failed run loses nothing
+            yield out.set(error=_msg(exc), summary="", live="",
+                          view=step_view_html(prev_trace, collapse_v, whole_v) if prev_trace else empty_view(NO_RUN))
 
     return do_run
 
@@ -334,7 +344,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
     run_evt = ui.run_btn.click(
         run_streamer(hub),
         [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.prompt, ui.model, ui.backend, ui.mode, ui.max_new, ui.temp, ui.top_p,
-         ui.seed, ui.collapse, ui.whole, ui.lenient],
+         ui.seed, ui.collapse, ui.whole, ui.lenient, ui.trace],
         outputs, concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
     )
     # Stop's message has its own element: the cancelled run's outputs are restored on cancel

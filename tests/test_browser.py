@@ -289,6 +289,16 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     page.locator("#run").click()
     page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
     assert page.locator("#run-error").inner_text().strip() == ""
+    page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'", timeout=30_000)
+    answer = page.locator("#output-text").inner_text()
+    assert answer in ("yes", "no")
+    # a failed run loses nothing: the previous run's view comes back, not dimmed
+    box.fill("a(b")
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#run-error').innerText.includes('invalid_regex')", timeout=60_000)
+    page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'", timeout=30_000)
+    assert page.locator("#output-text").inner_text() == answer
+    assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
 
 
 def test_test_strings_mark_where_each_text_leaves_the_language(page):
