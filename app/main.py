@@ -347,8 +347,14 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
          ui.seed, ui.collapse, ui.whole, ui.lenient, ui.trace],
         outputs, concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
     )
-    # Stop's message has its own element: the cancelled run's outputs are restored on cancel
-    ui.stop_btn.click(lambda h: (h.stop() if h is not None else "") or gr.skip(), ui.stop, ui.stop_msg,
+    def on_stop(h, trace, collapse_v, whole_v):
+        """Cancel the run and say what was stopped; the previous run's view comes back (the
+        click dimmed it and the run had replaced it with a placeholder)."""
+        if h is None or h.phase == "done":
+            return (h.stop() if h is not None else "") or gr.skip(), gr.skip()
+        return h.stop() or gr.skip(), step_view_html(trace, collapse_v, whole_v) if trace else empty_view(NO_RUN)
+
+    ui.stop_btn.click(on_stop, [ui.stop, ui.trace, ui.collapse, ui.whole], [ui.stop_msg, ui.view],
                       cancels=[run_evt], queue=False)
     ui.run_btn.click(lambda: "", None, ui.stop_msg, queue=False)
     # scrubbing and playing happen in the browser (viz/static/step_view.js): no server round trip

@@ -210,6 +210,8 @@ def cmd_bench(args) -> int:
         html = write_report(res, out.with_suffix(".html"))
         print(json.dumps({k: v for k, v in res.items() if k != "rows"}) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
         return 0
+    if args.names is None:
+        args.names = 5 if args.suite == "peers" else 10
     if args.suite == "peers":
         return _bench_peers(args)
     if args.suite == "scrub":
@@ -402,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
                         "conformance: the JSON-Schema test suite through every backend (no model); peers: outlines, "
                         "transformers+xgrammar, transformers+llguidance, cfsm masked and jump side by side")
-    b.add_argument("--names", type=int, default=10, help="how many character names")
+    b.add_argument("--names", type=int, default=None, help="how many character names (default 10; peers: 5)")
     b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
     b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")

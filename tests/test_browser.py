@@ -339,6 +339,8 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
     page.locator("#stop").click()
     page.wait_for_function("document.querySelector('#stop-message').innerText.includes('Stopped while compiling')",
                            timeout=20_000)
+    # the step view is not left saying "Decoding": the previous run's view (or the empty one) is back
+    page.wait_for_function("!document.querySelector('#step-view').innerText.includes('Decoding')", timeout=20_000)
     assert "regex for fsm" in page.locator("#stop-message").inner_text()
 
 

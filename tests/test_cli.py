@@ -109,3 +109,22 @@ def test_run_summary_on_the_page_shows_warnings():
     md = summary_md({"mode": "jump", "backend": "fsm", "totals": totals, "valid": True, "validation": "ok",
                      "warnings": ["`uniqueItems` at /uniqueItems is NOT enforced: x"]})
     assert "warning" in md and "uniqueItems" in md
+
+
+def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_path):
+    out = tmp_path / "peers.json"
+    r = run_cli("bench", "--suite", "peers", "--names", "1", "--max-new-tokens", "8", "--json", "--out", str(out),
+                timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1
+    res = json.loads(lines[0])
+    systems = ["outlines", "transformers+xgrammar", "transformers+llguidance", "cfsm masked", "cfsm jump"]
+    assert [row["system"] for row in res["rows"]] == systems * 3
+    assert {row["task"] for row in res["rows"]} == {"character (regex)", "person (compact object)", "order (arrays and enums)"}
+    for row in res["rows"]:
+        assert {"system", "task", "wall_s", "output_tokens", "valid", "runs", "compile_s", "tokens_per_s"} <= set(row)
+        assert row["runs"] == 1 and 0 <= row["valid"] <= 1
+        assert row["output_tokens"] <= 8 or row["system"] == "outlines"  # outlines: its text re-tokenized
+    assert json.loads(out.read_text()) == res and out.with_suffix(".html").exists()
+    assert res["compile"]["vs_outlines_core"]["fsm (default backend)"] > 0
