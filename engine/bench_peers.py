@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from .constraint import Constraint
 from .decode import GenerateRequest
+from .errors import CfsmError
+from .regex_normalize import normalize_regex
 
 SYSTEMS = ("outlines", "transformers+xgrammar", "transformers+llguidance", "cfsm masked", "cfsm jump")
 
@@ -89,28 +91,29 @@ class PeerRunner:
     def prompt_ids(self, prompt: str) -> list[int]:
         return self.eng.decoder.prompt_ids(prompt, raw=False)
 
-    def _hf_generate(self, ids: list[int], processor) -> tuple[str, int]:
+    def _hf_generate(self, ids: list[int], processor, max_new: int) -> tuple[str, int]:
+        """(text, output tokens without the final EOS, as cfsm counts them)."""
         import torch
 
         x = torch.tensor([ids], device=self.lm.device)
-        out = self.lm.model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=self.max_new,
+        out = self.lm.model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new,
                                      do_sample=False, logits_processor=[processor], pad_token_id=self.eng.ctx.eos_token_id)
         new = out[0, len(ids):].tolist()
-        n = len(new)
         if new and new[-1] == self.eng.ctx.eos_token_id:
             new = new[:-1]
-        return self.lm.tokenizer.decode(new, skip_special_tokens=True), n
+        return self.lm.tokenizer.decode(new, skip_special_tokens=True), len(new)
 
     # ------------------------------------------------------------------ systems
     def compile(self, system: str, task: Task):
         """A compiled form of the task's constraint for this system (timed by the caller)."""
         c = task.constraint
+        rx = normalize_regex(c.text) if c.kind == "regex" else c.text  # the language every adapter hands over
         if system == "outlines":
             import outlines
 
             if self._outlines_model is None:
                 self._outlines_model = outlines.from_transformers(self.lm.model, self.lm.tokenizer)
-            out_type = outlines.types.Regex(c.text) if c.kind == "regex" else \
+            out_type = outlines.types.Regex(rx) if c.kind == "regex" else \
                 outlines.types.JsonSchema(c.text, whitespace_pattern="")
             return outlines.Generator(self._outlines_model, out_type)
         if system == "transformers+xgrammar":
@@ -120,7 +123,7 @@ class PeerRunner:
                 self._xgr_info = xgr.TokenizerInfo.from_huggingface(self.lm.tokenizer, vocab_size=self.lm.vocab_size)
             comp = xgr.GrammarCompiler(self._xgr_info, cache_enabled=False)
             if c.kind == "regex":
-                return comp.compile_regex(c.text)
+                return comp.compile_regex(rx)
             return comp.compile_json_schema(c.text, any_whitespace=False, separators=(",", ":"), strict_mode=True)
         if system == "transformers+llguidance":
             from llguidance import LLMatcher
@@ -129,19 +132,21 @@ class PeerRunner:
             if self._llg_tok is None:
                 self._llg_tok = from_tokenizer(self.lm.tokenizer, n_vocab=self.lm.vocab_size,
                                                eos_token=self.eng.ctx.eos_token_id)
-            grammar = LLMatcher.grammar_from_regex(c.text) if c.kind == "regex" else LLMatcher.grammar_from_json_schema(
+            grammar = LLMatcher.grammar_from_regex(rx) if c.kind == "regex" else LLMatcher.grammar_from_json_schema(
                 json.loads(c.text), overrides={"item_separator": ",", "key_separator": ":", "whitespace_flexible": False})
-            LLMatcher(self._llg_tok, grammar)  # builds what a matcher needs; later matchers reuse it
+            LLMatcher(self._llg_tok, grammar)  # parses and checks the grammar; each run makes its own matcher
             return grammar
         from .backends import get_backend
 
         return get_backend(GenerateRequest.backend).compile(c, self.eng.ctx)  # cold: no cache
 
-    def warm(self, system: str, task: Task) -> None:
-        """Untimed: what every later run reuses (cfsm: the engine's compile cache, as a
-        page or API user has it after the first request)."""
+    def warm(self, system: str, compiled, task: Task) -> None:
+        """Untimed, for every system alike: a short run of the compiled constraint, so that
+        first-use costs (kernel compilation in the mask helpers, cfsm's compile cache, lazy
+        state indexing of the first states) stay out of the timed runs."""
         if system.startswith("cfsm"):
             self.eng.compile(task.constraint, GenerateRequest.backend)
+        self.generate(system, compiled, task, task.prompts[0], max_new=4)
 
     def warm_model(self) -> None:
         """Untimed first passes through both decoding paths (HF generate and the engine)."""
@@ -152,21 +157,24 @@ class PeerRunner:
                                pad_token_id=self.eng.ctx.eos_token_id)
         self.eng.generate(GenerateRequest(prompt="Hi", mode="free", max_new_tokens=4, trace_detail=False))
 
-    def generate(self, system: str, compiled, task: Task, prompt: str) -> tuple[str, int]:
+    def generate(self, system: str, compiled, task: Task, prompt: str, max_new: int | None = None) -> tuple[str, int]:
         """(output text, output tokens) for one prompt."""
+        max_new = max_new or self.max_new
         ids = self.prompt_ids(prompt)
         if system == "outlines":
             text_prompt = self.lm.tokenizer.decode(ids)
-            text = compiled(text_prompt, max_new_tokens=self.max_new, do_sample=False)
+            if self.lm.tokenizer.encode(text_prompt) != ids:  # outlines encodes the text itself
+                raise CfsmError("invalid_input", "outlines would not see the same prompt tokens as the other systems")
+            text = compiled(text_prompt, max_new_tokens=max_new, do_sample=False)
             return text, len(self.lm.tokenizer.encode(text, add_special_tokens=False))
         if system == "transformers+xgrammar":
             import xgrammar as xgr
 
-            return self._hf_generate(ids, xgr.contrib.hf.LogitsProcessor(compiled))
+            return self._hf_generate(ids, xgr.contrib.hf.LogitsProcessor(compiled), max_new)
         if system == "transformers+llguidance":
-            return self._hf_generate(ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size))
+            return self._hf_generate(ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size), max_new)
         tr = self.eng.generate(GenerateRequest(prompt=prompt, constraint=task.constraint, mode=system.split()[1],
-                                               max_new_tokens=self.max_new, trace_detail=False))
+                                               max_new_tokens=max_new, trace_detail=False))
         return tr["text"], tr["totals"]["output_tokens"]
 
 
@@ -185,8 +193,8 @@ class LlguidanceProcessor:
     def __call__(self, input_ids, scores):
         from llguidance.torch import apply_token_bitmask_inplace, fill_next_token_bitmask
 
-        if self.started:
-            self.m.consume_token(int(input_ids[0, -1]))
+        if self.started and not self.m.consume_token(int(input_ids[0, -1])):
+            raise CfsmError("dead_end", f"llguidance rejected a token it had allowed: {self.m.get_error()}")
         self.started = True
         fill_next_token_bitmask(self.m, self.mask, 0)
         apply_token_bitmask_inplace(scores, self.mask.to(scores.device))
@@ -203,7 +211,7 @@ def run_peers(engine, tasks: list[Task], max_new_tokens: int = 256, systems=SYST
             t0 = time.perf_counter()
             compiled = runner.compile(system, task)
             compile_s = time.perf_counter() - t0
-            runner.warm(system, task)
+            runner.warm(system, compiled, task)
             wall, tokens, valid, texts = 0.0, 0, 0, []
             for prompt in task.prompts:
                 t = time.perf_counter()
@@ -212,9 +220,11 @@ def run_peers(engine, tasks: list[Task], max_new_tokens: int = 256, systems=SYST
                 tokens += n
                 valid += task.valid(text)
                 texts.append(text)
+            chars = sum(len(t) for t in texts)
             row = {"system": system, "task": task.name, "wall_s": round(wall, 3), "output_tokens": tokens,
-                   "tokens_per_s": round(tokens / max(wall, 1e-9), 1), "compile_s": round(compile_s, 4),
-                   "valid": valid, "runs": len(task.prompts), "sample": texts[0][:200] if texts else ""}
+                   "output_chars": chars, "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
+                   "ms_per_char": round(1e3 * wall / max(chars, 1), 2), "compile_s": round(compile_s, 4),
+                   "valid": valid, "runs": len(task.prompts), "sample": texts[0][:200] if texts else "", "texts": texts}
             rows.append(row)
             log(f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile {compile_s * 1e3:8.1f} ms  "
                 f"valid {valid}/{len(task.prompts)}")
@@ -261,9 +271,15 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
+    def every_state():
+        index = get_backend("fsm").compile(c, ctx).index
+        for s in range(index.num_char_states):
+            index.allowed_ids(s)
+
     res = {
         "outlines-core Index": timed(lambda: Index(regex, oc_vocab)),
-        "fsm (default backend)": timed(lambda: get_backend("fsm").compile(c, ctx)),
+        "fsm (default backend; lazy: states indexed as decoding reaches them)": timed(lambda: get_backend("fsm").compile(c, ctx)),
+        "fsm, every state indexed up front (what Index builds)": timed(every_state),
         "xgrammar": timed(lambda: xgr.GrammarCompiler(xgr_info, cache_enabled=False).compile_regex(regex)),
         "llguidance": timed(lambda: LLMatcher(llg_tok, LLMatcher.grammar_from_regex(regex))),
     }
@@ -285,19 +301,26 @@ def summarize(rows: list[dict]) -> dict:
         if not peers or jump is None:
             continue
         best = min(peers, key=lambda r: r["wall_s"])
+        same = sum(a == b for a, b in zip(best.get("texts", []), jump.get("texts", []), strict=False))
         out[task] = {"fastest_peer": best["system"], "jump_speedup_vs_fastest_peer": round(best["wall_s"] / max(jump["wall_s"], 1e-9), 2),
-                     "all_valid": all(r["valid"] == r["runs"] for r in mine.values())}
+                     "jump_speedup_per_char": round(best["ms_per_char"] / max(jump["ms_per_char"], 1e-9), 2),
+                     "same_outputs_as_fastest_peer": f"{same}/{jump['runs']}",
+                     "all_valid": all(r["valid"] == r["runs"] for r in mine.values()),
+                     "cfsm_valid": all(r["valid"] == r["runs"] for s_, r in mine.items() if s_.startswith("cfsm"))}
     return out
 
 
 def format_table(res: dict) -> str:
-    lines = ["| task | system | wall | output tokens | tokens/s | compile | valid |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| task | system | wall | output tokens | output chars | ms/char | compile | valid |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
-        lines.append(f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | {r['tokens_per_s']} | "
-                     f"{r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} |")
+        lines.append(f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | {r['output_chars']} | "
+                     f"{r['ms_per_char']} | {r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} |")
     for task, s in res["summary"].items():
-        lines.append(f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer "
-                     f"({s['fastest_peer']}) in wall time; every output valid: {s['all_valid']}")
+        lines.append(f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer ({s['fastest_peer']}) "
+                     f"in wall time, {s['jump_speedup_per_char']}x per output character; same outputs "
+                     f"{s['same_outputs_as_fastest_peer']}; every cfsm output valid: {s['cfsm_valid']}, every output: "
+                     f"{s['all_valid']}")
     if res.get("compile"):
         lines += ["", "| compile, character regex, empty caches | time | vs outlines-core |", "|---|---:|---:|"]
         for k, v in res["compile"]["seconds"].items():

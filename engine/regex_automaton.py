@@ -150,6 +150,8 @@ class _Glushkov:
         return an and bn, first, bl
 
     def _rep(self, sub, lo: int, hi: int | None):
+        if lo and _nullable(sub):
+            lo = 0  # x{m,n} = x{0,n} when x matches empty: fewer copies that may all be skipped
         acc = (True, set(), set())
         for _ in range(lo):
             acc = self._cat(acc, self.build(sub))
@@ -164,6 +166,17 @@ class _Glushkov:
             tail = self._cat(self.build(sub), tail)
             tail = (True, tail[1], tail[2])
         return self._cat(acc, tail)
+
+
+def _nullable(node) -> bool:
+    kind = node[0]
+    if kind == "sym":
+        return False
+    if kind == "alt":
+        return any(_nullable(n) for n in node[1])
+    if kind == "cat":
+        return all(_nullable(n) for n in node[1])
+    return node[2] == 0 or _nullable(node[1])
 
 
 def build_neutral(norm: str, max_states: int) -> Neutral:

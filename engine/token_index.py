@@ -132,6 +132,7 @@ class TokenIndex:
         self._pending_keys: list[tuple[int, bytes]] = []
         self._allowed: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, str], object] = {}
+        self._ids_lock = threading.Lock()  # the decode thread and a page's check may add pending states
         self._prepare_tokens()
         self.build_seconds = time.perf_counter() - t0
 
@@ -238,9 +239,12 @@ class TokenIndex:
         key = (char_state, pending)
         sid = self._pending.get(key)
         if sid is None:
-            sid = self.num_char_states + len(self._pending_keys)
-            self._pending[key] = sid
-            self._pending_keys.append(key)
+            with self._ids_lock:
+                sid = self._pending.get(key)
+                if sid is None:
+                    sid = self.num_char_states + len(self._pending_keys)
+                    self._pending_keys.append(key)
+                    self._pending[key] = sid
         return sid
 
     def split(self, tstate: int) -> tuple[int, bytes]:
@@ -306,7 +310,8 @@ class TokenIndex:
         return n + 120 * (len(self._pending) + len(self._allowed) + len(self._masks))
 
     def stats(self) -> dict:
-        """Figures over the states indexed so far (the index is lazy)."""
+        """Figures over the states indexed so far (the index is lazy: `char_states_indexed`
+        of `char_states`; the allowed_* figures cover those only)."""
         counts = [len(self._allowed[s]) for s in list(self._allowed) if s < self.num_char_states]
         return {
             "vocab_size": self.vocab.size,

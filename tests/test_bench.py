@@ -79,10 +79,14 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     for r in res["rows"]:
         assert r["valid"] == r["runs"] == 1, r
         assert r["output_tokens"] >= 1 and r["wall_s"] > 0 and r["compile_s"] >= 0
+        assert r["output_chars"] == len(r["texts"][0]) and r["texts"][0].startswith(r["sample"])
     assert set(res["summary"]) == {t.name for t in tasks}
-    assert all(not s["fastest_peer"].startswith("cfsm") and s["all_valid"] for s in res["summary"].values())
+    assert all(not s["fastest_peer"].startswith("cfsm") and s["all_valid"] and s["cfsm_valid"] for s in res["summary"].values())
+    yes_no = [r["texts"][0] for r in res["rows"] if r["task"] == "yes/no (regex)"]
+    assert len(set(yes_no)) == 1, yes_no  # same prompt ids, greedy, same language: the same answer everywhere
     speed = res["compile"]["seconds"]
-    assert set(speed) == {"outlines-core Index", "fsm (default backend)", "xgrammar", "llguidance",
+    assert set(speed) == {"outlines-core Index", "fsm (default backend; lazy: states indexed as decoding reaches them)",
+                          "fsm, every state indexed up front (what Index builds)", "xgrammar", "llguidance",
                           "fsm, cached (engine compile cache)"}
     assert res["compile"]["vs_outlines_core"]["outlines-core Index"] == pytest.approx(1.0)
     assert "| yes/no (regex) | cfsm jump |" in format_table(res)

@@ -127,4 +127,4 @@ def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_pat
         assert row["runs"] == 1 and 0 <= row["valid"] <= 1
         assert row["output_tokens"] <= 8 or row["system"] == "outlines"  # outlines: its text re-tokenized
     assert json.loads(out.read_text()) == res and out.with_suffix(".html").exists()
-    assert res["compile"]["vs_outlines_core"]["fsm (default backend)"] > 0
+    assert all(v > 0 for v in res["compile"]["seconds"].values())
