@@ -76,6 +76,7 @@ class VocabTokens:
     active: list[int]  # rows still running at each position
     irregular: list[int]
     cont_start: list[int]
+    irregular_first: np.ndarray  # each irregular token's first byte
 
 
 _VOCAB_TOKENS: dict[str, VocabTokens] = {}
@@ -117,7 +118,8 @@ def _split_vocab(vocab: TokenVocab) -> VocabTokens:
     chars = np.full(cps.shape, -1, dtype=np.int32)
     chars[cps >= 0] = inv
     return VocabTokens(np.array([t for t, _ in regular], dtype=np.int64), chars, alphabet,
-                       [int((lens > j).sum()) for j in range(maxlen)], irregular, cont_start)
+                       [int((lens > j).sum()) for j in range(maxlen)], irregular, cont_start,
+                       np.array([vocab.token_bytes[t][0] for t in irregular], dtype=np.uint8))
 
 
 class TokenIndex:
@@ -154,29 +156,62 @@ class TokenIndex:
             hit = np.zeros(len(listed), dtype=bool)
             hit[pos_ok] = vt.alphabet[pos[pos_ok]] == listed[pos_ok]
             lut[pos[hit]] = np.array(list(dfa.char_class.values()), dtype=np.int32)[hit]
-        self._cls = lut.astype(np.int16 if c < 32767 else np.int32)[vt.chars]  # kept for lazy states: keep it small
+        # kept for lazy states, so small (int16) and by position (a column is one contiguous gather)
+        self._cls = np.ascontiguousarray(lut.astype(np.int16 if c < 32767 else np.int32)[vt.chars].T)
+        # regular tokens grouped by the class of their first character: a state starts its
+        # walk from the groups of its outgoing classes only, not from the whole vocabulary
+        first = self._cls[0] if self._cls.shape[1] else np.zeros(0, dtype=np.int16)
+        self._by_first = np.argsort(first, kind="stable")
+        self._first_start = np.searchsorted(first[self._by_first], np.arange(c + 2))
         self._vt = vt
         self._regular_ids = vt.regular_ids
         self._active = vt.active
-        self._irregular = vt.irregular
+        self._irregular = np.array(vt.irregular, dtype=np.int64)
         self._cont_start = vt.cont_start
+        # the UTF-8 lead bytes of each class's characters: an irregular token can only be
+        # allowed where its first byte starts a character some outgoing class holds
+        self._class_leads = [np.unique(np.frombuffer(bytes(ch.encode("utf-8")[0] for ch in chars if ord(ch) >= 0x80)
+                                                     or b"", dtype=np.uint8)) for chars in dfa.classes]
         table = np.full((n + 1, c + 1), n, dtype=np.int32)  # row/col n = dead
         for s, row in enumerate(dfa.trans):
             for k, t in row.items():
                 table[s, k] = t
         self._table = table
 
+    def _irregular_candidates(self, s: int) -> list[int]:
+        """Irregular tokens worth walking from `s`: those starting with ASCII (walked
+        character by character) or with a lead byte some outgoing class can continue."""
+        row = self.dfa.trans[s]
+        if self.dfa.other_class is not None and self.dfa.other_class in row:
+            return self._irregular.tolist()
+        first = self._vt.irregular_first
+        ok = np.zeros(256, dtype=bool)
+        ok[:0x80] = True
+        for k in row:
+            if k < len(self._class_leads):
+                ok[self._class_leads[k]] = True
+        return self._irregular[ok[first]].tolist()
+
     def _compute(self, s: int) -> np.ndarray:
         """One char state's allowed ids: every regular token walked at once, column by
         column; the irregular ones byte by byte."""
         dead = self.num_char_states
-        cur = np.full(self._cls.shape[0], s, dtype=np.int32)
-        for j, active in enumerate(self._active):
-            if active == 0:
+        out = sorted(self.dfa.trans[s].items())
+        groups = [self._by_first[self._first_start[k]: self._first_start[k + 1]] for k, _t in out]
+        rows = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+        cur = np.repeat(np.array([t for _k, t in out], dtype=np.int32), [len(g) for g in groups])
+        done = []
+        for j, active in enumerate(self._active[1:], 1):
+            if not len(rows):
                 break
-            cur[:active] = self._table[cur[:active], self._cls[:active, j]]
-        ok = self._regular_ids[cur != dead]
-        extra = [t for t in self._irregular if self._walk(s, b"", self.vocab.token_bytes[t]) is not None]
+            ended = rows >= active  # rows are sorted longest first: these have ended, alive
+            done.append(rows[ended])
+            rows, cur = rows[~ended], cur[~ended]
+            cur = self._table[cur, self._cls[j][rows]]
+            alive = cur != dead  # only the survivors are walked on: after a character or two, few are
+            rows, cur = rows[alive], cur[alive]
+        ok = self._regular_ids[np.concatenate(done + [rows])]
+        extra = [t for t in self._irregular_candidates(s) if self._walk(s, b"", self.vocab.token_bytes[t]) is not None]
         ids = np.concatenate([ok, np.array(extra, dtype=np.int64)]) if extra else ok
         if s in self.dfa.finals:
             ids = np.append(ids, self.vocab.eos_token_id)

@@ -17,15 +17,18 @@ def peers_html(res: dict) -> str:
         body = "".join(
             f"<tr><td>{html.escape(r['system'])}</td><td align=right>{r['wall_s']:.2f} s</td>"
             f"<td align=right>{r['wall_s'] / max(fastest, 1e-9):.2f}x</td><td align=right>{r['output_tokens']}</td>"
+            f"<td align=right>{r.get('output_chars', '')}</td><td align=right>{r.get('ms_per_char', '')}</td>"
             f"<td align=right>{r['tokens_per_s']}</td><td align=right>{r['compile_s'] * 1e3:.1f} ms</td>"
             f"<td align=right style='{'' if r['valid'] == r['runs'] else 'color:#b91c1c;font-weight:bold'}'>"
             f"{r['valid']}/{r['runs']}</td><td><code>{html.escape(r['sample'][:120])}</code></td></tr>" for r in rows)
         s = res["summary"].get(task, {})
         parts.append(f"<h2>{html.escape(task)}</h2><table border=1 cellpadding=3 style='border-collapse:collapse'>"
-                     "<tr><th>system</th><th>wall</th><th>vs fastest</th><th>output tokens</th><th>tokens/s</th>"
+                     "<tr><th>system</th><th>wall</th><th>vs fastest</th><th>output tokens</th><th>output chars</th><th>ms/char</th>"
+                     "<th>tokens/s</th>"
                      f"<th>compile</th><th>valid</th><th>first output</th></tr>{body}</table>"
                      f"<p>cfsm jump vs the fastest peer ({html.escape(str(s.get('fastest_peer')))}): "
-                     f"<b>{s.get('jump_speedup_vs_fastest_peer')}x</b></p>")
+                     f"<b>{s.get('jump_speedup_vs_fastest_peer')}x</b> in wall time, {s.get('jump_speedup_per_char')}x per "
+                     f"output character; outputs equal to the fastest peer's: {s.get('same_outputs_as_fastest_peer')}</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
