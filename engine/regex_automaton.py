@@ -235,22 +235,24 @@ def minimize(d: Neutral) -> Neutral:
     states = list(d.trans)
     dead = max(states) + 1
     symbols = sorted({k for row in d.trans.values() for k in row})
-    inv: dict[int, dict[int, list[int]]] = {k: {} for k in symbols}
+    into: dict[int, list[tuple[int, int]]] = {}  # target -> (symbol, source) pairs
     for s_ in states + [dead]:
         row = d.trans.get(s_, {})
         for k in symbols:
-            inv[k].setdefault(row.get(k, dead), []).append(s_)
+            into.setdefault(row.get(k, dead), []).append((k, s_))
     finals = set(d.finals)
     rest = set(states) - finals | {dead}
     blocks: list[set[int]] = [b for b in (finals, rest) if b]
     where = {s_: i for i, b in enumerate(blocks) for s_ in b}
     work = {min(range(len(blocks)), key=lambda i: len(blocks[i]))} if len(blocks) > 1 else set()
     while work:
-        splitter = set(blocks[work.pop()])
-        for k in symbols:
-            pre = [s_ for t in splitter for s_ in inv[k].get(t, ())]
+        pre: dict[int, list[int]] = {}  # symbol -> states that it takes into the splitter
+        for t in blocks[work.pop()]:
+            for k, s_ in into.get(t, ()):
+                pre.setdefault(k, []).append(s_)
+        for sources in pre.values():
             touched: dict[int, set[int]] = {}
-            for s_ in pre:
+            for s_ in sources:
                 touched.setdefault(where[s_], set()).add(s_)
             for i, inside in touched.items():
                 if len(inside) == len(blocks[i]):

@@ -71,7 +71,7 @@ class VocabTokens:
     matrix of character ids, longest first, and the irregular (partial-character) ones."""
 
     regular_ids: np.ndarray  # token ids, rows of `chars`
-    chars: np.ndarray  # (tokens, max length) indices into `alphabet`; -1 past the end
+    chars: np.ndarray  # (max length, tokens) indices into `alphabet`, -1 past the end: by position
     alphabet: np.ndarray  # the distinct code points the vocabulary uses, sorted
     active: list[int]  # rows still running at each position
     irregular: list[int]
@@ -117,6 +117,7 @@ def _split_vocab(vocab: TokenVocab) -> VocabTokens:
     alphabet, inv = np.unique(cps[cps >= 0], return_inverse=True)
     chars = np.full(cps.shape, -1, dtype=np.int32)
     chars[cps >= 0] = inv
+    chars = np.ascontiguousarray(chars.T)
     return VocabTokens(np.array([t for t, _ in regular], dtype=np.int64), chars, alphabet,
                        [int((lens > j).sum()) for j in range(maxlen)], irregular, cont_start,
                        np.array([vocab.token_bytes[t][0] for t in irregular], dtype=np.uint8))
@@ -157,7 +158,7 @@ class TokenIndex:
             hit[pos_ok] = vt.alphabet[pos[pos_ok]] == listed[pos_ok]
             lut[pos[hit]] = np.array(list(dfa.char_class.values()), dtype=np.int32)[hit]
         # kept for lazy states, so small (int16) and by position (a column is one contiguous gather)
-        self._cls = np.ascontiguousarray(lut.astype(np.int16 if c < 32767 else np.int32)[vt.chars].T)
+        self._cls = lut.astype(np.int16 if c < 32767 else np.int32)[vt.chars]
         # regular tokens grouped by the class of their first character: a state starts its
         # walk from the groups of its outgoing classes only, not from the whole vocabulary
         first = self._cls[0] if self._cls.shape[1] else np.zeros(0, dtype=np.int16)
