@@ -247,17 +247,14 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
     from outlines_core import Index, Vocabulary
 
     from .backends import get_backend
+    from .backends.outlines_backend import token_groups
     from .regex_normalize import normalize_regex
     from .token_index import vocab_tokens
 
     ctx, c = engine.ctx, Constraint("regex", regex)
     regex = normalize_regex(regex)  # what every adapter hands its library (\w as the engine reads it)
     t = time.perf_counter()
-    groups: dict[bytes, list[int]] = {}
-    for tid, b in enumerate(ctx.vocab.token_bytes):
-        if b and tid != ctx.eos_token_id:
-            groups.setdefault(b, []).append(tid)
-    oc_vocab = Vocabulary(ctx.eos_token_id, groups)
+    oc_vocab = Vocabulary(ctx.eos_token_id, token_groups(ctx))  # without the adapter's end marker
     xgr_info = xgr.TokenizerInfo.from_huggingface(ctx.tokenizer, vocab_size=ctx.vocab_size)
     llg_tok = from_tokenizer(ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
     vocab_tokens(ctx.vocab)

@@ -91,11 +91,7 @@ def _run_and_wait(page) -> None:
 def test_character_preset_run_and_scrub(page, app_url):
     page.wait_for_selector("#model-status", timeout=60_000)
     page.wait_for_function("document.querySelector('#model-status').innerText.includes('Model ready')", timeout=180_000)
-    # choose the character preset from the dropdown
-    dd = page.locator("#preset input")
-    dd.click()
-    dd.fill("SGLang character")
-    page.get_by_role("option", name="SGLang character (regex)").click()
+    _pick_preset(page, "SGLang character (regex)")  # from the dropdown
     page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('Gryffindor')", timeout=10_000)
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)

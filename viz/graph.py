@@ -9,7 +9,6 @@ that the page marks as current, on the path, or jumped; nothing is re-laid out."
 from __future__ import annotations
 
 import hashlib
-import html
 import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -233,13 +232,8 @@ def render_svg(dot: str) -> str:
 
 
 def mark_svg(svg: str, marks: dict[str, str]) -> str:
-    """A standalone copy of a layout with one step's marks (element id -> class) and the
-    mark CSS inlined: what the page's download link gives, and what tests read."""
+    """A layout with one step's marks (element id -> class) and the mark CSS inlined, built
+    in Python the way the page's script marks its SVG: for tests and for static exports."""
     for el, cls in marks.items():
         svg = re.sub(rf'(<g id="{re.escape(el)}" class=")([^"]*)"', lambda m, c=cls: f'{m.group(1)}{m.group(2)} {c}"', svg)
     return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + "<style>" + MARK_CSS + "</style>", svg, count=1)
-
-
-def svg_document(svg: str, title: str = "cfsm-lab FSM") -> str:
-    """A standalone .svg file for download."""
-    return '<?xml version="1.0" encoding="UTF-8"?>\n<!-- ' + html.escape(title) + " -->\n" + svg

@@ -62,8 +62,9 @@ def legend() -> str:
 
 
 def chip_labels(tokens: list[dict]) -> list[tuple[str, str]]:
-    """Each token's chip text and hover note. Byte-fallback tokens (with `hex`) read
-    `<E5 9F>`; the one that completes a character also shows it: `<A6> = 日`."""
+    """Each token's chip text and hover note. Byte-fallback tokens (with `hex`) read as the
+    engine wrote them, `<E5 9F>`; the one that completes a character also shows it:
+    `<A6> = 日`."""
     out: list[tuple[str, str]] = []
     pending = b""
     for t in tokens:
@@ -72,9 +73,8 @@ def chip_labels(tokens: list[dict]) -> list[tuple[str, str]]:
             pending = b""
             out.append((visible(t["text"]), ""))
             continue
-        raw = bytes.fromhex(h)
-        label = "<" + " ".join(f"{x:02X}" for x in raw) + ">"
-        pending += raw
+        label = str(t["text"])  # its spaces are the label's own: not shown as glyphs
+        pending += bytes.fromhex(h)
         try:
             ch = pending.decode("utf-8")
             out.append((f"{label} = {ch}", f"bytes {pending.hex(' ').upper()} make {ch!r}"))

@@ -26,20 +26,28 @@ END_MARKER = "\U0010fffd"
 MARKER_BYTES = END_MARKER.encode("utf-8")
 
 
+def token_groups(ctx: TokenizerContext) -> dict[bytes, list[int]]:
+    """Token ids by their bytes, EOS and special tokens left out: what outlines-core's
+    `Vocabulary` is built from."""
+    groups: dict[bytes, list[int]] = {}
+    for tid, b in enumerate(ctx.vocab.token_bytes):
+        if b and tid != ctx.eos_token_id:
+            groups.setdefault(b, []).append(tid)
+    return groups
+
+
 def _vocabulary(ctx: TokenizerContext):
     """outlines-core's vocabulary plus the end-marker token (id = vocabulary size), and the
     ids of tokens that end in the marker's first bytes; built once per tokenizer."""
     from outlines_core import Vocabulary
 
-    groups: dict[bytes, list[int]] = {}
+    groups = token_groups(ctx)
     prefix_ids = set()
-    for tid, b in enumerate(ctx.vocab.token_bytes):
-        if b and tid != ctx.eos_token_id:
-            if MARKER_BYTES in b:
-                raise CfsmError("unsupported_model", "a token contains the outlines adapter's end marker U+10FFFD")
-            groups.setdefault(b, []).append(tid)
-            if any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))):
-                prefix_ids.add(tid)
+    for b, ids in groups.items():
+        if MARKER_BYTES in b:
+            raise CfsmError("unsupported_model", "a token contains the outlines adapter's end marker U+10FFFD")
+        if any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))):
+            prefix_ids.update(ids)
     groups[MARKER_BYTES] = [ctx.vocab_size]
     return Vocabulary(ctx.eos_token_id, groups), frozenset(prefix_ids)
 
