@@ -47,6 +47,7 @@ class Playground:
     mode: Any
     ws: Any
     lenient: Any
+    spec: Any
     max_new: Any
     temp: Any
     top_p: Any
@@ -131,6 +132,9 @@ def _run_settings(modes, backends, wss) -> dict:
         w["ws"] = gr.Radio(wss, value="compact", label="JSON whitespace policy", elem_id="whitespace")
         w["lenient"] = gr.Checkbox(False, label="Lenient: compile schema keywords the backend cannot enforce, with a "
                                    "warning", elem_id="lenient")
+        w["spec"] = gr.Checkbox(False, label="Spec reading: objects accept unlisted keys unless additionalProperties "
+                                "closes them, and 1.0 counts as an integer (default: closed objects, one spelling "
+                                "per number)", elem_id="spec")
     with gr.Row():
         w["max_new"] = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
         w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")

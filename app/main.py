@@ -59,11 +59,12 @@ def _msg(exc: BaseException) -> str:
     return f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {html.escape(text)}</div>'
 
 
-def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False) -> Constraint:
+def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False,
+                    spec: bool = False) -> Constraint:
     text = {"regex": rx, "schema": sch, "grammar": gram}.get(kind, "")
     if not (text or "").strip():
         raise CfsmError("invalid_input", f"the {kind} is empty")
-    return Constraint(kind, text, ws, bool(lenient) and kind == "schema")
+    return Constraint(kind, text, ws, bool(lenient) and kind == "schema", bool(spec) and kind == "schema")
 
 
 def live_check(kind: str, text: str, ws: str, backend: str = "xgrammar") -> str:
@@ -112,6 +113,8 @@ def summary_md(trace: dict) -> str:
         parts.append(f"**{mark}**: {html.escape(str(why))}")
     for w in trace.get("warnings") or []:
         parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
+    if ((trace.get("request") or {}).get("constraint") or {}).get("spec"):
+        parts.append("Spec reading: objects accepted unlisted keys, integers could be written `1.0`.")
     if ideal:
         parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")
     return "  \n".join(parts)
@@ -120,12 +123,12 @@ def summary_md(trace: dict) -> str:
 def strings_checker(hub: EngineHub):
     """The Test strings panel's handler: each line checked with the chosen backend."""
 
-    def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, backend_v, model_t, lines):
+    def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v, backend_v, model_t, lines):
         from engine.check import check_text
         from viz.highlight import test_strings_html
 
         try:
-            c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v)
+            c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
             eng = hub.get(check_page_model(model_t))
             res = eng.compile(c, backend_v)
             texts = [t for t in (lines or "").split("\n") if t != ""][:50]
@@ -175,11 +178,11 @@ def run_streamer(hub: EngineHub):
     streaming tokens, then the step view. Errors become one line; the app keeps serving."""
 
     def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
-               collapse_v, whole_v, lenient_v=False, prev_trace=None):
+               collapse_v, whole_v, lenient_v=False, spec_v=False, prev_trace=None):
         handle = RunHandle()
         out = RunOutputs()
         try:
-            constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v)
+            constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
             req = GenerateRequest(prompt=prompt_t or "", constraint=constraint, mode=mode_v, backend=backend_v,
                                   max_new_tokens=int(max_v), temperature=float(temp_v), top_p=float(top_v),
                                   seed=int(seed_v or 0))
@@ -250,7 +253,7 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: RunOutp
 
 def restore_inputs(trace: dict) -> list:
     """An uploaded trace's inputs, for the input widgets (kind, tab, regex, schema,
-    grammar, prompt, whitespace, lenient, backend, mode, max tokens, temperature, top-p, seed)."""
+    grammar, prompt, whitespace, lenient, spec, backend, mode, max tokens, temperature, top-p, seed)."""
     r = trace.get("request") or {}
     c = r.get("constraint") or {}
     k = c.get("kind") if c.get("kind") in KINDS else None
@@ -260,6 +263,7 @@ def restore_inputs(trace: dict) -> list:
         k or keep, gr.Tabs(selected=k) if k else keep,
         text if k == "regex" else keep, text if k == "schema" else keep, text if k == "grammar" else keep,
         r.get("prompt", keep), c.get("whitespace") if c.get("whitespace") in WS else keep, bool(c.get("lenient", False)),
+        bool(c.get("spec", False)),
         trace.get("backend") if trace.get("backend") in BACKENDS else keep,
         trace.get("mode") if trace.get("mode") in MODES else keep,
         _num(r.get("max_new_tokens"), 1, 512, keep), _num(r.get("temperature"), 0, 2, keep),
@@ -333,7 +337,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
 
     ui.preset.input(on_preset, ui.preset, [ui.kind, ui.ctabs, ui.rx, ui.sch, ui.gram, ui.prompt, ui.ws, ui.mode, ui.backend],
                     queue=False)
-    ui.ts_btn.click(strings_checker(hub), [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.lenient, ui.backend, ui.model,
+    ui.ts_btn.click(strings_checker(hub), [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.lenient, ui.spec, ui.backend, ui.model,
                                               ui.ts_text], ui.ts_out, concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
 
@@ -344,7 +348,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
     run_evt = ui.run_btn.click(
         run_streamer(hub),
         [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.prompt, ui.model, ui.backend, ui.mode, ui.max_new, ui.temp, ui.top_p,
-         ui.seed, ui.collapse, ui.whole, ui.lenient, ui.trace],
+         ui.seed, ui.collapse, ui.whole, ui.lenient, ui.spec, ui.trace],
         outputs, concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
     )
     def on_stop(h, trace, collapse_v, whole_v):
@@ -369,7 +373,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         box.input(relayout, [ui.trace, ui.collapse, ui.whole], ui.view, show_progress="hidden")
 
     def on_upload(f, collapse_v, whole_v):
-        n_inputs = 14
+        n_inputs = 15
         try:
             if f is None:
                 return [gr.skip()] * (len(RUN_OUTPUTS) + 2 + n_inputs)
@@ -382,7 +386,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
             return [gr.skip()] * len(RUN_OUTPUTS) + [None, _msg(exc)] + [gr.skip()] * n_inputs
 
     ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole],
-                       outputs + [ui.up_trace, ui.up_err, ui.kind, ui.ctabs, ui.rx, ui.sch, ui.gram, ui.prompt, ui.ws, ui.lenient,
+                       outputs + [ui.up_trace, ui.up_err, ui.kind, ui.ctabs, ui.rx, ui.sch, ui.gram, ui.prompt, ui.ws, ui.lenient, ui.spec,
                                   ui.backend, ui.mode, ui.max_new, ui.temp, ui.top_p, ui.seed])
 
 
@@ -461,21 +465,22 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
 
 def _wire_api(hub: EngineHub) -> None:
     def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
-                    lenient: bool = False) -> dict:
+                    lenient: bool = False, spec: bool = False) -> dict:
         """Compile a regex/schema/grammar; returns the automaton description (engine JSON)."""
         try:
             eng = hub.get()
-            return eng.compile_report(Constraint(kind, constraint, whitespace, bool(lenient) and kind == "schema"), backend)
+            return eng.compile_report(make_constraint(kind, constraint, constraint, constraint, whitespace, lenient, spec),
+                                      backend)
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
     def api_run(prompt: str, kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
                 mode: str = "jump", max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
-                lenient: bool = False) -> dict:
+                lenient: bool = False, spec: bool = False) -> dict:
         """Decode under a constraint; returns the engine's trace JSON."""
         try:
             eng = hub.get()
-            c = None if mode == "free" else Constraint(kind, constraint, whitespace, bool(lenient) and kind == "schema")
+            c = None if mode == "free" else make_constraint(kind, constraint, constraint, constraint, whitespace, lenient, spec)
             return eng.generate(GenerateRequest(prompt=prompt, constraint=c, mode=mode, backend=backend,
                                                 max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                                                 seed=int(seed)))

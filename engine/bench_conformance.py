@@ -48,8 +48,8 @@ class ConformanceRun:
     """One backend over the suite; counts per file and in total, and keeps the cases a
     user would want to see (invalid accepted, valid rejected)."""
 
-    def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool) -> None:
-        self.backend, self.ctx, self.whitespace, self.lenient = backend, ctx, whitespace, lenient
+    def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool, spec: bool = False) -> None:
+        self.backend, self.ctx, self.whitespace, self.lenient, self.spec = backend, ctx, whitespace, lenient, spec
         self.impl = get_backend(backend)
         self.totals = dict.fromkeys(COUNTERS, 0)
         self.files: dict[str, dict] = {}
@@ -69,7 +69,7 @@ class ConformanceRun:
         schema = group["schema"]
         self._bump(counts, "schemas")
         try:
-            c = Constraint("schema", json.dumps(schema), self.whitespace, self.lenient)
+            c = Constraint("schema", json.dumps(schema), self.whitespace, self.lenient, self.spec)
             compiled = self.impl.compile(c, self.ctx)
             warnings = compiled.warnings
         except Exception as exc:  # noqa: BLE001 - a crash is recorded as a refusal by "crash"
@@ -107,21 +107,26 @@ class ConformanceRun:
                                "text": text[:300], "schema": json.dumps(schema)[:400], "warned": bool(warnings)})
 
     def report(self) -> dict:
-        return {"backend": self.backend, "totals": self.totals, "files": self.files,
+        parts = {"required": dict.fromkeys(COUNTERS, 0), "optional": dict.fromkeys(COUNTERS, 0)}
+        for name, counts in self.files.items():  # the suite's own split: optional/ is not required
+            part = parts["optional" if name.startswith("optional") else "required"]
+            for k, v in counts.items():
+                part[k] += v
+        return {"backend": self.backend, "totals": self.totals, **parts, "files": self.files,
                 "refusals": dict(sorted(self.refusals.items(), key=lambda kv: -kv[1])), "cases": self.cases}
 
 
 def run(backends: list[str], whitespace: str = "compact", lenient: bool = False, root: Path = SUITE,
-        log=print) -> dict:
+        log=print, spec: bool = False) -> dict:
     if not root.exists():
         raise CfsmError("invalid_input", f"the JSON-Schema test suite is not at {root}")
     from .byte_tokenizer import byte_tokenizer
 
     ctx = TokenizerContext(byte_tokenizer())
-    out = {"suite": "conformance", "whitespace": whitespace, "lenient": lenient, "backends": {}}
+    out = {"suite": "conformance", "whitespace": whitespace, "lenient": lenient, "spec": spec, "backends": {}}
     for b in backends:
         t0 = time.perf_counter()
-        r = ConformanceRun(b, ctx, whitespace, lenient)
+        r = ConformanceRun(b, ctx, whitespace, lenient, spec)
         for path in suite_files(root):
             t1 = time.perf_counter()
             r.run_file(path, str(path.relative_to(root)))
@@ -133,12 +138,15 @@ def run(backends: list[str], whitespace: str = "compact", lenient: bool = False,
 
 
 def format_table(res: dict) -> str:
-    head = f"{'backend':<11} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} {'valid ok':>9} " \
-           f"{'valid rej':>9} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
+    head = f"{'backend':<20} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} {'valid ok':>9} " \
+           f"{'valid rej':>14} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
     rows = [head]
     for b, r in res["backends"].items():
-        t = r["totals"]
-        rows.append(f"{b:<11} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} {t['warned']:>6} "
-                    f"{t['valid_accepted']:>9} {t['valid_rejected']:>9} {t['invalid_rejected']:>8} "
-                    f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}")
+        for label, t in [(b, r["totals"]), ("  required", r.get("required")), ("  optional", r.get("optional"))]:
+            if t is None:
+                continue
+            share = f"{t['valid_rejected']} ({100 * t['valid_rejected'] / max(t['valid'], 1):.1f}%)"
+            rows.append(f"{label:<20} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} {t['warned']:>6} "
+                        f"{t['valid_accepted']:>9} {share:>14} {t['invalid_rejected']:>8} "
+                        f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}")
     return "\n".join(rows)

@@ -11,6 +11,10 @@ from pathlib import Path
 from .backends import BACKENDS
 from .errors import CfsmError
 
+SPEC_HELP = ("read the schema as JSON Schema does: objects accept keys they do not list unless "
+             "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
+             "reading, closed objects and one spelling per number)")
+
 
 def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
     g = p.add_mutually_exclusive_group(required=True)
@@ -22,6 +26,7 @@ def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> N
                    help="whitespace policy for JSON schemas (same for every backend)")
     p.add_argument("--lenient", action="store_true",
                    help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing")
+    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
 
 def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
@@ -31,6 +36,7 @@ def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grammar")
     p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
     p.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
+    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -47,12 +53,13 @@ def _constraint_from(args, obj: dict | None = None):
     src = obj if obj is not None else vars(args)
     ws = src.get("whitespace") or "compact"
     lenient = bool(src.get("lenient", getattr(args, "lenient", False)))
+    spec = bool(src.get("spec", getattr(args, "spec", False)))
     if src.get("regex") is not None:
         return Constraint("regex", src["regex"], ws)
     if src.get("schema") is not None:
         schema = src["schema"]
         text = json.dumps(schema) if isinstance(schema, (dict, bool)) else load_schema_arg(schema)
-        return Constraint("schema", text, ws, lenient)
+        return Constraint("schema", text, ws, lenient, spec)
     if src.get("grammar") is not None:
         g = src["grammar"]
         if "\n" not in g and len(g) < 4096 and Path(g).is_file():
@@ -171,7 +178,7 @@ def cmd_generate(args) -> int:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
     obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",
                                           "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
-                                          "jump_threshold", "healing_tokens", "lenient")}
+                                          "jump_threshold", "healing_tokens", "lenient", "spec")}
     req = _request_from(obj, args)
     req.validate()
     eng = Engine(args.model, args.device, args.trust_remote_code)
@@ -186,6 +193,7 @@ def cmd_generate(args) -> int:
         t = tr["totals"]
         print(f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
               f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})"
+              + (", spec reading" if ((tr.get("request") or {}).get("constraint") or {}).get("spec") else "")
               + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or []),
               file=sys.stderr)
     return 0
@@ -258,7 +266,7 @@ def _bench_conformance(args) -> int:
     from .bench_conformance import format_table, run
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    res = run(backends, args.whitespace, args.lenient, log=(lambda *_: None) if args.json else print)
+    res = run(backends, args.whitespace, args.lenient, spec=args.spec, log=(lambda *_: None) if args.json else print)
     out = Path(args.out or "bench-results/conformance.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res))
@@ -306,7 +314,7 @@ def cmd_check(args) -> int:
     else:
         if not args.text:
             raise CfsmError("invalid_input", "give at least one --text (or --requests FILE.jsonl)")
-        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace", "lenient")}
+        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace", "lenient", "spec")}
         if _constraint_from(None, base) is None:
             raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
         items = [{**base, "backend": args.backend, "text": t} for t in args.text]
@@ -412,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
                    help="conformance: how instances are written and schemas compiled")
     b.add_argument("--lenient", action="store_true", help="conformance: compile unenforceable keywords with warnings")
+    b.add_argument("--spec", action="store_true", help="conformance: " + SPEC_HELP)
     b.add_argument("--out", default=None, help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)")
     b.add_argument("--json", action="store_true")
     _add_model_args(b)

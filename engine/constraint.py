@@ -23,6 +23,10 @@ class Constraint:
     text: str
     whitespace: str = "compact"
     lenient: bool = False  # compile keywords a backend cannot enforce, with a warning
+    # JSON Schema's own reading: objects stay open unless `additionalProperties` closes
+    # them, and an integer value may be written `1.0`. The default is generation's
+    # reading: objects that list `properties` are closed, each number has one spelling.
+    spec: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -35,7 +39,7 @@ class Constraint:
 
     @property
     def key(self) -> str:
-        h = hashlib.sha256(f"{self.kind}\x00{self.whitespace}\x00{int(self.lenient)}\x00{self.text}".encode("utf-8", "surrogatepass"))
+        h = hashlib.sha256(f"{self.kind}\x00{self.whitespace}\x00{int(self.lenient)}{int(self.spec)}\x00{self.text}".encode("utf-8", "surrogatepass"))
         return h.hexdigest()[:20]
 
     def schema_obj(self) -> dict | bool:
@@ -46,14 +50,14 @@ class Constraint:
         if self.kind == "regex":
             return self.text
         if self.kind == "schema":
-            return schema_to_regex(self.text, self.whitespace, self.lenient)
+            return schema_to_regex(self.text, self.whitespace, self.lenient, self.spec)
         return None
 
     def regex_warnings(self) -> list[str]:
         """What the regex path leaves unenforced (only ever non-empty when lenient)."""
         if self.kind != "schema":
             return []
-        return list(compile_schema_regex(self.text, self.whitespace, self.lenient).warnings)
+        return list(compile_schema_regex(self.text, self.whitespace, self.lenient, self.spec).warnings)
 
 
 def load_schema_arg(arg: str) -> str:
@@ -89,18 +93,18 @@ def parse_schema(text: str) -> dict | bool:
     return obj
 
 
-def schema_to_regex(text: str, whitespace: str = "compact", lenient: bool = False) -> str:
+def schema_to_regex(text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False) -> str:
     """JSON schema -> regex by the project's own exact compiler (engine/schema_regex.py)."""
-    return compile_schema_regex(text, whitespace, lenient).regex
+    return compile_schema_regex(text, whitespace, lenient, spec).regex
 
 
 @functools.lru_cache(maxsize=64)
-def compile_schema_regex(text: str, whitespace: str = "compact", lenient: bool = False):
+def compile_schema_regex(text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False):
     """The regex and the warnings of what `lenient` let through unenforced (memoized: the
     page, the backends and the doctor ask for the same schema's regex many times)."""
     from .schema_regex import schema_regex
 
-    rx = schema_regex(parse_schema(text), whitespace, lenient)
+    rx = schema_regex(parse_schema(text), whitespace, lenient, spec)
     if len(rx.regex) > 25 * MAX_SCHEMA_CHARS:
         raise CfsmError("input_too_large", f"the schema's regex is {len(rx.regex):,} characters long")
     return rx
@@ -117,12 +121,24 @@ def dump_as_generated(doc, schema=None, whitespace: str = "compact", allow_nan: 
 
 def reorder_like_schema(doc, schema):
     """A document with its keys in the schema's property order (the order generation
-    follows), recursively; keys the schema does not list keep their place at the end."""
-    if isinstance(doc, dict) and isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-        props = schema["properties"]
+    follows: own `properties`, then those of `allOf`/`anyOf`/`oneOf` members, as the
+    compiler merges them), recursively; keys the schema does not list keep their place at
+    the end."""
+    if isinstance(doc, dict) and isinstance(schema, dict):
+        props = _property_order(schema)
         out = {k: reorder_like_schema(doc[k], props[k]) for k in props if k in doc}
         out.update({k: v for k, v in doc.items() if k not in out})
         return out
     if isinstance(doc, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
         return [reorder_like_schema(x, schema["items"]) for x in doc]
     return doc
+
+
+def _property_order(schema: dict) -> dict:
+    props = dict(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else {}
+    for kw in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(kw) or []:
+            if isinstance(sub, dict):
+                for k, v in _property_order(sub).items():
+                    props.setdefault(k, v)
+    return props

@@ -1,7 +1,9 @@
 """Regexes for the common string `format`s, each a subset of what the format's RFC (and
 the JSON-Schema test suite) calls valid: what cannot be said exactly in a regular
-language is left out (February 29th, leap seconds other than 23:59:60Z, hostnames past
-four labels) rather than let something invalid through."""
+language is left out (leap seconds other than 23:59:60Z: with an offset, the local time
+that is a leap second depends on the offset written after it; `xn--` A-labels, whose
+punycode needs decoding; hostnames past four labels) rather than let something invalid
+through."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ _DAY_BY_MONTH = alt([
     "(0[13578]|1[02])-31",
 ])
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
-DATE = alt([f"[0-9]{{4}}-{_DAY_BY_MONTH}", f"{_LEAP_YEAR}-02-29"])
+_YEAR = "([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # not 0000: most date libraries start at year 1
+DATE = alt([f"{_YEAR}-{_DAY_BY_MONTH}", f"{_LEAP_YEAR}-02-29"])
 _HMS = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
 _OFFSET = "([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 _SECFRAC = r"(\.[0-9]+)?"
@@ -59,7 +62,7 @@ def _label(most: int) -> str:
 HOSTNAME = rf"{_label(63)}(\.{_label(63)}){{0,2}}(\.{_label(59)})?"
 _ATOM = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _QUOTED = '\\\\"[ !#-\\[\\]-~]*\\\\"'  # a quoted local part, its quotes escaped inside the JSON string
-EMAIL = alt([rf"{_ATOM}(\.{_ATOM})*", _QUOTED]) + "@" + alt([HOSTNAME, rf"\[{IPV4}\]"])
+EMAIL = alt([rf"{_ATOM}(\.{_ATOM})*", _QUOTED]) + "@" + alt([HOSTNAME, rf"\[{IPV4}\]", rf"\[IPv6:{IPV6}\]"])
 _PCT = "%[0-9A-Fa-f]{2}"
 _UNRESERVED = r"A-Za-z0-9._~!$&'()*+,;=\-"
 _PCHAR = f"([{_UNRESERVED}:@]|{_PCT})"

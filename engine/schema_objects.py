@@ -35,14 +35,15 @@ def key_not_in(words: set[str]) -> str:
     return '"' + below(trie) + '"'
 
 
-def extra_schema_of(s: dict):
+def extra_schema_of(s: dict, spec: bool = False):
     """The schema an unlisted key's value gets, or False when the object is closed: an
-    object that lists `properties` (or patterns) is closed unless it says otherwise."""
+    object that lists `properties` (or patterns) is closed unless it says otherwise, or
+    unless `spec` (JSON Schema's reading, where only `additionalProperties` closes)."""
     ap = s.get("additionalProperties")
     if ap is None and "unevaluatedProperties" in s:
         ap = s["unevaluatedProperties"]  # no applicators here (refused upstream): the same as additionalProperties
     if ap is None:
-        return True if not s.get("properties") and not s.get("patternProperties") else False
+        return True if spec or (not s.get("properties") and not s.get("patternProperties")) else False
     return ap
 
 
@@ -53,7 +54,7 @@ class ObjectCompiler:
         self.props = dict(s.get("properties") or {})
         self.required = list(dict.fromkeys(s.get("required") or []))
         self.patterns = dict(s.get("patternProperties") or {})
-        self.extra_schema = extra_schema_of(s)
+        self.extra_schema = extra_schema_of(s, c.spec)
 
     def regex(self) -> str | None:
         names = self.listed_names()
@@ -140,7 +141,8 @@ class ObjectCompiler:
 
     def counts(self, n_req: int, n_listed: int, extras: bool) -> tuple[int | None, int | None]:
         """minProperties/maxProperties: (min, max) count, or (None, _) when unsatisfiable."""
-        lo, hi = self.s.get("minProperties", 0), self.s.get("maxProperties")
+        lo, hi = int(self.s.get("minProperties", 0)), self.s.get("maxProperties")
+        hi = None if hi is None else int(hi)  # the suite writes 2.0
         if hi is not None and hi < n_req:
             return None, None
         if lo > n_req:

@@ -80,6 +80,9 @@ class RefResolver:
             self.stack.pop()
 
 
+_DATA = ("enum", "const", "default", "examples")  # keywords whose values are instances
+
+
 def _anchors(root) -> dict:
     out = {}
 
@@ -87,8 +90,9 @@ def _anchors(root) -> dict:
         if isinstance(n, dict):
             if isinstance(n.get("$anchor"), str):
                 out[n["$anchor"]] = n
-            for v in n.values():
-                walk(v)
+            for k, v in n.items():
+                if k not in _DATA:  # an `$anchor` inside a value is data, not an identifier
+                    walk(v)
         elif isinstance(n, list):
             for v in n:
                 walk(v)
@@ -102,7 +106,7 @@ def _has_nested_id(root) -> bool:
         if isinstance(n, dict):
             if not top and isinstance(n.get("$id"), str):
                 return True
-            return any(walk(v, False) for k, v in n.items() if k not in ("enum", "const"))
+            return any(walk(v, False) for k, v in n.items() if k not in _DATA)
         return isinstance(n, list) and any(walk(v, False) for v in n)
 
     return walk(root, True)

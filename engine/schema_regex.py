@@ -6,11 +6,14 @@ skipped with a warning that travels with the compiled constraint.
 
 Choices that make the language smaller than the schema's (documented in the README):
 objects that list `properties` are closed unless `additionalProperties` says otherwise,
-keys come in the schema's order, numbers with bounds have no exponent, and nesting of
-untyped values and of recursive `$ref`s stops at a stated depth."""
+and each number has one spelling (`1`, never `1.0`, for an integer), unless `spec` asks
+for JSON Schema's own reading; keys come in the schema's order, numbers with bounds have
+no exponent, and nesting of untyped values and of recursive `$ref`s stops at a stated
+depth."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -66,10 +69,12 @@ class SchemaRegex:
 class SchemaCompiler:
     """One compile of one schema; holds the root (for $ref), the policy and the warnings."""
 
-    def __init__(self, root: dict | bool, whitespace: str = "compact", lenient: bool = False) -> None:
+    def __init__(self, root: dict | bool, whitespace: str = "compact", lenient: bool = False,
+                 spec: bool = False) -> None:
         self.root = root
         self.sep = Separators.of(whitespace)
         self.lenient = lenient
+        self.spec = spec  # open objects, integers also as `1.0` (see the module docstring)
         self.warnings: list[str] = []
         self.refs = RefResolver(root, REF_DEPTH)
 
@@ -168,7 +173,7 @@ class SchemaCompiler:
 
         required = set(s.get("required", []))
         props = s.get("properties", {})
-        closed = extra_schema_of(s) is False and not s.get("patternProperties")
+        closed = extra_schema_of(s, self.spec) is False and not s.get("patternProperties")
         for trigger, deps in s["dependentRequired"].items():
             if trigger in required and set(deps) <= required:
                 continue
@@ -251,7 +256,7 @@ class SchemaCompiler:
         out = []
         for v in keep:
             try:
-                out.append(self.sep.dumps(v))
+                out.append(self.value(v))
             except ValueError:
                 continue
         return alt(out)
@@ -262,7 +267,31 @@ class SchemaCompiler:
         mult = s.get("multipleOf")
         if mult is not None:
             return self.multiple_of(to_fraction(mult), lo, lo_strict, hi, hi_strict, integer, ptr)
-        return _bounded(lo, lo_strict, hi, hi_strict, integer)
+        rx = _bounded(lo, lo_strict, hi, hi_strict, integer)
+        return self.also_point_zero(rx, lo, hi) if integer else rx
+
+    def also_point_zero(self, ints: str | None, lo=None, hi=None) -> str | None:
+        """With `spec`, integers may also be written `7.0`: the same number to JSON Schema.
+        Not next to a bound past 2^53, where the float a validator reads may round across it."""
+        if not self.spec or ints is None or any(b is not None and abs(b) > _EXACT for b in (lo, hi)):
+            return ints
+        return f"({ints})(\\.0+)?"
+
+    def value(self, v) -> str:
+        """A const/enum value as a regex: generation's one spelling, or with `spec` every
+        spelling JSON Schema calls equal (`1.0` for 1, `1.50` for 1.5, keys of a small
+        object in any order)."""
+        if not self.spec:
+            return self.sep.dumps(v)
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return self.sep.dumps(v)
+        if isinstance(v, (int, float)):
+            return _number_spellings(v, self.sep)
+        if isinstance(v, list):
+            return self.sep.arr(self.sep.item.join(self.value(x) for x in v))
+        members = [re.escape(json.dumps(k, ensure_ascii=False)) + self.sep.key + self.value(x) for k, x in v.items()]
+        orders = itertools.permutations(members) if len(members) <= 4 else [members]
+        return self.sep.obj(alt([self.sep.item.join(o) for o in orders]) or "")
 
     def bounds(self, s: dict, ptr: str):
         """The bounds, refused when their decimal spelling is too long for a float to keep
@@ -287,7 +316,7 @@ class SchemaCompiler:
     def int_multiples(self, m: int, lo: int | None, hi: int | None, ptr: str) -> str | None:
         if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED:
             first = -(-lo // m) * m
-            return alt([str(v) for v in range(first, hi + 1, m)])
+            return self.also_point_zero(alt([str(v) for v in range(first, hi + 1, m)]), lo, hi)
         a, b = _two_five(m)
         d = max(a or 0, b, 1)
         if lo in (None, 0, 1) and hi is None and a is not None and 10**d // m <= 200:
@@ -312,7 +341,7 @@ class SchemaCompiler:
                 q = float(text) / float(m)
                 if int(q) == q:  # what jsonschema computes
                     vals.append(text)
-            return alt([re.escape(x) for x in vals])
+            return alt([_spelled(x, self.spec) for x in vals])
         self.refuse("multipleOf", ptr, f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
                     "which no regex can follow")
         return _bounded(lo, lo_strict, hi, hi_strict, integer)
@@ -403,6 +432,26 @@ def _counted(unit: str, lo: int, hi: int | None) -> str:
     if hi == 0:
         return ""
     return unit + ("?" if (lo, hi) == (0, 1) else "" if lo == hi == 1 else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+
+
+_EXACT = 2**53  # integers up to here are exact as floats
+
+
+def _spelled(text: str, spec: bool) -> str:
+    """A decimal's text as a regex: as written, or with `spec` also with trailing zeros."""
+    if not spec:
+        return re.escape(text)
+    return re.escape(text) + (r"(\.0+)?" if "." not in text else "0*")
+
+
+def _number_spellings(v: int | float, sep: Separators) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("not JSON")
+    if isinstance(v, float) and v.is_integer() and abs(v) <= _EXACT:
+        v = int(v)
+    if isinstance(v, int):
+        return _spelled(str(v), abs(v) <= _EXACT) if abs(v) <= _EXACT else sep.dumps(v)
+    return _spelled(repr(v), "e" not in repr(v))
 
 
 def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | None:
@@ -555,8 +604,9 @@ def _tags_disjoint(a: dict, b: dict) -> bool:
     return any(not any(json_equal(x, y) for x in a[k] for y in b[k]) for k in set(a) & set(b))
 
 
-def schema_regex(schema: dict | bool, whitespace: str = "compact", lenient: bool = False) -> SchemaRegex:
-    return SchemaCompiler(schema, whitespace, lenient).compile()
+def schema_regex(schema: dict | bool, whitespace: str = "compact", lenient: bool = False,
+                 spec: bool = False) -> SchemaRegex:
+    return SchemaCompiler(schema, whitespace, lenient, spec).compile()
 
 
 __all__ = ["SchemaRegex", "Separators", "schema_regex"]

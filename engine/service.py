@@ -77,7 +77,8 @@ class Engine:
     def compile_report(self, constraint: Constraint, backend: str = "fsm") -> dict:
         res = self.compile(constraint, backend)
         out: dict = {
-            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace, "lenient": constraint.lenient},
+            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace, "lenient": constraint.lenient,
+                           "spec": constraint.spec},
             "backend": backend,
             "compile_seconds": round(res.seconds, 4),
             "backend_stats": res.compiled.stats(),

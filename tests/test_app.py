@@ -26,16 +26,18 @@ def test_compare_warns_when_a_run_did_not_finish_or_outputs_differ_or_were_sampl
 def test_an_uploaded_trace_restores_its_inputs():
     trace = {"backend": "xgrammar", "mode": "masked",
              "request": {"prompt": "Hi", "max_new_tokens": 64, "temperature": 0.5, "top_p": 0.9, "seed": 7,
-                         "constraint": {"kind": "schema", "text": "{}", "whitespace": "spaced", "lenient": True}}}
-    kind, tabs, rx, sch, gram, prompt, ws, lenient, backend, mode, mx, temp, top_p, seed = restore_inputs(trace)
-    assert (kind, sch, prompt, ws, lenient, backend, mode) == ("schema", "{}", "Hi", "spaced", True, "xgrammar", "masked")
+                         "constraint": {"kind": "schema", "text": "{}", "whitespace": "spaced", "lenient": True,
+                                        "spec": True}}}
+    kind, tabs, rx, sch, gram, prompt, ws, lenient, spec, backend, mode, mx, temp, top_p, seed = restore_inputs(trace)
+    assert (kind, sch, prompt, ws, lenient, spec, backend, mode) == ("schema", "{}", "Hi", "spaced", True, True,
+                                                                     "xgrammar", "masked")
     assert (mx, temp, top_p, seed) == (64, 0.5, 0.9, 7)
     assert isinstance(rx, type(gr.skip())) and isinstance(gram, type(gr.skip()))
 
 
 def test_a_free_run_upload_keeps_the_constraint_inputs():
     out = restore_inputs({"backend": None, "mode": "free", "request": {"prompt": "x", "constraint": None}})
-    assert isinstance(out[0], type(gr.skip())) and out[9] == "free"
+    assert isinstance(out[0], type(gr.skip())) and out[10] == "free"
 
 
 def test_grammar_live_validation_parses_with_the_chosen_backend_and_hides_source_paths():

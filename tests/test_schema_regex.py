@@ -16,6 +16,7 @@ from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.regex_dfa import build_char_dfa
 from engine.schema_regex import schema_regex
+from engine.validate import format_checker
 
 INVOICE = {
     "type": "object",
@@ -50,15 +51,18 @@ CASES = [
     ({"type": "string", "format": "date"}, ['"2024-02-29"', '"2023-12-31"'], ['"2023-02-29"', '"2023-04-31"', '"2023-13-01"']),
     ({"type": "string", "format": "date-time"}, ['"2019-11-30T08:15:27+05:30"', '"2019-11-30T08:15:27.5z"'],
      ['"2019-11-30 08:15:27Z"', '"1998-12-31T22:59:60Z"']),
-    ({"type": "string", "format": "time"}, ['"23:59:59Z"', '"08:30:06.283185Z"'], ['"24:00:00Z"', '"08:30:06"']),
-    ({"type": "string", "format": "email"}, ['"joe.bloggs@example.com"', '"te~st@example.com"'], ['"2962"', '"a..b@x.com"']),
+    ({"type": "string", "format": "time"}, ['"23:59:59Z"', '"08:30:06.283185Z"', '"23:59:60Z"'],
+     ['"24:00:00Z"', '"08:30:06"', '"22:59:60Z"']),
+    ({"type": "string", "format": "email"}, ['"joe.bloggs@example.com"', '"te~st@example.com"', '"joe.bloggs@[IPv6:::1]"'],
+     ['"2962"', '"a..b@x.com"', '"joe@[IPv6:::g]"']),
     ({"type": "string", "format": "uuid"}, ['"2EB8AA08-AA98-11EA-B4AA-73B441D16380"'], ['"2eb8aa08-aa98-11ea-b4aa73b441d16380"']),
     ({"type": "string", "format": "ipv4"}, ['"192.168.0.1"'], ['"256.1.1.1"', '"01.1.1.1"']),
     ({"type": "string", "format": "ipv6"}, ['"::1"', '"2001:db8::7"', '"::ffff:192.168.0.1"'], ['"1:2:3:4:5:6:7:8:9"', '":::"']),
     ({"type": "string", "format": "hostname"}, ['"www.example.com"', '"a-b"'], ['"-a"', '"a_b"', '"ab--cd"']),
     ({"type": "string", "format": "uri"}, ['"http://foo.bar/?baz=qux#quux"', '"mailto:a@b.c"'], ['"//foo.bar"', '"abc"']),
     ({"enum": ["a", 1, None, [1, 2]]}, ['"a"', "1", "null", "[1,2]"], ['"b"', "2", "true"]),
-    ({"const": {"k": [1]}}, ['{"k":[1]}'], ['{"k":[2]}']),
+    ({"const": {"k": [1]}}, ['{"k":[1]}'], ['{"k":[2]}', '{"k":[1.0]}']),  # one spelling per number
+    ({"maxProperties": 2.0}, ['{"foo":1}', '{"a":1,"b":2}'], ['{"a":1,"b":2,"c":3}']),  # a float count
     ({"type": "string", "enum": ["a", 1, "b"], "maxLength": 1}, ['"a"', '"b"'], ["1"]),
     ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, ["[1]", "[1,2]"], ["[]", "[1,2,3]", '["a"]']),
     ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
@@ -93,10 +97,7 @@ def _accepts(schema, text: str, ws: str = "compact") -> bool:
 
 @pytest.mark.parametrize("schema,good,bad", CASES, ids=[json.dumps(c[0])[:60] for c in CASES])
 def test_keyword_enforced_exactly(schema, good, bad):
-    # jsonschema's own `time` checker refuses RFC 3339 times the suite calls valid: the
-    # conformance benchmark (optional/format/time.json) is the reference there
-    checker = None if schema.get("format") == "time" else jsonschema.FormatChecker()
-    validator = jsonschema.Draft202012Validator(schema, format_checker=checker)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=format_checker())
     dfa = build_char_dfa(schema_regex(schema).regex)
     for text in good:
         assert validator.is_valid(json.loads(text)), text  # the case itself is right
@@ -253,3 +254,109 @@ def test_a_property_named_like_a_keyword_is_not_a_gap(byte_ctx):
     schema = {"type": "object", "properties": {"minimum": {"type": "string"}}, "required": ["minimum"]}
     compiled = get_backend("xgrammar").compile(Constraint("schema", json.dumps(schema)), byte_ctx)
     assert not compiled.warnings and check_text(compiled, None, byte_ctx, '{"minimum":"x"}')["accepted"]
+
+
+# (schema, texts only the spec reading accepts, texts neither accepts)
+SPEC = [
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, ['{"a":1,"b":[true]}', '{"zz":null}'],
+     ['{"a":"x"}', '{"a":1,"a":2}']),
+    ({"type": "object", "properties": {"a": {}}, "additionalProperties": False}, [], ['{"a":1,"b":2}']),
+    ({"type": "integer", "minimum": 1, "maximum": 99}, ["99.0", "1.00"], ["100.0", "0.0", "1.5", "1."]),
+    ({"const": 1}, ["1.0"], ["1.5", "true"]),
+    ({"const": -2.0}, ["-2"], ["2"]),  # generation writes -2.0; both spell the same number
+    ({"enum": [[0], 1.5]}, ["[0.0]", "1.50"], ["[false]", "1.05"]),
+    ({"const": {"foo": "bar", "baz": 1}}, ['{"baz":1,"foo":"bar"}', '{"baz":1.0,"foo":"bar"}'], ['{"foo":"bar"}']),
+    ({"type": "integer", "multipleOf": 2, "minimum": 0, "maximum": 10}, ["4.0"], ["3.0", "12.0"]),
+    ({"type": "integer", "maximum": 9007199254740995}, [], ["9007199254740995.0"]),  # the float rounds up past the bound
+    ({"anyOf": [{"properties": {"bar": {"type": "integer"}}, "required": ["bar"]},
+                {"properties": {"foo": {"type": "string"}}, "required": ["foo"]}]}, ['{"bar":2,"foo":"baz"}'], ['{"bar":"x"}']),
+]
+
+
+@pytest.mark.parametrize("schema,spec_only,neither", SPEC, ids=[json.dumps(c[0])[:60] for c in SPEC])
+def test_spec_reading_accepts_what_json_schema_allows_and_nothing_invalid(schema, spec_only, neither):
+    validator = jsonschema.Draft202012Validator(schema)
+    generation = build_char_dfa(schema_regex(schema).regex)
+    spec = build_char_dfa(schema_regex(schema, spec=True).regex)
+    for text in spec_only:
+        assert validator.is_valid(json.loads(text)), text
+        assert spec.accepts(text) and not generation.accepts(text), text
+    for text in neither:
+        assert not spec.accepts(text) and not generation.accepts(text), text
+
+
+def test_spec_reading_reaches_every_backend_and_the_cache_key(byte_ctx):
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    closed, open_ = Constraint("schema", schema), Constraint("schema", schema, spec=True)
+    assert closed.key != open_.key
+    for b in ("fsm", "outlines", "xgrammar", "llguidance"):
+        compiled = get_backend(b).compile(open_, byte_ctx)
+        assert check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
+        assert not check_text(compiled, None, byte_ctx, '{"b":2}')["accepted"], b
+    for b in ("fsm", "outlines", "xgrammar"):  # llguidance always reads objects as the spec does (README)
+        compiled = get_backend(b).compile(closed, byte_ctx)
+        assert not check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
+
+
+def test_an_anchor_inside_an_enum_is_data_not_an_identifier():
+    schema = {"$defs": {"in_enum": {"enum": [{"$anchor": "my_anchor", "type": "null"}]},
+                        "real": {"$anchor": "my_anchor", "type": "string"}},
+              "anyOf": [{"$ref": "#/$defs/in_enum"}, {"$ref": "#my_anchor"}]}
+    dfa = build_char_dfa(schema_regex(schema).regex)
+    assert dfa.accepts('"any string"') and dfa.accepts('{"$anchor":"my_anchor","type":"null"}')
+    assert not dfa.accepts('{"type":"null"}') and not dfa.accepts("1")
+
+
+@pytest.mark.parametrize("backend", ["fsm", "xgrammar", "llguidance"])
+def test_a_custom_metaschema_is_refused_by_name(byte_ctx, backend):
+    schema = {"$schema": "http://localhost:1234/draft2020-12/metaschema-no-validation.json",
+              "properties": {"a": {"type": "integer"}}}
+    with pytest.raises(CfsmError) as err:
+        get_backend(backend).compile(Constraint("schema", json.dumps(schema)), byte_ctx)
+    assert err.value.kind == "unsupported_feature" and "`$schema` at /$schema" in err.value.message
+    standard = {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+    assert get_backend(backend).compile(Constraint("schema", json.dumps(standard)), byte_ctx) is not None
+
+
+def test_instances_are_written_in_the_order_an_all_of_merge_generates():
+    from engine.constraint import dump_as_generated
+
+    schema = {"allOf": [{"properties": {"bar": {"type": "integer"}}, "required": ["bar"]},
+                        {"properties": {"foo": {"type": "string"}}, "required": ["foo"]}]}
+    text = dump_as_generated({"foo": "baz", "bar": 2}, schema)
+    assert text == '{"bar":2,"foo":"baz"}' and build_char_dfa(schema_regex(schema).regex).accepts(text)
+
+
+@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "email", "uuid", "ipv4", "ipv6", "hostname", "uri"])
+def test_every_string_a_format_regex_generates_passes_the_output_validator(fmt):
+    """The output validator checks `format` on its own (jsonschema's checkers, RFC 3339
+    time here): whatever the compiler lets a model write must pass it."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from engine.json_formats import FORMATS
+
+    @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_regex(FORMATS[fmt], fullmatch=True))
+    def check(content):
+        try:
+            value = json.loads(f'"{content}"')
+        except ValueError:  # from_regex may pick characters our content regex excludes elsewhere
+            return
+        assert format_checker().conforms(value, fmt), (fmt, value)
+
+    check()
+
+
+def test_the_output_validator_checks_formats_and_rfc3339_leap_seconds():
+    from engine.validate import validate_output
+
+    def valid(fmt: str, value: str) -> bool | None:
+        c = Constraint("schema", json.dumps({"type": "string", "format": fmt}))
+        return validate_output(c, json.dumps(value), True, "complete", None)[0]
+
+    assert valid("date", "2024-02-29") and not valid("date", "2023-02-29")
+    assert valid("time", "15:59:60-08:00") and valid("time", "23:59:60Z")  # jsonschema's own checker says no
+    assert not valid("time", "22:59:60Z") and not valid("time", "1২:00:00Z")
+    assert valid("date-time", "1998-12-31T15:59:60.123-08:00") and not valid("date-time", "1985-04-12T23:20:50Z\n")
+    assert not valid("ipv4", "256.1.1.1") and not valid("uri", "//no-scheme")

@@ -4,6 +4,8 @@ its JSON pointer, or (lenient) compiled with a warning that travels with the run
 
 from __future__ import annotations
 
+import re
+
 from ..constraint import Constraint
 from ..errors import CfsmError
 
@@ -35,7 +37,7 @@ def _walk(node, ptr: str = ""):
 
 def native_gaps(backend: str, schema) -> list[tuple[str, str, str]]:
     """(keyword, pointer, why) for each construct `backend` is known to mishandle."""
-    rules = GAPS.get(backend, [])
+    rules = COMMON + GAPS.get(backend, [])
     out = []
     for ptr, node in _walk(schema):
         for rule in rules:
@@ -127,6 +129,17 @@ def _llg_space_class(node):
     return None
 
 
+_STANDARD_META = re.compile(r"https?://json-schema\.org/(draft/(2020-12|2019-09)/schema|draft-0[4-7]/schema)#?")
+
+
+def _custom_metaschema(node):
+    meta = node.get("$schema")
+    if isinstance(meta, str) and not _STANDARD_META.fullmatch(meta):
+        return "$schema", "a custom metaschema may turn vocabularies off; only the standard drafts are read"
+    return None
+
+
+COMMON = [_custom_metaschema]  # for every backend, ours included
 GAPS: dict[str, list] = {
     "xgrammar": [_lookaround, _xg_keywords, _xg_untyped, _xg_siblings, _xg_refs, _xg_required],
     "llguidance": [_llg_formats, _llg_space_class],
@@ -135,7 +148,7 @@ GAPS: dict[str, list] = {
 
 def audit(backend: str, c: Constraint) -> list[str]:
     """Raise for a gap (unless lenient); return the warnings of what lenient let through."""
-    if c.kind != "schema" or backend not in GAPS:
+    if c.kind != "schema":
         return []
     warnings = []
     gaps = native_gaps(backend, c.schema_obj())
@@ -143,7 +156,7 @@ def audit(backend: str, c: Constraint) -> list[str]:
         kw, ptr, why = gaps[0]
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
         raise CfsmError("unsupported_feature", f"`{kw}` at {where} is not enforced by {backend}: {why} "
-                        "(--lenient compiles it unenforced with a warning; the fsm backend may enforce it)")
+                        "(--lenient compiles it unenforced with a warning" + ("; the fsm backend may enforce it)" if backend in GAPS else ")"))
     for kw, ptr, why in gaps:
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
         warnings.append(f"`{kw}` at {where} is NOT enforced by {backend}: {why}")

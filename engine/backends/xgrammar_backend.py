@@ -107,7 +107,7 @@ class XgrammarBackend(GrammarBackend):
                     any_whitespace=ws == "flexible",
                     separators=None if ws == "flexible" else seps,
                     max_whitespace_cnt=1 if ws == "flexible" else None,
-                    strict_mode=True,
+                    strict_mode=not constraint.spec,  # closed objects unless JSON Schema's reading is asked for
                 )
             else:
                 grammar = compiler.compile_grammar(constraint.text)
