@@ -17,7 +17,7 @@ from pathlib import Path
 from .backends import CompiledConstraint, TokenizerContext, get_backend
 from .constraint import Constraint
 from .errors import CfsmError
-from .limits import CACHE_BUDGET_MB, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS, WORKER_RSS_MB
+from .limits import CACHE_BUDGET_MB, WORKER_RSS_MB
 from .limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from .lru import ByteLRU
 from .regex_dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
@@ -233,7 +233,7 @@ class CompileCache:
         if pattern is None:
             raise CfsmError("unsupported_feature", "grammars have no finite automaton to show")
         # regexes derived from schemas are long by nature; the state limit governs them
-        max_chars = MAX_REGEX_CHARS if constraint.kind == "regex" else 25 * MAX_SCHEMA_CHARS
+        max_chars = constraint.max_regex_chars
         key = ("dfa", pattern, max_chars)
         with self._lock:
             fut = self._cached(key)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CfsmError
-from .limits import MAX_GRAMMAR_CHARS, MAX_SCHEMA_CHARS  # noqa: F401 - MAX_GRAMMAR_CHARS is re-exported
+from .limits import MAX_GRAMMAR_CHARS, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS  # noqa: F401 - MAX_GRAMMAR_CHARS is re-exported
 
 KINDS = ("regex", "schema", "grammar")
 WHITESPACE_POLICIES = ("compact", "spaced", "flexible")
@@ -41,6 +41,12 @@ class Constraint:
     def key(self) -> str:
         h = hashlib.sha256(f"{self.kind}\x00{self.whitespace}\x00{int(self.lenient)}{int(self.spec)}\x00{self.text}".encode("utf-8", "surrogatepass"))
         return h.hexdigest()[:20]
+
+    @property
+    def max_regex_chars(self) -> int:
+        """How long its regex may be: a typed regex is held to the input limit, a schema's
+        compiled regex to what the schema limit can produce."""
+        return MAX_REGEX_CHARS if self.kind == "regex" else 25 * MAX_SCHEMA_CHARS
 
     def schema_obj(self) -> dict | bool:
         return parse_schema(self.text)

@@ -154,7 +154,7 @@ def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
     """Check the regex with Python's parser and name unsupported constructs.
     Returns the normalized pattern that the automata are built from."""
     if len(pattern) > max_chars:
-        raise CfsmError("input_too_large", f"regex is {len(pattern)} characters; the limit is {MAX_REGEX_CHARS}")
+        raise CfsmError("input_too_large", f"regex is {len(pattern)} characters; the limit is {max_chars}")
     try:
         re.compile(pattern)
     except re.error as exc:

@@ -3,6 +3,7 @@ optional), then extra keys where the schema allows them and a regex can keep the
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -128,9 +129,13 @@ class ObjectCompiler:
         return None
 
     def pattern_member(self, listed: set[str]) -> str | None:
-        """Extra keys that match some pattern, each value valid for every pattern's schema (a
-        key may match several; which keys match none cannot be said in a regex, so those are
-        not produced). None when a listed name matches a pattern (its value has its own)."""
+        """Extra keys by the patterns they match: exact regions where the patterns are few
+        and plain (`pattern_regions`), else keys that match some pattern, each value valid
+        for every pattern's schema (keys that match none are then not produced). None when
+        a listed name matches a pattern (its value has its own)."""
+        exact = self.pattern_regions(listed)
+        if exact is not None:
+            return exact or None
         if any(re.search(p, n) for p in self.patterns for n in listed):
             return None
         where = pointer_join(self.ptr, "patternProperties")
@@ -138,6 +143,37 @@ class ObjectCompiler:
         subs = list(self.patterns.values())
         value = self.c.node(subs[0] if len(subs) == 1 else {"allOf": subs}, where)
         return None if value is None else '"' + alt(bodies) + '"' + self.sep.key + value
+
+    def pattern_regions(self, listed: set[str]) -> str | None:
+        """One member per set of patterns a key matches (and, when extra keys are open, per
+        key that matches none): its value gets exactly those patterns' schemas. "" when no
+        region has a key and a value; None when the patterns are not plain or too many,
+        or the key regexes grow too large (the caller falls back)."""
+        from .regex_algebra import TooLarge, combine
+
+        pats = list(self.patterns.items())
+        if len(pats) > MAX_EXACT_PATTERNS or not all(_plain(p) for p, _ in pats):
+            return None
+        where = pointer_join(self.ptr, "patternProperties")
+        keys = [KEY_UNIVERSE] + [PatternTranslator(p, where).translate()[0] for p, _ in pats]
+        names = alt([literal_text(n) for n in sorted(listed)])  # "" for a listed empty name
+        keys += [] if names is None else [names]
+        members = []
+        for size in range(len(pats) + 1):
+            for chosen in itertools.combinations(range(len(pats)), size):
+                if not chosen and self.extra_schema is False:
+                    continue
+                value = (self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties")) if not chosen else
+                         self.c.node(_all_of([pats[i][1] for i in chosen]), where))
+                if value is None:
+                    continue
+                try:
+                    key = combine(keys, _region(set(chosen), len(pats), names is not None))
+                except TooLarge:
+                    return None
+                if key is not None:
+                    members.append('"(' + key + ')"' + self.sep.key + value)
+        return alt(members) or ""
 
     def counts(self, n_req: int, n_listed: int, extras: bool) -> tuple[int | None, int | None]:
         """minProperties/maxProperties: (min, max) count, or (None, _) when unsatisfiable."""
@@ -163,6 +199,34 @@ class ObjectCompiler:
         more = f"({item}{extra})" + ("*" if room is None else f"{{0,{room}}}")
         first = extra + (f"({item}{extra})*" if room is None else (f"({item}{extra}){{0,{room - 1}}}" if room > 1 else ""))
         return alt([None if listed is None else listed + more, first if can_be_empty else None, "" if can_be_empty else None])
+
+
+# keys in a pattern region are written as JSON writes them (one spelling per key, so a
+# region's complement is exact) and hold no line terminator (ECMA-262 and Python's `re`,
+# which jsonschema uses, disagree on `.` and `$` there)
+KEY_UNIVERSE = '([^"\\\\\\x00-\\x1f\u2028\u2029]|\\\\["\\\\bft]|\\\\u00(0[0-7bef]|1[0-9a-f]))*'
+MAX_EXACT_PATTERNS = 3
+
+
+_SHORTHAND_OR_FLAG = re.compile(r"(?<!\\)(\\\\)*(\\[dDwWsS]|\(\?[aiLmsux-]+[:)])")
+
+
+def _plain(pattern: str) -> bool:
+    """A pattern whose translation is exact: no shorthand class and no inline flag
+    (ECMA-262 and Python read \\d \\w \\s differently; the translation keeps only
+    their agreement, a smaller language whose complement would take keys it matches)."""
+    return _SHORTHAND_OR_FLAG.search(pattern) is None
+
+
+def _region(chosen: set[int], n: int, has_names: bool):
+    def want(bits: tuple[bool, ...]) -> bool:
+        return bits[0] and all(bits[1 + i] == (i in chosen) for i in range(n)) and not (has_names and bits[-1])
+
+    return want
+
+
+def _all_of(subs: list):
+    return subs[0] if len(subs) == 1 else {"allOf": subs}
 
 
 def _listed(members: list[tuple[str, bool]], item: str) -> str | None:

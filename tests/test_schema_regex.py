@@ -360,3 +360,35 @@ def test_the_output_validator_checks_formats_and_rfc3339_leap_seconds():
     assert not valid("time", "22:59:60Z") and not valid("time", "1২:00:00Z")
     assert valid("date-time", "1998-12-31T15:59:60.123-08:00") and not valid("date-time", "1985-04-12T23:20:50Z\n")
     assert not valid("ipv4", "256.1.1.1") and not valid("uri", "//no-scheme")
+
+
+def test_pattern_properties_regions_accept_exactly_the_valid_objects():
+    """Random objects under random plain patternProperties: nothing invalid is accepted in
+    either reading, and with the spec reading nothing valid is rejected (keys without line
+    terminators, as the regions define them)."""
+    import random
+
+    from engine.constraint import dump_as_generated
+
+    pats, subs = ["a", "^a", "b$", "a.b", "^[ab]+$", "c*", "ab|ba", "^x-", "[0-9]{2}"], [
+        {"type": "integer"}, {"maximum": 5}, {"type": "string"}, True, False, {"minimum": 3}]
+    keys, values = ["a", "b", "ab", "ba", "c", "ca", "xb", "x-1", "12", 'a"b', ""], [1, 7, "s", True, None, 4.5]
+    rnd = random.Random(7)
+    checked = 0
+    for _ in range(16):
+        schema: dict = {"patternProperties": {p: rnd.choice(subs) for p in rnd.sample(pats, rnd.randint(1, 3))}}
+        extra = rnd.choice([None, False, {"type": "boolean"}, True])
+        if extra is not None:
+            schema["additionalProperties"] = extra
+        if rnd.random() < 0.4:
+            schema["properties"] = {rnd.choice(keys): rnd.choice(subs)}
+        validator = jsonschema.Draft202012Validator(schema)
+        for spec in (False, True):
+            dfa = build_char_dfa(schema_regex(schema, spec=spec).regex, max_states=200_000, max_chars=10**7)
+            for _ in range(15):
+                doc = {k: rnd.choice(values) for k in rnd.sample(keys, rnd.randint(0, 2))}
+                text, valid = dump_as_generated(doc, schema), validator.is_valid(doc)
+                assert not (dfa.accepts(text) and not valid), (schema, text)
+                assert not spec or dfa.accepts(text) == valid, (schema, text)
+                checked += 1
+    assert checked == 16 * 2 * 15

@@ -82,7 +82,7 @@ class FsmBackend(GrammarBackend):
         if dfa is None:
             from ..regex_dfa import build_char_dfa
 
-            dfa = build_char_dfa(constraint.regex() or "")
+            dfa = build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)
         if dfa is None:
             raise CfsmError("invalid_input", "no automaton")
         index = TokenIndex(dfa, ctx.vocab)

@@ -190,7 +190,7 @@ class OutlinesBackend(GrammarBackend):
         if dfa is None:
             from ..regex_dfa import build_char_dfa
 
-            dfa = build_char_dfa(constraint.regex() or "")
+            dfa = build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)
         vocab, marker_prefix_ids = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
         try:
             index = Index(f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab)
