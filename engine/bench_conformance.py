@@ -27,6 +27,23 @@ COUNTERS = ("schemas", "compiled", "refused", "warned", "valid", "valid_accepted
             "invalid", "invalid_rejected", "invalid_accepted", "invalid_accepted_unwarned")
 
 
+# backends run one schema at a time in a forked child, with a time and memory limit
+ISOLATED = {"outlines"}
+ISOLATED_TIMEOUT_S = 20.0
+CHILD_MEMORY_BYTES = 4 * 2**30
+
+
+def _child(run: ConformanceRun, group: dict, send) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    try:
+        send.send(run.evaluate(group))
+    except MemoryError:
+        send.send({"refused": "crash: out of memory"})
+    send.close()
+
+
 def suite_files(root: Path = SUITE) -> list[Path]:
     files = sorted(p for p in root.glob("*.json") if p.name not in SKIP)
     return files + sorted((root / "optional" / "format").glob("*.json")) + sorted((root / "optional").glob("*.json"))
@@ -48,8 +65,10 @@ class ConformanceRun:
     """One backend over the suite; counts per file and in total, and keeps the cases a
     user would want to see (invalid accepted, valid rejected)."""
 
-    def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool, spec: bool = False) -> None:
+    def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool, spec: bool = False,
+                 timeout_s: float = ISOLATED_TIMEOUT_S) -> None:
         self.backend, self.ctx, self.whitespace, self.lenient, self.spec = backend, ctx, whitespace, lenient, spec
+        self.isolate, self.timeout_s = backend in ISOLATED, timeout_s
         self.impl = get_backend(backend)
         self.totals = dict.fromkeys(COUNTERS, 0)
         self.files: dict[str, dict] = {}
@@ -66,45 +85,77 @@ class ConformanceRun:
         self.totals[key] += n
 
     def run_group(self, group: dict, name: str, counts: dict) -> None:
-        schema = group["schema"]
         self._bump(counts, "schemas")
+        out = self.evaluate_isolated(group) if self.isolate else self.evaluate(group)
+        schema = group["schema"]
+        if "refused" in out:
+            self._bump(counts, "refused")
+            self.refusals[out["refused"]] = self.refusals.get(out["refused"], 0) + 1
+            if "crash" in out and len(self.cases) < 400:
+                self.cases.append({"file": name, "group": group["description"], "crash": out["crash"],
+                                   "schema": json.dumps(schema)[:400]})
+            return
+        self._bump(counts, "compiled")
+        if out["warned"]:
+            self._bump(counts, "warned")
+        for valid, accepted, desc, text in out["tests"]:
+            self.record(counts, valid, accepted, out["warned"])
+            if accepted != valid and len(self.cases) < 400:
+                self.cases.append({"file": name, "group": group["description"], "test": desc, "valid": valid,
+                                   "text": text[:300], "schema": json.dumps(schema)[:400], "warned": out["warned"]})
+
+    def evaluate(self, group: dict) -> dict:
+        """Compile one group's schema and walk its instances: {"refused": keyword} (and
+        "crash" for a library failure), or {"warned", "tests": [(valid, accepted, test, text)]}."""
+        schema = group["schema"]
         try:
             c = Constraint("schema", json.dumps(schema), self.whitespace, self.lenient, self.spec)
             compiled = self.impl.compile(c, self.ctx)
-            warnings = compiled.warnings
+        except CfsmError as exc:
+            return {"refused": _refusal_keyword(exc.message)}
         except Exception as exc:  # noqa: BLE001 - a crash is recorded as a refusal by "crash"
-            self._bump(counts, "refused")
-            kw = _refusal_keyword(exc.message) if isinstance(exc, CfsmError) else f"crash: {type(exc).__name__}"
-            if not isinstance(exc, CfsmError) and len(self.cases) < 400:
-                self.cases.append({"file": name, "group": group["description"], "crash": repr(exc)[:300],
-                                   "schema": json.dumps(schema)[:400]})
-            self.refusals[kw] = self.refusals.get(kw, 0) + 1
-            return
-        self._bump(counts, "compiled")
-        if warnings:
-            self._bump(counts, "warned")
+            return {"refused": f"crash: {type(exc).__name__}", "crash": repr(exc)[:300]}
+        tests = []
         for test in group["tests"]:
-            self.run_test(compiled, schema, test, name, group["description"], warnings, counts)
+            text = serialize(test["data"], schema, self.whitespace)
+            if text is None:
+                continue
+            try:
+                accepted = bool(check_text(compiled, None, self.ctx, text)["accepted"])
+            except Exception:  # noqa: BLE001 - a backend crash on one instance is a rejection
+                accepted = False
+            tests.append((bool(test["valid"]), accepted, test["description"], text))
+        return {"warned": bool(compiled.warnings), "tests": tests}
 
-    def run_test(self, compiled, schema, test: dict, name: str, desc: str, warnings: list[str], counts: dict) -> None:
-        text = serialize(test["data"], schema, self.whitespace)
-        if text is None:
-            return
+    def evaluate_isolated(self, group: dict) -> dict:
+        """`evaluate` in a forked child with a time and memory limit: outlines-core can
+        spend minutes and gigabytes on one Index, which a thread could not stop."""
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(self, group, send), daemon=True)
+        proc.start()
+        send.close()
         try:
-            accepted = check_text(compiled, None, self.ctx, text)["accepted"]
-        except Exception as exc:  # noqa: BLE001 - a backend crash on one instance is a rejection, recorded
-            accepted, test = False, {**test, "error": str(exc)[:200]}
-        valid = bool(test["valid"])
+            if recv.poll(self.timeout_s):
+                return recv.recv()
+            return {"refused": "compile_timeout"}
+        except EOFError:  # the child died (out of memory): the library could not compile it
+            return {"refused": "crash: out of memory"}
+        finally:
+            proc.kill()
+            proc.join()
+            recv.close()
+
+    def record(self, counts: dict, valid: bool, accepted: bool, warned: bool) -> None:
         self._bump(counts, "valid" if valid else "invalid")
         if valid:
             self._bump(counts, "valid_accepted" if accepted else "valid_rejected")
         else:
             self._bump(counts, "invalid_accepted" if accepted else "invalid_rejected")
-            if accepted and not warnings:
+            if accepted and not warned:
                 self._bump(counts, "invalid_accepted_unwarned")
-        if accepted != valid and len(self.cases) < 400:
-            self.cases.append({"file": name, "group": desc, "test": test["description"], "valid": valid,
-                               "text": text[:300], "schema": json.dumps(schema)[:400], "warned": bool(warnings)})
 
     def report(self) -> dict:
         parts = {"required": dict.fromkeys(COUNTERS, 0), "optional": dict.fromkeys(COUNTERS, 0)}
@@ -127,6 +178,8 @@ def run(backends: list[str], whitespace: str = "compact", lenient: bool = False,
     for b in backends:
         t0 = time.perf_counter()
         r = ConformanceRun(b, ctx, whitespace, lenient, spec)
+        if r.isolate:  # the backend's per-tokenizer tables, built once here rather than in every child
+            r.evaluate({"schema": {"type": "null"}, "tests": []})
         for path in suite_files(root):
             t1 = time.perf_counter()
             r.run_file(path, str(path.relative_to(root)))

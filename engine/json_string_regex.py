@@ -1,15 +1,16 @@
 """Regexes over the *text* of a JSON string's content: what a generated string may contain
 between its quotes. A schema `pattern` speaks about the decoded string, so it is
 translated here into the language of its JSON spellings (a quote becomes `\\"`, a newline
-`\\n`); shorthand classes and `.` take only characters both ECMA-262 and Python's `re`
-(which `jsonschema` uses) put there. The pattern is parsed by Python's `re` parser, so
-syntax the two dialects read differently (ECMA's literal `a{,3}`) follows Python."""
+`\\n`); shorthand classes, `.` and `$` mean what ECMA-262 says (the output validator
+reads patterns the same way, through engine/ecma_pattern.py). The pattern is parsed by
+Python's `re` parser, so syntax the two dialects read differently (ECMA's literal `a{,3}`)
+follows Python."""
 
 from __future__ import annotations
 
-import functools
 import re
 
+from .ecma_pattern import DIGITS, SPACES, WORD
 from .errors import CfsmError
 from .regex_sets import (
     MAXCODE,
@@ -47,38 +48,11 @@ def literal_text(s: str) -> str:
     return "".join(literal(c) for c in s)
 
 
-@functools.lru_cache(maxsize=8)
-def _python_class(shorthand: str) -> tuple[tuple[int, int], ...]:
-    """Code points Python's `re` (unicode mode, as jsonschema runs it) puts in \\d, \\w, \\s."""
-    rx = re.compile(shorthand)
-    out: Ranges = []
-    start = None
-    for cp in range(MAXCODE + 2):
-        hit = cp <= MAXCODE and not (0xD800 <= cp <= 0xDFFF) and rx.match(chr(cp)) is not None
-        if hit and start is None:
-            start = cp
-        elif not hit and start is not None:
-            out.append((start, cp - 1))
-            start = None
-    return tuple(out)
-
-
-_ECMA = {
-    "d": of_chars("0123456789"),
-    "w": norm([(48, 57), (65, 90), (95, 95), (97, 122)]),
-    "s": norm(of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)]),
-}
-
-
 def _category(name: str) -> Ranges:
-    """Shorthand classes as the intersection (positive) or the complement of the union
-    (negated) of ECMA-262's and Python's sets: a character is generated only if both agree."""
-    neg = name.startswith("CATEGORY_NOT_")
-    key = {"DIGIT": "d", "WORD": "w", "SPACE": "s"}[name.rsplit("_", 1)[1]]
-    py = list(_python_class("\\" + key))
-    if neg:
-        return complement(_ECMA[key] + py)
-    return intersect(_ECMA[key], py)
+    """Shorthand classes as ECMA-262 reads them (engine/ecma_pattern.py makes the output
+    validator read them the same way)."""
+    ranges = {"DIGIT": DIGITS, "WORD": WORD, "SPACE": SPACES}[name.rsplit("_", 1)[1]]
+    return complement(ranges) if name.startswith("CATEGORY_NOT_") else ranges
 
 
 def _class_char(cp: int) -> str:

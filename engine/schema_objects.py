@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 
+from .ecma_pattern import to_python
 from .json_string_regex import RAW, PatternTranslator, literal_text
 from .number_regex import alt
 from .schema_refs import merge_all, pointer_join
@@ -86,7 +87,7 @@ class ObjectCompiler:
         names = list(self.props)
         for r in self.required:
             if r not in self.props:
-                if self.extra_schema is False and not any(re.search(p, r) for p in self.patterns):
+                if self.extra_schema is False and not any(re.search(to_python(p), r) for p in self.patterns):
                     return None
                 names.append(r)
         pn = self.s.get("propertyNames")
@@ -105,7 +106,7 @@ class ObjectCompiler:
 
     def value_schema(self, name: str):
         base = self.props.get(name, self.extra_schema if self.extra_schema is not False else True)
-        extra = [sub for p, sub in self.patterns.items() if re.search(p, name)]
+        extra = [sub for p, sub in self.patterns.items() if re.search(to_python(p), name)]
         return {"allOf": [base, *extra]} if extra else base
 
     def extra_member(self, listed: set[str]) -> str | None:
@@ -130,13 +131,13 @@ class ObjectCompiler:
 
     def pattern_member(self, listed: set[str]) -> str | None:
         """Extra keys by the patterns they match: exact regions where the patterns are few
-        and plain (`pattern_regions`), else keys that match some pattern, each value valid
+        (`pattern_regions`), else keys that match some pattern, each value valid
         for every pattern's schema (keys that match none are then not produced). None when
         a listed name matches a pattern (its value has its own)."""
         exact = self.pattern_regions(listed)
         if exact is not None:
             return exact or None
-        if any(re.search(p, n) for p in self.patterns for n in listed):
+        if any(re.search(to_python(p), n) for p in self.patterns for n in listed):
             return None
         where = pointer_join(self.ptr, "patternProperties")
         bodies = [PatternTranslator(p, where).translate()[0] for p in self.patterns]
@@ -147,12 +148,12 @@ class ObjectCompiler:
     def pattern_regions(self, listed: set[str]) -> str | None:
         """One member per set of patterns a key matches (and, when extra keys are open, per
         key that matches none): its value gets exactly those patterns' schemas. "" when no
-        region has a key and a value; None when the patterns are not plain or too many,
-        or the key regexes grow too large (the caller falls back)."""
+        region has a key and a value; None when the patterns are too many or the key
+        regexes grow too large (the caller falls back)."""
         from .regex_algebra import TooLarge, combine
 
         pats = list(self.patterns.items())
-        if len(pats) > MAX_EXACT_PATTERNS or not all(_plain(p) for p, _ in pats):
+        if len(pats) > MAX_EXACT_PATTERNS:
             return None
         where = pointer_join(self.ptr, "patternProperties")
         keys = [KEY_UNIVERSE] + [PatternTranslator(p, where).translate()[0] for p, _ in pats]
@@ -201,21 +202,10 @@ class ObjectCompiler:
         return alt([None if listed is None else listed + more, first if can_be_empty else None, "" if can_be_empty else None])
 
 
-# keys in a pattern region are written as JSON writes them (one spelling per key, so a
-# region's complement is exact) and hold no line terminator (ECMA-262 and Python's `re`,
-# which jsonschema uses, disagree on `.` and `$` there)
-KEY_UNIVERSE = '([^"\\\\\\x00-\\x1f\u2028\u2029]|\\\\["\\\\bft]|\\\\u00(0[0-7bef]|1[0-9a-f]))*'
+# keys in a pattern region are written as JSON writes them: one spelling per key, so the
+# complement of a pattern's keys is exact
+KEY_UNIVERSE = '([^"\\\\\\x00-\\x1f]|\\\\["\\\\bfnrt]|\\\\u00(0[0-7bef]|1[0-9a-f]))*'
 MAX_EXACT_PATTERNS = 3
-
-
-_SHORTHAND_OR_FLAG = re.compile(r"(?<!\\)(\\\\)*(\\[dDwWsS]|\(\?[aiLmsux-]+[:)])")
-
-
-def _plain(pattern: str) -> bool:
-    """A pattern whose translation is exact: no shorthand class and no inline flag
-    (ECMA-262 and Python read \\d \\w \\s differently; the translation keeps only
-    their agreement, a smaller language whose complement would take keys it matches)."""
-    return _SHORTHAND_OR_FLAG.search(pattern) is None
 
 
 def _region(chosen: set[int], n: int, has_names: bool):

@@ -1,6 +1,7 @@
 """Is a finished output valid? Checked independently of the backend that produced it:
 JSON schemas with the `jsonschema` library, `format` included (its own checkers, except
-`time` and `date-time`, whose RFC 3339 leap seconds it rejects: those are checked here),
+`time` and `date-time`, whose RFC 3339 leap seconds it rejects: those are checked here)
+and `pattern` read as ECMA-262 (engine/ecma_pattern.py),
 regexes with Python's `re.fullmatch`, grammars by the backend's own acceptance (there is
 no second grammar engine to ask)."""
 
@@ -12,6 +13,7 @@ import json
 import re
 
 from .constraint import Constraint
+from .ecma_pattern import ecma_schema
 
 _TIME = re.compile(r"(\d\d):(\d\d):(\d\d)(\.\d+)?([zZ]|([+-])(\d\d):(\d\d))", re.ASCII)
 
@@ -83,7 +85,8 @@ def _check_schema(constraint: Constraint, text: str) -> tuple[bool, str]:
     try:
         schema = constraint.schema_obj()
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        err = jsonschema.exceptions.best_match(cls(schema, format_checker=format_checker()).iter_errors(doc))
+        checked = ecma_schema(schema)  # `pattern` as ECMA-262 reads it, as the compiler does
+        err = jsonschema.exceptions.best_match(cls(checked, format_checker=format_checker()).iter_errors(doc))
     except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: say so, do not fail the run
         return None, " ".join(f"could not check against the schema: {exc}".split())[:300]
     if err is None:

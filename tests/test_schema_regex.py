@@ -363,16 +363,18 @@ def test_the_output_validator_checks_formats_and_rfc3339_leap_seconds():
 
 
 def test_pattern_properties_regions_accept_exactly_the_valid_objects():
-    """Random objects under random plain patternProperties: nothing invalid is accepted in
-    either reading, and with the spec reading nothing valid is rejected (keys without line
-    terminators, as the regions define them)."""
+    """Random objects under random patternProperties: nothing invalid is accepted in either
+    reading, and with the spec reading nothing valid is rejected. Patterns are ECMA-262
+    (`$`, `.`, `\\s` differ from Python's `re`): jsonschema gets them through ecma_schema."""
     import random
 
     from engine.constraint import dump_as_generated
+    from engine.ecma_pattern import ecma_schema
 
-    pats, subs = ["a", "^a", "b$", "a.b", "^[ab]+$", "c*", "ab|ba", "^x-", "[0-9]{2}"], [
+    pats, subs = ["a", "^a", "b$", "a.b", "^[ab]+$", "c*", "ab|ba", "^x-", "\\d{2}", "\\s", "^\\W"], [
         {"type": "integer"}, {"maximum": 5}, {"type": "string"}, True, False, {"minimum": 3}]
-    keys, values = ["a", "b", "ab", "ba", "c", "ca", "xb", "x-1", "12", 'a"b', ""], [1, 7, "s", True, None, 4.5]
+    keys, values = ["a", "b", "ab", "ba", "c", "ca", "xb", "x-1", "12", 'a"b', "", "b\n", "a\u2028b", "\ufeff",
+                    "\u0661\u0662", "é"], [1, 7, "s", True, None, 4.5]
     rnd = random.Random(7)
     checked = 0
     for _ in range(16):
@@ -382,7 +384,7 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
             schema["additionalProperties"] = extra
         if rnd.random() < 0.4:
             schema["properties"] = {rnd.choice(keys): rnd.choice(subs)}
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = jsonschema.Draft202012Validator(ecma_schema(schema))
         for spec in (False, True):
             dfa = build_char_dfa(schema_regex(schema, spec=spec).regex, max_states=200_000, max_chars=10**7)
             for _ in range(15):
@@ -392,3 +394,17 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
                 assert not spec or dfa.accepts(text) == valid, (schema, text)
                 checked += 1
     assert checked == 16 * 2 * 15
+
+
+@pytest.mark.parametrize("pattern,value,valid", [
+    ("^\\D$", "\u07c0", True), ("^\\d$", "\u07c0", False), ("^\\W$", "é", True), ("^\\w$", "é", False),
+    ("^\\s$", "\ufeff", True), ("^\\S$", "\ufeff", False), ("^a$", "a\n", False), ("^a.b$", "a\u2028b", False),
+    ("^a.b$", "a\u00e9b", True),
+])
+def test_patterns_are_read_as_ecma_262_by_the_compiler_and_the_validator(pattern, value, valid):
+    from engine.validate import validate_output
+
+    schema = {"type": "string", "pattern": pattern}
+    text = json.dumps(value, ensure_ascii=False)
+    assert build_char_dfa(schema_regex(schema).regex).accepts(text) == valid
+    assert validate_output(Constraint("schema", json.dumps(schema)), text, True, "complete", None)[0] == valid

@@ -1,0 +1,94 @@
+"""JSON Schema's `pattern` is an ECMA-262 regex; `jsonschema` runs it with Python's `re`.
+The two read a few things differently: `\\s` (ECMA takes U+FEFF and the Unicode spaces,
+Python other characters), `.` (ECMA stops at \\r, U+2028 and U+2029 too), `$` (Python
+also matches before a final newline) and, in Unicode mode, `\\d \\w \\b`. `to_python`
+rewrites a pattern so that Python's `re` reads it as ECMA-262 does; the output validator
+and the schema compiler both use it, so what is generated and what is checked agree."""
+
+from __future__ import annotations
+
+import functools
+
+from .regex_sets import MAXCODE, Ranges, complement, norm, of_chars
+
+# ECMA-262 WhiteSpace and LineTerminator: what \s means there
+SPACES: Ranges = norm(of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)])
+DIGITS: Ranges = of_chars("0123456789")
+WORD: Ranges = norm([(48, 57), (65, 90), (95, 95), (97, 122)])
+LINE_TERMINATORS = "\n\r\u2028\u2029"
+_SETS = {"d": DIGITS, "w": WORD, "s": SPACES}
+
+
+@functools.lru_cache(maxsize=1024)
+def to_python(pattern: str) -> str:
+    """The pattern for Python's `re.search`, with ECMA-262's meaning. ASCII mode gives
+    \\d \\w \\b their ECMA sets; \\s, \\S, `.` and `$` are spelled out."""
+    out, i, in_class = ["(?a:"], 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            out.append(_shorthand(nxt, in_class) if nxt in "sS" else pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+            out.append(ch)
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            for lead in ("^", "]"):  # `[^]...` and `[]...`: the first `]` is a member
+                if pattern[i + 1:i + 2] == lead:
+                    out.append(lead)
+                    i += 1
+        elif ch == ".":
+            out.append(f"[^{_body(of_chars(LINE_TERMINATORS))}]")
+        elif ch == "$":
+            out.append(r"\Z")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out) + ")"  # a scoped flag: jsonschema joins patternProperties keys with `|`
+
+
+def _shorthand(letter: str, in_class: bool) -> str:
+    ranges = _SETS[letter.lower()]
+    if letter.isupper():
+        ranges = complement(ranges)
+    return _body(ranges) if in_class else f"[{_body(ranges)}]"
+
+
+def _body(ranges: Ranges) -> str:
+    return "".join(_esc(a) if a == b else f"{_esc(a)}-{_esc(b)}" for a, b in ranges)
+
+
+def _esc(cp: int) -> str:
+    if cp > MAXCODE:
+        cp = MAXCODE
+    return f"\\U{cp:08x}"
+
+
+_DATA = ("enum", "const", "default", "examples")
+_NAMED = ("properties", "$defs", "definitions", "dependentSchemas")
+
+
+def ecma_schema(node):
+    """A schema whose `pattern`s and `patternProperties` keys are rewritten by to_python
+    (data under enum/const is left alone; maps of named subschemas are walked into)."""
+    if isinstance(node, list):
+        return [ecma_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k in _DATA:
+            out[k] = v
+        elif k == "pattern" and isinstance(v, str):
+            out[k] = to_python(v)
+        elif k == "patternProperties" and isinstance(v, dict):
+            out[k] = {to_python(p): ecma_schema(s) for p, s in v.items()}
+        elif k in _NAMED and isinstance(v, dict):
+            out[k] = {name: ecma_schema(s) for name, s in v.items()}
+        else:
+            out[k] = ecma_schema(v)
+    return out
