@@ -7,7 +7,7 @@ import itertools
 import json
 import re
 
-from .ecma_pattern import to_python
+from .ecma_pattern import ecma_schema, to_python
 from .json_string_regex import RAW, PatternTranslator, literal_text
 from .number_regex import alt
 from .schema_refs import merge_all, pointer_join
@@ -97,7 +97,7 @@ class ObjectCompiler:
             if '"$ref"' in json.dumps(pn):
                 self.c.refuse("propertyNames", self.ptr, "it uses a `$ref`, which is not followed for key names")
                 return names
-            ok = jsonschema.Draft202012Validator(pn)
+            ok = jsonschema.Draft202012Validator(ecma_schema(pn))
             bad = [n for n in names if not ok.is_valid(n)]
             if any(n in self.required for n in bad):
                 return None

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from .ecma_pattern import ecma_schema
 from .errors import CfsmError
 from .json_formats import FORMATS
 from .json_string_regex import ANY_STRING, CHAR, RAW, PatternTranslator
@@ -249,7 +250,7 @@ class SchemaCompiler:
             keep = values
         else:
             try:
-                keep = [v for v in values if jsonschema.Draft202012Validator(rest).is_valid(v)]
+                keep = [v for v in values if jsonschema.Draft202012Validator(ecma_schema(rest)).is_valid(v)]
             except Exception as exc:  # noqa: BLE001 - a validator failure is a refusal, not a crash
                 self.refuse(kw, ptr, f"its values cannot be checked against the rest ({exc})")
                 keep = values
