@@ -371,6 +371,27 @@ def test_lenient_checkbox_turns_a_refusal_into_a_warning(page, app_url):
     assert page.locator("#run-error").inner_text().strip() == ""
 
 
+def test_spec_reading_checkbox_opens_objects_and_accepts_1_0_in_the_test_strings(page, app_url):
+    import urllib.parse
+
+    schema = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
+    page.goto(f"{app_url}/?{urllib.parse.urlencode({'kind': 'schema', 'c': schema})}", wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelector('#schema-input')?.innerText.includes('required')", timeout=60_000)
+    page.locator("#test-strings").click()  # open the accordion
+    page.locator("#test-strings-input textarea").fill('{"a":1,"b":2}\n{"a":1.0}\n{"a":"x"}')
+    page.locator("#test-strings-run").click()
+    page.wait_for_selector("#test-strings-result .ts-row", timeout=60_000)
+    rows = page.locator("#test-strings-result .ts-row")
+    assert "leaves at byte 6" in rows.nth(0).inner_text()  # generation's reading: the object is closed
+    assert "leaves at byte 6" in rows.nth(1).inner_text()  # and 1 is written one way
+    page.locator("#spec input").check()
+    page.locator("#test-strings-run").click()
+    page.wait_for_function("!document.querySelector('#test-strings-result .ts-row').innerText.includes('leaves')",
+                           timeout=60_000)
+    assert "match" in rows.nth(0).inner_text() and "match" in rows.nth(1).inner_text()
+    assert "leaves at byte 5" in rows.nth(2).inner_text()  # a string is no integer in either reading
+
+
 def test_api_endpoints_with_gradio_client(app_url):
     from gradio_client import Client
 
