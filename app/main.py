@@ -412,11 +412,11 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
 
 
 def _wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
-    def do_doctor(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, n, with_model):
+    def do_doctor(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, n, with_model, lenient_v=False, spec_v=False):
         from engine.doctor import diagnose
 
         try:
-            c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v)
+            c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
             if c.kind == "grammar":
                 raise CfsmError("unsupported_feature", "the doctor needs a regex or a JSON schema: a grammar has "
                                 "no finite automaton to analyse")
@@ -435,7 +435,8 @@ def _wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
         except BaseException as exc:  # noqa: BLE001
             return _msg(exc), "", None
 
-    doc.btn.click(do_doctor, [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.prompt, ui.model, doc.samples, doc.with_model],
+    doc.btn.click(do_doctor, [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.prompt, ui.model, doc.samples, doc.with_model,
+                              ui.lenient, ui.spec],
                   [doc.err, doc.md, doc.plot], concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
 

@@ -395,18 +395,21 @@ def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokeni
     samples when the change alters which documents are valid), with a verdict."""
     what_if: list[dict] = []
     schema = parse_schema(constraint.text)
+    spec, ws0 = constraint.spec, constraint.whitespace
     variants = []
-    if constraint.whitespace == "flexible":
-        variants.append(("compact separators", constraint.text, "compact", None))
+    if ws0 == "flexible":
+        variants.append(("compact separators", constraint.text, "compact", None, spec))
     fixed = _what_if_schema(schema, "required_ordered")
     if fixed is not None:
-        variants.append(("required and ordered properties, additionalProperties: false", json.dumps(fixed), constraint.whitespace, fixed))
+        variants.append(("required and ordered properties, additionalProperties: false", json.dumps(fixed), ws0, fixed, spec))
     arr = _what_if_schema(schema, "fixed_arrays")
     if arr is not None:
-        variants.append(("fixed array lengths (minItems = maxItems)", json.dumps(arr), constraint.whitespace, arr))
-    for label, text, ws, sch in variants:
+        variants.append(("fixed array lengths (minItems = maxItems)", json.dumps(arr), ws0, arr, spec))
+    variants.append(("generation's reading (closed objects, one spelling per number)" if spec else
+                     "JSON Schema's own reading (--spec: open objects, 1.0 as an integer)", constraint.text, ws0, None, not spec))
+    for label, text, ws, sch, spec2 in variants:
         try:
-            rx2 = schema_to_regex(text, ws)
+            rx2 = schema_to_regex(text, ws, constraint.lenient, spec2)
             dfa2 = build_char_dfa(rx2)
         except CfsmError as exc:
             what_if.append({"change": label, "error": exc.message})

@@ -142,3 +142,14 @@ def test_doctor_cli(capsys, engine):
     assert rep["causes"] and rep["what_if"] and rep["ideal_reduction"] > 1
     assert main(["doctor", "--regex", "(yes|no)", "--samples", "3"]) == 0
     assert "Ideal forward-pass reduction" in capsys.readouterr().out
+
+
+def test_the_spec_reading_what_if_says_what_open_objects_cost(ctx):
+    """Generation closes objects; the doctor measures what JSON Schema's own reading would
+    cost, and the way back from it."""
+    tagged = {"type": "object", "properties": {"id": {"const": 7}, "ok": {"type": "boolean"}}, "required": ["id", "ok"]}
+    for spec in (False, True):  # spec: after `7` a model may write `.0` or another key, so `,"ok":` is no longer forced
+        rep = doc(ctx, Constraint("schema", json.dumps(tagged), "compact", spec=spec), n=8)
+        w = next(w for w in rep["what_if"] if "reading" in w["change"])
+        assert ("JSON Schema's own reading" in w["change"]) == (not spec)
+        assert w["verdict"] == ("lowers" if not spec else "raises"), w
