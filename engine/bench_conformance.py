@@ -36,11 +36,13 @@ CHILD_MEMORY_BYTES = 4 * 2**30
 def _child(run: ConformanceRun, group: dict, send) -> None:
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    with open("/proc/self/statm") as f:  # the address space so far (pages), plus the allowance
+        limit = int(f.read().split()[0]) * resource.getpagesize() + CHILD_MEMORY_BYTES
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         send.send(run.evaluate(group))
     except MemoryError:
-        send.send({"refused": "crash: out of memory"})
+        send.send({"refused": "crash: out of memory", "crash": f"MemoryError past {CHILD_MEMORY_BYTES >> 30} GB"})
     send.close()
 
 
@@ -141,8 +143,11 @@ class ConformanceRun:
             if recv.poll(self.timeout_s):
                 return recv.recv()
             return {"refused": "compile_timeout"}
-        except EOFError:  # the child died (out of memory): the library could not compile it
-            return {"refused": "crash: out of memory"}
+        except EOFError:  # the child died: out of memory (an abort past the limit) or a library panic
+            proc.join(1)
+            why = f"the compiling process died (exit code {proc.exitcode}; the memory limit is " \
+                  f"{CHILD_MEMORY_BYTES >> 30} GB more than the benchmark's)"
+            return {"refused": "crash: process died", "crash": why}
         finally:
             proc.kill()
             proc.join()

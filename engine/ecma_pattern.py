@@ -17,18 +17,27 @@ DIGITS: Ranges = of_chars("0123456789")
 WORD: Ranges = norm([(48, 57), (65, 90), (95, 95), (97, 122)])
 LINE_TERMINATORS = "\n\r\u2028\u2029"
 _SETS = {"d": DIGITS, "w": WORD, "s": SPACES}
+_W = "[0-9A-Z_a-z]"
+_BOUNDARY = f"(?:(?<={_W})(?!{_W})|(?<!{_W})(?={_W}))"
+_NOT_BOUNDARY = f"(?:(?<={_W})(?={_W})|(?<!{_W})(?!{_W}))"
 
 
 @functools.lru_cache(maxsize=1024)
 def to_python(pattern: str) -> str:
-    """The pattern for Python's `re.search`, with ECMA-262's meaning. ASCII mode gives
-    \\d \\w \\b their ECMA sets; \\s, \\S, `.` and `$` are spelled out."""
-    out, i, in_class = ["(?a:"], 0, False
+    """The pattern for Python's `re.search`, with ECMA-262's meaning: \\d \\w \\s (and
+    their negations), \\b \\B, `.` and `$` are spelled out (a scoped `(?a:...)` flag
+    would not do: Python's search shortcut for a leading class ignores it)."""
+    out, i, in_class = ["(?:"], 0, False
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
-            out.append(_shorthand(nxt, in_class) if nxt in "sS" else pattern[i:i + 2])
+            if nxt in "dDwWsS":
+                out.append(_shorthand(nxt, in_class))
+            elif nxt in "bB" and not in_class:  # in a class \b is a backspace in both dialects
+                out.append(_BOUNDARY if nxt == "b" else _NOT_BOUNDARY)
+            else:
+                out.append(pattern[i:i + 2])
             i += 2
             continue
         if in_class:
@@ -48,7 +57,7 @@ def to_python(pattern: str) -> str:
         else:
             out.append(ch)
         i += 1
-    return "".join(out) + ")"  # a scoped flag: jsonschema joins patternProperties keys with `|`
+    return "".join(out) + ")"  # a group: jsonschema joins patternProperties keys with `|`
 
 
 def _shorthand(letter: str, in_class: bool) -> str:

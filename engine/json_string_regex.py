@@ -68,13 +68,20 @@ def _size(ranges: Ranges) -> int:
     return sum(b - a + 1 for a, b in ranges)
 
 
+def narrowed(ranges: Ranges) -> bool:
+    """Whether ranges_regex keeps only the ASCII part of this set (it and its complement
+    are both too large to list): the regex is then a subset, not the set."""
+    no_surrogates = intersect(norm(ranges), [(0, 0xD7FF), (0xE000, MAXCODE)])
+    return _size(complement(no_surrogates)) > 20000 and _size(no_surrogates) > 20000
+
+
 def ranges_regex(ranges: Ranges) -> str | None:
     """Regex for one character of content from a set of code points (None: empty set).
     Large sets are written as a negated class: automaton builders expand the characters a
     class lists, so `[^...]` of the few left out is what stays cheap."""
     no_surrogates = intersect(norm(ranges), [(0, 0xD7FF), (0xE000, MAXCODE)])
     excluded = complement(no_surrogates)
-    if _size(excluded) > 20000 and _size(no_surrogates) > 20000:  # both huge: keep the ASCII part
+    if narrowed(ranges):  # both huge: keep the ASCII part
         no_surrogates = intersect(no_surrogates, [(0, 0x7F)])
         excluded = complement(no_surrogates)
     special = of_chars("".join(sorted(_SPECIAL)))
@@ -103,6 +110,7 @@ class PatternTranslator:
 
     def __init__(self, pattern: str, where: str) -> None:
         self.pattern, self.where = pattern, where
+        self.exact = True  # False once a class had to be narrowed to its ASCII part (a subset)
 
     def fail(self, what: str):
         raise CfsmError("unsupported_feature", f"`pattern` at {self.where}: {what} cannot be enforced ({self.pattern!r})")
@@ -161,6 +169,8 @@ class PatternTranslator:
         return ""
 
     def chars(self, ranges: Ranges) -> str:
+        if narrowed(ranges):
+            self.exact = False
         rx = ranges_regex(ranges)
         if rx is None:
             self.fail("an empty character class")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .errors import CfsmError
 from .regex_dfa import CharDFA, build_char_dfa
 from .regex_sets import norm, of_chars
 
@@ -26,7 +27,10 @@ def combine(regexes: list[str], want: Callable[[tuple[bool, ...]], bool], max_st
             max_chars: int = MAX_CHARS) -> str | None:
     """A regex for the strings s with want(tuple(s in L(r) for r in regexes)), or None
     when that language is empty. Raises TooLarge past the limits."""
-    dfas = [build_char_dfa(r, max_states=max_states * 4) for r in regexes]
+    try:
+        dfas = [build_char_dfa(r, max_states=max_states * 4, max_chars=10 * max_chars) for r in regexes]
+    except CfsmError as exc:  # state_explosion, input_too_large
+        raise TooLarge(exc.message) from None
     classes, listed = _refine(dfas)
     trans, finals = _minimize(*_product(dfas, classes, want, max_states))
     if not finals:
@@ -75,12 +79,10 @@ def _product(dfas: list[CharDFA], classes: list[str], want, max_states: int):
 
 def _minimize(trans: list[dict[int, int]], finals: set[int]) -> tuple[list[dict[int, int]], set[int]]:
     """Moore partition refinement, then dead states (that reach no final) dropped."""
-    part = [1 if s in finals else 0 for s in range(len(trans))]
+    part = _dense([s in finals for s in range(len(trans))])
     while True:
-        sig = {}
-        new = [sig.setdefault((part[s], tuple(sorted((k, part[t]) for k, t in trans[s].items()))), len(sig))
-               for s in range(len(trans))]
-        if len(sig) == len(set(part)):
+        new = _dense([(part[s], tuple(sorted((k, part[t]) for k, t in trans[s].items()))) for s in range(len(trans))])
+        if len(set(new)) == len(set(part)):
             break
         part = new
     n = len(set(part))
@@ -103,6 +105,12 @@ def _minimize(trans: list[dict[int, int]], finals: set[int]) -> tuple[list[dict[
     ren = {s: i for i, s in enumerate(order)}
     out = [{k: ren[t] for k, t in mtrans[s].items() if t in live} for s in order]
     return out, {ren[s] for s in mfinals}
+
+
+def _dense(labels: list) -> list[int]:
+    """Labels renumbered 0, 1, 2, ... in order of first appearance."""
+    ids: dict = {}
+    return [ids.setdefault(x, len(ids)) for x in labels]
 
 
 def _eliminate(trans: list[dict[int, int]], finals: set[int], label: Callable[[list[int]], str], max_chars: int) -> str:

@@ -156,7 +156,10 @@ class ObjectCompiler:
         if len(pats) > MAX_EXACT_PATTERNS:
             return None
         where = pointer_join(self.ptr, "patternProperties")
-        keys = [KEY_UNIVERSE] + [PatternTranslator(p, where).translate()[0] for p, _ in pats]
+        translators = [PatternTranslator(p, where) for p, _ in pats]
+        keys = [KEY_UNIVERSE] + [t.translate()[0] for t in translators]
+        if not all(t.exact for t in translators):  # a narrowed class: its complement would take keys it matches
+            return None
         names = alt([literal_text(n) for n in sorted(listed)])  # "" for a listed empty name
         keys += [] if names is None else [names]
         members = []

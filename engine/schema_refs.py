@@ -80,36 +80,39 @@ class RefResolver:
             self.stack.pop()
 
 
-_DATA = ("enum", "const", "default", "examples")  # keywords whose values are instances
+_DATA = ("enum", "const", "examples", "default")  # keywords whose values are instances, not schemas
+_NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def esc(k: str) -> str:
+    return k.replace("~", "~0").replace("/", "~1")
+
+
+def subschemas(node, ptr: str = ""):
+    """(pointer, subschema) for every subschema: maps of named subschemas (`properties`,
+    `$defs`, ...) are walked into, not taken for schemas (a property may be named
+    `default`), and data (`enum`, `default`) is skipped."""
+    if isinstance(node, dict):
+        yield ptr or "/", node
+        for k, v in node.items():
+            if k in _DATA:
+                continue
+            if k in _NAMED and isinstance(v, dict):
+                for name, sub in v.items():
+                    yield from subschemas(sub, f"{ptr}/{esc(k)}/{esc(name)}")
+            else:
+                yield from subschemas(v, f"{ptr}/{esc(k)}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from subschemas(v, f"{ptr}/{i}")
 
 
 def _anchors(root) -> dict:
-    out = {}
-
-    def walk(n):
-        if isinstance(n, dict):
-            if isinstance(n.get("$anchor"), str):
-                out[n["$anchor"]] = n
-            for k, v in n.items():
-                if k not in _DATA:  # an `$anchor` inside a value is data, not an identifier
-                    walk(v)
-        elif isinstance(n, list):
-            for v in n:
-                walk(v)
-
-    walk(root)
-    return out
+    return {n["$anchor"]: n for _, n in subschemas(root) if isinstance(n.get("$anchor"), str)}
 
 
 def _has_nested_id(root) -> bool:
-    def walk(n, top: bool) -> bool:
-        if isinstance(n, dict):
-            if not top and isinstance(n.get("$id"), str):
-                return True
-            return any(walk(v, False) for k, v in n.items() if k not in _DATA)
-        return isinstance(n, list) and any(walk(v, False) for v in n)
-
-    return walk(root, True)
+    return any(isinstance(n.get("$id"), str) for ptr, n in subschemas(root) if ptr != "/")
 
 
 _MAX = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}

@@ -76,6 +76,7 @@ class SchemaCompiler:
         self.sep = Separators.of(whitespace)
         self.lenient = lenient
         self.spec = spec  # open objects, integers also as `1.0` (see the module docstring)
+        self.draft4 = isinstance(root, dict) and bool(re.search(r"draft-0[34]/", str(root.get("$schema", ""))))
         self.warnings: list[str] = []
         self.refs = RefResolver(root, REF_DEPTH)
 
@@ -153,7 +154,7 @@ class SchemaCompiler:
     def refuse_unhandled(self, s: dict, ptr: str) -> None:
         """Keywords with no regex form: refuse unless they cannot change the language."""
         trivial = {"uniqueItems": False}
-        for kw in ("not", "if", "then", "else", "$dynamicRef", "unevaluatedItems", "contains",
+        for kw in ("not", "if", "then", "else", "$dynamicRef", "$recursiveRef", "unevaluatedItems", "contains",
                    "dependentSchemas", "uniqueItems", "dependencies"):
             if kw in s and not (kw in trivial and s[kw] == trivial[kw]) and not self._vacuous(kw, s):
                 self.refuse(kw, ptr, "it has no regular-language form here")
@@ -268,20 +269,33 @@ class SchemaCompiler:
         mult = s.get("multipleOf")
         if mult is not None:
             return self.multiple_of(to_fraction(mult), lo, lo_strict, hi, hi_strict, integer, ptr)
-        rx = _bounded(lo, lo_strict, hi, hi_strict, integer)
-        return self.also_point_zero(rx, lo, hi) if integer else rx
+        if not integer:
+            return _bounded(lo, lo_strict, hi, hi_strict, integer)
+        return self.integers(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
 
-    def also_point_zero(self, ints: str | None, lo=None, hi=None) -> str | None:
-        """With `spec`, integers may also be written `7.0`: the same number to JSON Schema.
-        Not next to a bound past 2^53, where the float a validator reads may round across it."""
-        if not self.spec or ints is None or any(b is not None and abs(b) > _EXACT for b in (lo, hi)):
+    def integers(self, lo: int | None, hi: int | None) -> str | None:
+        """Integers in [lo, hi]; with `spec` those of at most 15 digits also as `7.0` (the
+        same number to JSON Schema; a float keeps them exact, where a longer one may round
+        across a bound or overflow to infinity)."""
+        ints = int_range(lo, hi)
+        if not self.point_zero(True) or ints is None:
             return ints
-        return f"({ints})(\\.0+)?"
+        lo2, hi2 = max(-_SHORT, lo if lo is not None else -_SHORT), min(_SHORT, hi if hi is not None else _SHORT)
+        if lo2 > hi2:
+            return ints
+        if (lo2, hi2) == (lo, hi):
+            return f"({ints})(\\.0+)?"
+        return alt([ints, f"({int_range(lo2, hi2)})\\.0+"])
+
+    def point_zero(self, integer: bool) -> bool:
+        """May an integral value be written `7.0` here? With `spec`, except for `integer`
+        under draft-04, where 7.0 is no integer."""
+        return self.spec and not (integer and self.draft4)
 
     def value(self, v) -> str:
-        """A const/enum value as a regex: generation's one spelling, or with `spec` every
-        spelling JSON Schema calls equal (`1.0` for 1, `1.50` for 1.5, keys of a small
-        object in any order)."""
+        """A const/enum value as a regex: generation's one spelling, or with `spec` also the
+        spellings that differ by trailing zeros (`1.0` and `1.00` for 1 up to 15 digits,
+        `1.50` for 1.5) and a small object's keys in any order (not `1e0` or `-0`)."""
         if not self.spec:
             return self.sep.dumps(v)
         if isinstance(v, bool) or v is None or isinstance(v, str):
@@ -309,15 +323,15 @@ class SchemaCompiler:
         if m <= 0:
             raise CfsmError("invalid_schema", f"`multipleOf` at {ptr or '/'} must be positive")
         if m.denominator == 1:  # integer steps: integers only (a number `4.0` is left out)
-            return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr)
+            return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr, integer)
         # a fractional step is checked by float division in jsonschema (0.3 is no multiple
         # of 0.1 there): only a bounded range, each value checked the same way, is exact
         return self.enumerate_multiples(m, lo, lo_strict, hi, hi_strict, integer, ptr)
 
-    def int_multiples(self, m: int, lo: int | None, hi: int | None, ptr: str) -> str | None:
+    def int_multiples(self, m: int, lo: int | None, hi: int | None, ptr: str, integer: bool) -> str | None:
         if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED:
             first = -(-lo // m) * m
-            return self.also_point_zero(alt([str(v) for v in range(first, hi + 1, m)]), lo, hi)
+            return alt([_spelled(str(v), self.point_zero(integer)) for v in range(first, hi + 1, m)])
         a, b = _two_five(m)
         d = max(a or 0, b, 1)
         if lo in (None, 0, 1) and hi is None and a is not None and 10**d // m <= 200:
@@ -342,7 +356,7 @@ class SchemaCompiler:
                 q = float(text) / float(m)
                 if int(q) == q:  # what jsonschema computes
                     vals.append(text)
-            return alt([_spelled(x, self.spec) for x in vals])
+            return alt([_spelled(x, self.point_zero(integer)) for x in vals])
         self.refuse("multipleOf", ptr, f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
                     "which no regex can follow")
         return _bounded(lo, lo_strict, hi, hi_strict, integer)
@@ -435,24 +449,27 @@ def _counted(unit: str, lo: int, hi: int | None) -> str:
     return unit + ("?" if (lo, hi) == (0, 1) else "" if lo == hi == 1 else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
 
 
-_EXACT = 2**53  # integers up to here are exact as floats
+_SHORT = 10**15 - 1  # integers of at most 15 digits: exact as floats, so `7.0` reads as 7
 
 
 def _spelled(text: str, spec: bool) -> str:
-    """A decimal's text as a regex: as written, or with `spec` also with trailing zeros."""
+    """A decimal's text as a regex: as written, or with `spec` also with trailing zeros
+    (an integer only when it is short: see SchemaCompiler.integers)."""
     if not spec:
         return re.escape(text)
-    return re.escape(text) + (r"(\.0+)?" if "." not in text else "0*")
+    if "." in text:
+        return re.escape(text) + "0*"
+    return re.escape(text) + (r"(\.0+)?" if abs(int(text)) <= _SHORT else "")
 
 
 def _number_spellings(v: int | float, sep: Separators) -> str:
     if isinstance(v, float) and not math.isfinite(v):
         raise ValueError("not JSON")
-    if isinstance(v, float) and v.is_integer() and abs(v) <= _EXACT:
+    if isinstance(v, float) and v.is_integer() and abs(v) <= _SHORT:
         v = int(v)
     if isinstance(v, int):
-        return _spelled(str(v), abs(v) <= _EXACT) if abs(v) <= _EXACT else sep.dumps(v)
-    return _spelled(repr(v), "e" not in repr(v))
+        return _spelled(str(v), True)
+    return _spelled(repr(v), "e" not in repr(v)) if "e" not in repr(v) else sep.dumps(v)
 
 
 def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | None:
@@ -466,10 +483,11 @@ def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | N
 
 def _bounds(s: dict):
     lo = lo_strict = hi = hi_strict = None
-    cands_lo = [(to_fraction(s["minimum"]), False)] if "minimum" in s else []
+    # draft-04 writes an exclusive bound as a boolean next to minimum/maximum
+    cands_lo = [(to_fraction(s["minimum"]), s.get("exclusiveMinimum") is True)] if "minimum" in s else []
     if "exclusiveMinimum" in s and not isinstance(s["exclusiveMinimum"], bool):
         cands_lo.append((to_fraction(s["exclusiveMinimum"]), True))
-    cands_hi = [(to_fraction(s["maximum"]), False)] if "maximum" in s else []
+    cands_hi = [(to_fraction(s["maximum"]), s.get("exclusiveMaximum") is True)] if "maximum" in s else []
     if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
         cands_hi.append((to_fraction(s["exclusiveMaximum"]), True))
     if cands_lo:

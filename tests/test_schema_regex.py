@@ -408,3 +408,54 @@ def test_patterns_are_read_as_ecma_262_by_the_compiler_and_the_validator(pattern
     text = json.dumps(value, ensure_ascii=False)
     assert build_char_dfa(schema_regex(schema).regex).accepts(text) == valid
     assert validate_output(Constraint("schema", json.dumps(schema)), text, True, "complete", None)[0] == valid
+
+
+D4 = "http://json-schema.org/draft-04/schema#"
+# Found in review of the spec reading, the pattern regions and the ECMA-262 reading: each
+# was accepted although invalid (under the declared draft, patterns read as ECMA-262).
+NEVER_EITHER_READING = [
+    ({"patternProperties": {"[^\u4e00-\u9fff]": {"type": "integer"}, "é": {"type": "string"}}}, '{"é":"s"}'),
+    ({"patternProperties": {"^[ -\u7fff]$": {"type": "string"}}, "additionalProperties": {"type": "integer"}}, '{"é":1}'),
+    ({"properties": {"é": {"type": "integer"}}, "patternProperties": {"\\W": {"type": "string"}}}, '{"é":1}'),
+    ({"type": "integer", "multipleOf": 0.5, "minimum": 1152921504606846977, "maximum": 1152921504606846979},
+     "1152921504606846977.0"),
+    ({"type": "integer"}, "1" + "0" * 400 + ".0"),  # a float reads it as infinity
+    ({"$defs": {"t": {"type": "integer"}}, "required": ["default"], "additionalProperties": False,
+      "properties": {"default": {"$id": "http://e.com/i", "$defs": {"t": {"type": "string"}}, "$ref": "#/$defs/t"}}},
+     '{"default":1}'),
+    ({"$schema": D4, "type": "integer"}, "1.0"),  # draft-04: 1.0 is no integer
+    ({"$schema": D4, "type": "integer", "minimum": 5, "exclusiveMinimum": True}, "5"),
+]
+
+
+@pytest.mark.parametrize("schema,text", NEVER_EITHER_READING, ids=[json.dumps(c[0])[:50] for c in NEVER_EITHER_READING])
+@pytest.mark.parametrize("spec", [False, True])
+def test_review_findings_are_never_accepted(schema, text, spec):
+    from engine.ecma_pattern import ecma_schema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    assert not cls(ecma_schema(schema)).is_valid(json.loads(text))
+    try:
+        rx = schema_regex(schema, spec=spec).regex
+    except CfsmError as exc:
+        assert exc.kind == "unsupported_feature"
+        return
+    assert not build_char_dfa(rx, max_states=200_000, max_chars=10**7).accepts(text)
+
+
+def test_regex_algebra_matches_brute_force_and_survives_all_final():
+    import itertools
+    import re
+
+    from engine.regex_algebra import combine
+
+    assert combine(["a*"], lambda b: True) is not None  # every product state final: no crash
+    cases = [(["[ab]*", ".*b.*"], lambda b: b[0] and not b[1]), (["a|ab", "(ab)*"], lambda b: b[0] != b[1]),
+             (["[^a]c", "x?"], lambda b: not b[0] and not b[1])]
+    for regexes, want in cases:
+        rx = combine(regexes, want)
+        for n in range(4):
+            for chars in itertools.product("abcx\n", repeat=n):
+                t = "".join(chars)
+                expected = want(tuple(bool(re.fullmatch(r, t)) for r in regexes))
+                assert (rx is not None and re.fullmatch(rx, t) is not None) == expected, (regexes, t)

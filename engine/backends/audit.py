@@ -8,38 +8,14 @@ import re
 
 from ..constraint import Constraint
 from ..errors import CfsmError
-
-_DATA = ("enum", "const", "examples", "default")
-_NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-
-
-def _esc(k: str) -> str:
-    return k.replace("~", "~0").replace("/", "~1")
-
-
-def _walk(node, ptr: str = ""):
-    """(pointer, subschema) for every subschema; maps of named subschemas (`properties`,
-    `$defs`, ...) are not schemas themselves, and data (`enum`, `default`) is skipped."""
-    if isinstance(node, dict):
-        yield ptr or "/", node
-        for k, v in node.items():
-            if k in _DATA:
-                continue
-            if k in _NAMED and isinstance(v, dict):
-                for name, sub in v.items():
-                    yield from _walk(sub, f"{ptr}/{_esc(k)}/{_esc(name)}")
-            else:
-                yield from _walk(v, f"{ptr}/{_esc(k)}")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _walk(v, f"{ptr}/{i}")
+from ..schema_refs import subschemas
 
 
 def native_gaps(backend: str, schema) -> list[tuple[str, str, str]]:
     """(keyword, pointer, why) for each construct `backend` is known to mishandle."""
     rules = COMMON + GAPS.get(backend, [])
     out = []
-    for ptr, node in _walk(schema):
+    for ptr, node in subschemas(schema):
         for rule in rules:
             hit = rule(node)
             if hit:
