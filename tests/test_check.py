@@ -64,3 +64,14 @@ def test_native_schema_bounds_and_a_bad_line_in_a_requests_file(capsys, tmp_path
 def test_check_without_a_text_is_a_clear_error(capsys):
     rc, (out,) = run(capsys, "--regex", "a")
     assert rc == 2 and out["error"]["kind"] == "invalid_input"
+
+
+def test_spec_flag_and_requests_field_read_the_schema_as_json_schema_does(capsys, tmp_path):
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    rc, (closed,) = run(capsys, "--schema", schema, "--text", '{"a":1.0,"b":2}')
+    rc2, (opened,) = run(capsys, "--schema", schema, "--spec", "--text", '{"a":1.0,"b":2}')
+    assert rc == rc2 == 0 and not closed["accepted"] and opened["accepted"]
+    f = tmp_path / "checks.jsonl"
+    f.write_text(json.dumps({"schema": json.loads(schema), "spec": True, "backend": "xgrammar", "text": '{"a":1,"b":2}'}))
+    rc, (native,) = run(capsys, "--requests", str(f))
+    assert rc == 0 and native["accepted"]  # xgrammar without strict mode
