@@ -376,11 +376,13 @@ def test_spec_reading_checkbox_opens_objects_and_accepts_1_0_in_the_test_strings
 
     schema = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'kind': 'schema', 'c': schema})}", wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')", timeout=120_000)
     page.wait_for_function("document.querySelector('#schema-input')?.innerText.includes('required')", timeout=60_000)
     page.locator("#test-strings").click()  # open the accordion
     page.locator("#test-strings-input textarea").fill('{"a":1,"b":2}\n{"a":1.0}\n{"a":"x"}')
     page.locator("#test-strings-run").click()
-    page.wait_for_selector("#test-strings-result .ts-row", timeout=60_000)
+    page.wait_for_selector("#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=120_000)
+    assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator("#test-strings-output").inner_text()
     rows = page.locator("#test-strings-result .ts-row")
     assert "leaves at byte 6" in rows.nth(0).inner_text()  # generation's reading: the object is closed
     assert "leaves at byte 6" in rows.nth(1).inner_text()  # and 1 is written one way
