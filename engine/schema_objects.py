@@ -8,6 +8,7 @@ import json
 import re
 
 from .ecma_pattern import ecma_schema, to_python
+from .errors import CfsmError
 from .json_string_regex import RAW, PatternTranslator, literal_text
 from .number_regex import alt
 from .schema_refs import merge_all, pointer_join
@@ -87,7 +88,7 @@ class ObjectCompiler:
         names = list(self.props)
         for r in self.required:
             if r not in self.props:
-                if self.extra_schema is False and not any(re.search(to_python(p), r) for p in self.patterns):
+                if self.extra_schema is False and not any(self.matches(p, r) for p in self.patterns):
                     return None
                 names.append(r)
         pn = self.s.get("propertyNames")
@@ -104,9 +105,17 @@ class ObjectCompiler:
             names = [n for n in names if n not in bad]
         return names
 
+    def matches(self, pattern: str, name: str) -> bool:
+        """Does a listed name match a `patternProperties` pattern (read as ECMA-262)?"""
+        try:
+            return re.search(to_python(pattern), name) is not None
+        except re.error as exc:
+            raise CfsmError("unsupported_feature", f"`patternProperties` at {self.ptr or '/'}: the pattern "
+                            f"{pattern!r} does not parse ({exc})") from None
+
     def value_schema(self, name: str):
         base = self.props.get(name, self.extra_schema if self.extra_schema is not False else True)
-        extra = [sub for p, sub in self.patterns.items() if re.search(to_python(p), name)]
+        extra = [sub for p, sub in self.patterns.items() if self.matches(p, name)]
         return {"allOf": [base, *extra]} if extra else base
 
     def extra_member(self, listed: set[str]) -> str | None:
@@ -137,7 +146,7 @@ class ObjectCompiler:
         exact = self.pattern_regions(listed)
         if exact is not None:
             return exact or None
-        if any(re.search(to_python(p), n) for p in self.patterns for n in listed):
+        if any(self.matches(p, n) for p in self.patterns for n in listed):
             return None
         where = pointer_join(self.ptr, "patternProperties")
         bodies = [PatternTranslator(p, where).translate()[0] for p in self.patterns]
