@@ -108,7 +108,10 @@ def test_run_summary_on_the_page_shows_warnings():
               "finished": True, "reason": "complete"}
     md = summary_md({"mode": "jump", "backend": "fsm", "totals": totals, "valid": True, "validation": "ok",
                      "warnings": ["`uniqueItems` at /uniqueItems is NOT enforced: x"]})
-    assert "warning" in md and "uniqueItems" in md
+    assert "warning" in md and "uniqueItems" in md and "Spec reading" not in md
+    spec = summary_md({"mode": "jump", "backend": "fsm", "totals": totals, "valid": True, "validation": "ok",
+                       "request": {"constraint": {"kind": "schema", "text": "{}", "spec": True}}})
+    assert "Spec reading" in spec
 
 
 def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_path):
