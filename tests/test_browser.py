@@ -302,7 +302,8 @@ def test_test_strings_mark_where_each_text_leaves_the_language(page):
     page.locator("#test-strings").click()  # open the accordion
     page.locator("#test-strings-input textarea").fill("1.5\n1.\n1x5")
     page.locator("#test-strings-run").click()
-    page.wait_for_selector("#test-strings-result .ts-row", timeout=60_000)
+    page.wait_for_selector("#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=120_000)
+    assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator("#test-strings-output").inner_text()
     rows = page.locator("#test-strings-result .ts-row")
     assert rows.count() == 3
     assert "match" in rows.nth(0).inner_text()
