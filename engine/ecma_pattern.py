@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from .regex_sets import MAXCODE, Ranges, complement, norm, of_chars
+from .schema_refs import DATA_KEYWORDS, NAMED_SCHEMA_MAPS
 
 # ECMA-262 WhiteSpace and LineTerminator: what \s means there
 SPACES: Ranges = norm(of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)])
@@ -77,10 +78,6 @@ def _esc(cp: int) -> str:
     return f"\\U{cp:08x}"
 
 
-_DATA = ("enum", "const", "default", "examples")
-_NAMED = ("properties", "$defs", "definitions", "dependentSchemas")
-
-
 def ecma_schema(node):
     """A schema whose `pattern`s and `patternProperties` keys are rewritten by to_python
     (data under enum/const is left alone; maps of named subschemas are walked into)."""
@@ -90,13 +87,13 @@ def ecma_schema(node):
         return node
     out = {}
     for k, v in node.items():
-        if k in _DATA:
+        if k in DATA_KEYWORDS:
             out[k] = v
         elif k == "pattern" and isinstance(v, str):
             out[k] = to_python(v)
         elif k == "patternProperties" and isinstance(v, dict):
             out[k] = {to_python(p): ecma_schema(s) for p, s in v.items()}
-        elif k in _NAMED and isinstance(v, dict):
+        elif k in NAMED_SCHEMA_MAPS and isinstance(v, dict):  # patternProperties is caught above
             out[k] = {name: ecma_schema(s) for name, s in v.items()}
         else:
             out[k] = ecma_schema(v)

@@ -80,8 +80,8 @@ class RefResolver:
             self.stack.pop()
 
 
-_DATA = ("enum", "const", "examples", "default")  # keywords whose values are instances, not schemas
-_NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+DATA_KEYWORDS = ("enum", "const", "examples", "default")  # keywords whose values are instances, not schemas
+NAMED_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
 def esc(k: str) -> str:
@@ -95,9 +95,9 @@ def subschemas(node, ptr: str = ""):
     if isinstance(node, dict):
         yield ptr or "/", node
         for k, v in node.items():
-            if k in _DATA:
+            if k in DATA_KEYWORDS:
                 continue
-            if k in _NAMED and isinstance(v, dict):
+            if k in NAMED_SCHEMA_MAPS and isinstance(v, dict):
                 for name, sub in v.items():
                     yield from subschemas(sub, f"{ptr}/{esc(k)}/{esc(name)}")
             else:

@@ -297,14 +297,20 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
 
 
-def test_test_strings_mark_where_each_text_leaves_the_language(page):
-    page.locator("#regex-input textarea").fill(r"[0-9]+(\.[0-9]+)?")
+def _check_test_strings(page, lines: str):
+    """Open the Test strings panel, check `lines`, and return its rows; an error the panel
+    shows fails the test with its text (instead of a timeout)."""
     page.locator("#test-strings").click()  # open the accordion
-    page.locator("#test-strings-input textarea").fill("1.5\n1.\n1x5")
+    page.locator("#test-strings-input textarea").fill(lines)
     page.locator("#test-strings-run").click()
     page.wait_for_selector("#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=120_000)
     assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator("#test-strings-output").inner_text()
-    rows = page.locator("#test-strings-result .ts-row")
+    return page.locator("#test-strings-result .ts-row")
+
+
+def test_test_strings_mark_where_each_text_leaves_the_language(page):
+    page.locator("#regex-input textarea").fill(r"[0-9]+(\.[0-9]+)?")
+    rows = _check_test_strings(page, "1.5\n1.\n1x5")
     assert rows.count() == 3
     assert "match" in rows.nth(0).inner_text()
     assert "prefix" in rows.nth(1).inner_text()
@@ -379,12 +385,7 @@ def test_spec_reading_checkbox_opens_objects_and_accepts_1_0_in_the_test_strings
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'kind': 'schema', 'c': schema})}", wait_until="domcontentloaded")
     page.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')", timeout=120_000)
     page.wait_for_function("document.querySelector('#schema-input')?.innerText.includes('required')", timeout=60_000)
-    page.locator("#test-strings").click()  # open the accordion
-    page.locator("#test-strings-input textarea").fill('{"a":1,"b":2}\n{"a":1.0}\n{"a":"x"}')
-    page.locator("#test-strings-run").click()
-    page.wait_for_selector("#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=120_000)
-    assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator("#test-strings-output").inner_text()
-    rows = page.locator("#test-strings-result .ts-row")
+    rows = _check_test_strings(page, '{"a":1,"b":2}\n{"a":1.0}\n{"a":"x"}')
     assert "leaves at byte 6" in rows.nth(0).inner_text()  # generation's reading: the object is closed
     assert "leaves at byte 6" in rows.nth(1).inner_text()  # and 1 is written one way
     page.locator("#spec input").check()
