@@ -132,9 +132,8 @@ def _run_settings(modes, backends, wss) -> dict:
         w["ws"] = gr.Radio(wss, value="compact", label="JSON whitespace policy", elem_id="whitespace")
         w["lenient"] = gr.Checkbox(False, label="Lenient: compile schema keywords the backend cannot enforce, with a "
                                    "warning", elem_id="lenient")
-        w["spec"] = gr.Checkbox(False, label="Spec reading: objects accept unlisted keys unless additionalProperties "
-                                "closes them, and 1.0 counts as an integer (default: closed objects, one spelling "
-                                "per number)", elem_id="spec")
+        w["spec"] = gr.Checkbox(False, label="Spec reading: open objects, 1.0 as an integer", elem_id="spec",
+                                info="JSON Schema's own reading; the default closes objects that list properties")
     with gr.Row():
         w["max_new"] = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
         w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
