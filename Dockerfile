@@ -13,6 +13,7 @@ WORKDIR /app
 COPY pyproject.toml README.md Makefile ./
 COPY scripts ./scripts
 COPY engine ./engine
+COPY cfsm ./cfsm
 COPY viz ./viz
 COPY app ./app
 COPY assets ./assets
@@ -20,9 +21,9 @@ COPY assets ./assets
 # chromium is only needed by the browser tests, not by the server
 RUN CFSM_SKIP_CHROMIUM=1 bash scripts/setup.sh && rm -rf /var/lib/apt/lists/* /root/.cache/pip
 # convert the embedded model once at build time so the container starts in seconds
-RUN .venv/bin/python -c "from engine.model import embedded_model_dir; embedded_model_dir()"
+RUN .venv/bin/python -c "from engine.decoding.model import embedded_model_dir; embedded_model_dir()"
 
 EXPOSE 7860
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD curl -fsS http://127.0.0.1:7860/ >/dev/null || exit 1
-CMD [".venv/bin/python", "-m", "engine", "serve", "--host", "0.0.0.0", "--port", "7860"]
+CMD [".venv/bin/python", "-m", "cfsm", "serve", "--host", "0.0.0.0", "--port", "7860"]

@@ -11,17 +11,17 @@ setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(PY) -m engine serve --host $(HOST) --port $(PORT)
+	$(PY) -m cfsm serve --host $(HOST) --port $(PORT)
 
 test: setup
-	$(VENV)/bin/ruff check engine viz app tests
+	$(VENV)/bin/ruff check engine viz app cfsm tests scripts
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: setup
-	$(VENV)/bin/ruff check engine viz app tests
+	$(VENV)/bin/ruff check engine viz app cfsm tests scripts
 
 bench: setup
-	$(PY) -m engine bench --names 10
+	$(PY) -m cfsm bench --names 10
 
 clean:
 	rm -rf $(VENV) bench-results test-artifacts

@@ -15,10 +15,10 @@ from pathlib import Path
 import gradio as gr
 
 from engine.constraint import Constraint, parse_schema, schema_to_regex
-from engine.decode import GenerateRequest
+from engine.decoding.decoder import GenerateRequest
+from engine.decoding.trace import validate_trace
 from engine.errors import CfsmError
-from engine.regex_dfa import validate_regex
-from engine.trace import validate_trace
+from engine.regex.dfa import validate_regex
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, head_html, step_view_html
@@ -74,7 +74,7 @@ def live_check(kind: str, text: str, ws: str, backend: str = "xgrammar") -> str:
         return ""
     try:
         if kind == "grammar":
-            from engine.check import check_grammar
+            from engine.analysis.check import check_grammar
 
             check_grammar(text, backend if backend in ("xgrammar", "llguidance") else "xgrammar")
             if backend not in ("xgrammar", "llguidance"):
@@ -124,7 +124,7 @@ def strings_checker(hub: EngineHub):
     """The Test strings panel's handler: each line checked with the chosen backend."""
 
     def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v, backend_v, model_t, lines):
-        from engine.check import check_text
+        from engine.analysis.check import check_text
         from viz.highlight import test_strings_html
 
         try:
@@ -413,7 +413,7 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
 
 def _wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
     def do_doctor(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, n, with_model, lenient_v=False, spec_v=False):
-        from engine.doctor import diagnose
+        from engine.analysis.doctor import diagnose
 
         try:
             c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)

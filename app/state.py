@@ -92,7 +92,7 @@ class EngineHub:
 
     def _load(self, name: str) -> None:
         try:
-            from engine.service import Engine
+            from engine.serving.service import Engine
 
             eng = Engine(None if name == "embedded" else name, self.device, continuous=True, **self.limits)
             with self._lock:

@@ -108,7 +108,7 @@ def schema_to_regex(text: str, whitespace: str = "compact", lenient: bool = Fals
 def compile_schema_regex(text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False):
     """The regex and the warnings of what `lenient` let through unenforced (memoized: the
     page, the backends and the doctor ask for the same schema's regex many times)."""
-    from .schema_regex import schema_regex
+    from .schema.to_regex import schema_regex
 
     rx = schema_regex(parse_schema(text), whitespace, lenient, spec)
     if len(rx.regex) > 25 * MAX_SCHEMA_CHARS:

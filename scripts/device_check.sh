@@ -32,6 +32,6 @@ PY
 # the tests use the best device present (CUDA there)
 timeout 240 $PY -m pytest -q -p no:cacheprovider -m "model and not browser" \
   tests/test_decode.py tests/test_batch.py tests/test_serving.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
-timeout 200 $PY -m engine bench --names "$NAMES" --device "$DEVICE" --out "$OUT/character.json" 2>&1 | tail -12
-timeout 200 $PY -m engine bench --suite batch --batch-sizes "$BATCH_SIZES" --device "$DEVICE" \
+timeout 200 $PY -m cfsm bench --names "$NAMES" --device "$DEVICE" --out "$OUT/character.json" 2>&1 | tail -12
+timeout 200 $PY -m cfsm bench --suite batch --batch-sizes "$BATCH_SIZES" --device "$DEVICE" \
   --out "$OUT/batch.json" 2>&1 | tail -8

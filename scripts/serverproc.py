@@ -34,7 +34,7 @@ def served(url: str | None, env: dict | None = None):
         yield url, None
         return
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--host", "127.0.0.1", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cfsm", "serve", "--host", "127.0.0.1", "--port", str(port)],
                             cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"

@@ -28,7 +28,7 @@ def character_regex(paper_bench) -> str:
 
 @pytest.fixture(scope="session")
 def engine():
-    from engine.service import Engine
+    from engine.serving.service import Engine
 
     eng = Engine()
     yield eng

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from engine.batch import run_batch
+from cfsm.bench.batch import run_batch
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest
+from engine.decoding.decoder import GenerateRequest
 
 pytestmark = pytest.mark.model
 

@@ -2,10 +2,10 @@
 
 import json
 
-from engine.bench import paper_items
-from engine.bench_jsb import summarize, walk_instance
-from engine.compile_cache import CompileCache
+from cfsm.bench.decode import paper_items
+from cfsm.bench.jsonschemabench import summarize, walk_instance
 from engine.constraint import Constraint, reorder_like_schema
+from engine.serving.compile_cache import CompileCache
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"enum": ["alpha", "beta"]}},
           "required": ["n", "tag"], "additionalProperties": False}
@@ -52,7 +52,7 @@ def test_summary_counts_coverage_and_leaks():
 
 
 def test_html_report(tmp_path):
-    from viz.bench_report import write_report
+    from cfsm.bench.report import write_report
 
     rows = [{"subset": "s", "id": "a", "backends": {"xgrammar": {"compiled": True, "compile_s": 0.01, "mask_us": [5.0],
                                                                 "valid": 1, "valid_accepted": 1, "invalid": 0, "invalid_accepted": [],
@@ -67,7 +67,7 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     compile times measured side by side."""
     import pytest
 
-    from engine.bench_peers import SYSTEMS, Task, format_table, run_peers
+    from cfsm.bench.peers import SYSTEMS, Task, format_table, run_peers
 
     small = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
     tasks = [Task("yes/no (regex)", Constraint("regex", "(yes|no)"), ["Is water wet? Answer yes or no."]),

@@ -211,7 +211,7 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(p
 
     from app.layout import CUSTOM
     from engine.constraint import Constraint
-    from engine.decode import GenerateRequest
+    from engine.decoding.decoder import GenerateRequest
 
     page.locator("#regex-input textarea").fill("x")
     page.locator("#regex-input textarea").press_sequentially("+")  # typed, as a user edits a preset
@@ -340,11 +340,11 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
     finally:
         ctx.close()
     page.locator("#stop").click()
-    page.wait_for_function("document.querySelector('#stop-message').innerText.includes('Stopped while compiling')",
-                           timeout=20_000)
+    # read in one go: the message names the phase and what was compiling
+    page.wait_for_function("(t => t.includes('Stopped while compiling') && t.includes('regex for fsm'))"
+                           "(document.querySelector('#stop-message').innerText)", timeout=20_000)
     # the step view is not left saying "Decoding": the previous run's view (or the empty one) is back
     page.wait_for_function("!document.querySelector('#step-view').innerText.includes('Decoding')", timeout=20_000)
-    assert "regex for fsm" in page.locator("#stop-message").inner_text()
 
 
 def test_permalink_restores_inputs(page, app_url):

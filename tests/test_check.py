@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine.cli import main
+from cfsm.cli import main
 
 # no weights are used, but the embedded tokenizer comes from the converted model folder
 # (the first run converts the GGUF), so these count as model tests

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from engine.cli import main
+from cfsm.cli import main
 
 
 def run_cli(*args, timeout=120):
-    r = subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([sys.executable, "-m", "cfsm", *args], capture_output=True, text=True, timeout=timeout)
     return r
 
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from engine.compile_cache import CompileCache
 from engine.constraint import Constraint
 from engine.errors import CfsmError
+from engine.serving.compile_cache import CompileCache
 
 
 @pytest.fixture()
@@ -80,7 +80,7 @@ def test_cache_is_bounded_by_bytes(ctx):
 
 
 def test_byte_lru_evicts_least_recently_used_and_remeasures():
-    from engine.lru import ByteLRU
+    from engine.serving.lru import ByteLRU
 
     sizes = {"a": 40, "b": 40, "c": 40}
     lru = ByteLRU(100, lambda k: sizes[k])
@@ -135,10 +135,10 @@ def test_page_model_names_are_restricted(tmp_path, monkeypatch):
 
 def test_a_lenient_compile_is_not_served_the_strict_refusal():
     from engine.backends import TokenizerContext
-    from engine.byte_tokenizer import byte_tokenizer
-    from engine.compile_cache import CompileCache
     from engine.constraint import Constraint
     from engine.errors import CfsmError
+    from engine.serving.compile_cache import CompileCache
+    from engine.tokens.byte_tokenizer import byte_tokenizer
 
     cache = CompileCache(TokenizerContext(byte_tokenizer()), use_worker=False)
     schema = '{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}'

@@ -1,8 +1,8 @@
 import pytest
 
-from engine.compressed import CompressedFSM
 from engine.errors import CfsmError
-from engine.regex_dfa import build_char_dfa
+from engine.regex.compressed import CompressedFSM
+from engine.regex.dfa import build_char_dfa
 
 
 def cont(pattern: str, prefix: str) -> str:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest
+from engine.decoding.decoder import GenerateRequest
+from engine.decoding.trace import validate_trace
 from engine.errors import CfsmError
-from engine.trace import validate_trace
 
 pytestmark = pytest.mark.model
 
@@ -26,7 +26,7 @@ def gen(engine, prompt, constraint=None, **kw):
 
 
 def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
-    from engine.runner import Feed
+    from engine.decoding.runner import Feed
 
     dec = engine.ensure_model()
     run = dec.runner
@@ -45,7 +45,7 @@ def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
 
 def test_stacked_batch_matches_single_passes(engine):
     """Two requests of different lengths in one stacked pass give each its own logits."""
-    from engine.runner import Feed
+    from engine.decoding.runner import Feed
 
     dec = engine.ensure_model()
     run = dec.runner
@@ -66,7 +66,7 @@ def test_stacked_batch_matches_single_passes(engine):
 def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
     """Consecutive one-token passes of the same requests reuse the stacked cache; after one
     request's cache is cropped (a jump), the group is stacked anew; logits stay exact."""
-    from engine.runner import Feed
+    from engine.decoding.runner import Feed
 
     dec = engine.ensure_model()
     run = dec.runner
@@ -261,7 +261,7 @@ def test_every_output_is_validated_in_the_trace(engine):
 def test_validation_catches_what_the_constraint_forbids():
     """The validator is independent of the decoder: outputs a broken backend could produce
     are reported invalid, with the place and the reason."""
-    from engine.validate import validate_output
+    from engine.decoding.validate import validate_output
 
     c = Constraint("schema", json.dumps(PERSON))
     ok, why = validate_output(c, '{"name":"Ann","age":151,"city":"Tokyo"}', True, "complete", None)
@@ -277,7 +277,7 @@ def test_validation_catches_what_the_constraint_forbids():
 def test_validation_reads_shorthand_classes_as_the_engine_does():
     """The engine spells \\w \\d \\s and their negations in ASCII for every backend; the
     validator must agree (Python's default is Unicode)."""
-    from engine.validate import validate_output
+    from engine.decoding.validate import validate_output
 
     assert validate_output(Constraint("regex", r"a\Wb"), "aéb", True, "eos", None)[0] is True
     assert validate_output(Constraint("regex", r"\w+"), "é", True, "eos", None)[0] is False

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from engine.analysis.doctor import _json_pointer_at, diagnose
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest
-from engine.doctor import _json_pointer_at, diagnose
+from engine.decoding.decoder import GenerateRequest
 
 ORDER = {
     "type": "object",
@@ -135,7 +135,7 @@ def test_doctor_agrees_with_what_jump_achieves(engine, paper_bench, character_re
 
 
 def test_doctor_cli(capsys, engine):
-    from engine.cli import main
+    from cfsm.cli import main
 
     assert main(["doctor", "--schema", json.dumps(ORDER), "--whitespace", "flexible", "--samples", "4", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.compressed import CompressedFSM
 from engine.constraint import schema_to_regex
 from engine.errors import CfsmError
-from engine.regex_dfa import build_char_dfa, normalize_regex
+from engine.regex.compressed import CompressedFSM
+from engine.regex.dfa import build_char_dfa, normalize_regex
 
 LONG = os.environ.get("CFSM_FUZZ") == "long"
 N = 400 if LONG else 40
@@ -141,7 +141,7 @@ TAILED = st.tuples(REGEXES, ATOMS).map(lambda t: f"({t[0]})({t[1]})?")  # option
 @pytest.fixture(scope="module")
 def byte_ctx():
     from engine.backends import TokenizerContext
-    from engine.byte_tokenizer import byte_tokenizer
+    from engine.tokens.byte_tokenizer import byte_tokenizer
 
     return TokenizerContext(byte_tokenizer())
 
@@ -191,8 +191,8 @@ def test_backends_agree_byte_by_byte(byte_ctx, rx, seed):
 def test_outlines_accepts_past_an_accepting_state(byte_ctx, rx, text):
     # outlines-core 0.2.x alone refuses these (it drops tokens leaving an accepting state);
     # the adapter's end marker works around it
+    from engine.analysis.check import check_text
     from engine.backends import get_backend
-    from engine.check import check_text
     from engine.constraint import Constraint
 
     compiled = get_backend("outlines").compile(Constraint("regex", rx), byte_ctx)

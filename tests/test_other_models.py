@@ -29,7 +29,7 @@ def tiny_model(tmp_path_factory, tokenizer):
 def test_generate_with_a_local_model_folder(tiny_model):
     # the output layer has 64 more rows than the tokenizer: masks must cover them (never allowed)
     r = subprocess.run(
-        [sys.executable, "-m", "engine", "generate", "--model", str(tiny_model), "--regex", "(cat|dog)s? [0-9]{2}",
+        [sys.executable, "-m", "cfsm", "generate", "--model", str(tiny_model), "--regex", "(cat|dog)s? [0-9]{2}",
          "--prompt", "Pet?", "--json", "--max-new-tokens", "20"],
         capture_output=True, text=True, timeout=300,
     )
@@ -43,7 +43,7 @@ def test_generate_with_a_local_model_folder(tiny_model):
 
 def test_model_folder_without_weights_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    r = subprocess.run([sys.executable, "-m", "engine", "generate", "--model", str(tmp_path), "--regex", "a",
+    r = subprocess.run([sys.executable, "-m", "cfsm", "generate", "--model", str(tmp_path), "--regex", "a",
                         "--prompt", "x", "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
     assert json.loads(r.stdout)["error"]["kind"] == "unknown_model"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import CfsmError
-from engine.regex_dfa import build_char_dfa, normalize_regex
+from engine.regex.dfa import build_char_dfa, normalize_regex
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_state_limit_is_enforced():
 
 def test_numbering_is_canonical_across_hash_seeds(character_regex):
     code = (
-        "import json,sys; from engine.regex_dfa import build_char_dfa; "
+        "import json,sys; from engine.regex.dfa import build_char_dfa; "
         "d=build_char_dfa(sys.argv[1]); print(json.dumps(d.to_json()))"
     )
     outs = []
@@ -112,7 +112,7 @@ def test_unsupported_constructs_are_named_as_written(pattern, named):
 
 
 def test_slow_compile_hint_names_a_wide_alternation():
-    from engine.regex_dfa import slow_hint
+    from engine.regex.dfa import slow_hint
 
     enum = "(" + "|".join(f"value{i}" for i in range(1287)) + ")"
     assert "alternation of 1,287 alternatives" in slow_hint(enum)
@@ -120,8 +120,8 @@ def test_slow_compile_hint_names_a_wide_alternation():
 
 
 def _both(rx: str):
-    from engine.regex_automaton import build_neutral
-    from engine.regex_dfa import _canonical, _interegular_neutral, validate_regex
+    from engine.regex.automaton import build_neutral
+    from engine.regex.dfa import _canonical, _interegular_neutral, validate_regex
 
     norm = validate_regex(rx)
     a, b = (_canonical(rx, d, 10_000) for d in (build_neutral(norm, 10_000), _interegular_neutral(norm, 10_000)))

@@ -9,14 +9,14 @@ import json
 import jsonschema
 import pytest
 
+from engine.analysis.check import check_text
 from engine.backends import TokenizerContext, get_backend
-from engine.byte_tokenizer import byte_tokenizer
-from engine.check import check_text
 from engine.constraint import Constraint
+from engine.decoding.validate import format_checker
 from engine.errors import CfsmError
-from engine.regex_dfa import build_char_dfa
-from engine.schema_regex import schema_regex
-from engine.validate import format_checker
+from engine.regex.dfa import build_char_dfa
+from engine.schema.to_regex import schema_regex
+from engine.tokens.byte_tokenizer import byte_tokenizer
 
 INVOICE = {
     "type": "object",
@@ -176,7 +176,7 @@ def test_held_out_invoice_is_enforced_by_every_backend(byte_ctx):
 
 
 def test_conformance_suite_subset_accepts_no_invalid_instance_unwarned():
-    from engine.bench_conformance import SUITE, ConformanceRun
+    from cfsm.bench.conformance import SUITE, ConformanceRun
 
     if not SUITE.exists():
         pytest.skip("../shared/bench-data/json-schema-test-suite is not present")
@@ -335,7 +335,7 @@ def test_every_string_a_format_regex_generates_passes_the_output_validator(fmt):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from engine.json_formats import FORMATS
+    from engine.schema.formats import FORMATS
 
     @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.from_regex(FORMATS[fmt], fullmatch=True))
@@ -350,7 +350,7 @@ def test_every_string_a_format_regex_generates_passes_the_output_validator(fmt):
 
 
 def test_the_output_validator_checks_formats_and_rfc3339_leap_seconds():
-    from engine.validate import validate_output
+    from engine.decoding.validate import validate_output
 
     def valid(fmt: str, value: str) -> bool | None:
         c = Constraint("schema", json.dumps({"type": "string", "format": fmt}))
@@ -370,7 +370,7 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
     import random
 
     from engine.constraint import dump_as_generated
-    from engine.ecma_pattern import ecma_schema
+    from engine.schema.ecma import ecma_schema
 
     pats, subs = ["a", "^a", "b$", "a.b", "^[ab]+$", "c*", "ab|ba", "^x-", "\\d{2}", "\\s", "^\\W"], [
         {"type": "integer"}, {"maximum": 5}, {"type": "string"}, True, False, {"minimum": 3}]
@@ -403,7 +403,7 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
     ("^a.b$", "a\u00e9b", True),
 ])
 def test_patterns_are_read_as_ecma_262_by_the_compiler_and_the_validator(pattern, value, valid):
-    from engine.validate import validate_output
+    from engine.decoding.validate import validate_output
 
     schema = {"type": "string", "pattern": pattern}
     text = json.dumps(value, ensure_ascii=False)
@@ -432,7 +432,7 @@ NEVER_EITHER_READING = [
 @pytest.mark.parametrize("schema,text", NEVER_EITHER_READING, ids=[json.dumps(c[0])[:50] for c in NEVER_EITHER_READING])
 @pytest.mark.parametrize("spec", [False, True])
 def test_review_findings_are_never_accepted(schema, text, spec):
-    from engine.ecma_pattern import ecma_schema
+    from engine.schema.ecma import ecma_schema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     assert not cls(ecma_schema(schema)).is_valid(json.loads(text))
@@ -448,7 +448,7 @@ def test_regex_algebra_matches_brute_force_and_survives_all_final():
     import itertools
     import re
 
-    from engine.regex_algebra import combine
+    from engine.regex.algebra import combine
 
     assert combine(["a*"], lambda b: True) is not None  # every product state final: no crash
     cases = [(["[ab]*", ".*b.*"], lambda b: b[0] and not b[1]), (["a|ab", "(ab)*"], lambda b: b[0] != b[1]),

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest
-from engine.trace import validate_trace
+from engine.decoding.decoder import GenerateRequest
+from engine.decoding.trace import validate_trace
 
 pytestmark = pytest.mark.model
 
@@ -93,7 +93,7 @@ def test_stop_cancels_only_its_own_request(engine):
 
 
 def test_close_serves_what_was_submitted_and_refuses_the_rest(engine):
-    from engine.decode import Decoder
+    from engine.decoding.decoder import Decoder
 
     own = Decoder(engine.ensure_model().lm, engine.ctx)  # its own batcher, closed by this test
     comp = engine.compile(Constraint("regex", r"The answer is (yes|no)\."), "fsm").compiled
@@ -131,7 +131,7 @@ def test_a_failing_request_fails_alone(engine):
 
 def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
     """A bug in a scheduler step fails the requests of that step; later requests are served."""
-    import engine.scheduler as sched
+    import engine.decoding.scheduler as sched
 
     dec = engine.ensure_model()
     comp = engine.compile(Constraint("regex", r"The answer is (yes|no)\."), "fsm").compiled
@@ -155,7 +155,7 @@ def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
 def test_shutdown_cancels_running_requests_and_ends_the_thread(engine):
     """At exit the decode thread must not be inside a forward pass (the process would
     abort): shutdown cancels what runs and waits for the thread."""
-    from engine.decode import Decoder
+    from engine.decoding.decoder import Decoder
 
     own = Decoder(engine.ensure_model().lm, engine.ctx)
     comp = engine.compile(Constraint("regex", r"[a-z ]{200,300}"), "fsm").compiled

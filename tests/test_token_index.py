@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from engine.regex_dfa import build_char_dfa
-from engine.token_index import TokenIndex
+from engine.regex.dfa import build_char_dfa
+from engine.tokens.index import TokenIndex
 
 
 def brute_allowed(dfa, vocab, state: int) -> set[int]:

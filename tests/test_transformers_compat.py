@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.batch import run_batch
+from cfsm.bench.batch import run_batch
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest
+from engine.decoding.decoder import GenerateRequest
 
 pytestmark = pytest.mark.model
 
@@ -25,10 +25,10 @@ PROMPTS = ["Describe Harry Potter as JSON.", "Describe Hermione Granger as JSON.
 
 SCRIPT = """
 import json, sys, transformers
-from engine.service import Engine
-from engine.decode import GenerateRequest
+from engine.serving.service import Engine
+from engine.decoding.decoder import GenerateRequest
 from engine.constraint import Constraint
-from engine.batch import run_batch
+from cfsm.bench.batch import run_batch
 regex, prompts = json.loads(sys.argv[1])
 eng = Engine()
 c = Constraint("regex", regex)
@@ -64,8 +64,8 @@ def test_oldest_supported_transformers_decodes_like_the_installed_one(engine):
 
 
 def test_a_cache_passed_under_the_wrong_name_is_refused_at_load(engine):
+    from engine.decoding.runner import ModelRunner
     from engine.errors import CfsmError
-    from engine.runner import ModelRunner
 
     lm = engine.ensure_model().lm
     runner = ModelRunner(lm.model, lm.device)

@@ -6,10 +6,10 @@ import re
 import pytest
 
 from engine.constraint import Constraint
-from engine.decode import GenerateRequest
-from engine.regex_dfa import build_char_dfa
-from engine.service import automaton_json
-from engine.trace import encode_mask
+from engine.decoding.decoder import GenerateRequest
+from engine.decoding.trace import encode_mask
+from engine.regex.dfa import build_char_dfa
+from engine.serving.service import automaton_json
 from viz.graph import FOCUS_NODES, dot_source, graph_view, mark_svg, plan_focus, render_svg, trail
 from viz.panels import caption, chip_labels, jump_panel, output_panel, stat_cards, token_strip
 from viz.plots import decode_mask, timeline
@@ -138,7 +138,7 @@ def test_byte_tokens_read_as_hex_and_show_the_character_they_complete():
     labels = chip_labels(tokens)
     assert labels[0][0] == "<E6 97>" and "part of a character" in labels[0][1]
     assert labels[1][0] == "<A5> = 日" and labels[2][0] == "x"
-    from engine.sequence import readable
+    from engine.decoding.sequence import readable
 
     assert readable(b[:2]) == "<E6 97>" and readable(b"a" + b[:2]) == "a<E6 97>" and readable(b"><") == "><"
 
@@ -203,7 +203,7 @@ def _as_v1(trace: dict) -> dict:
 
 
 def test_version_1_traces_still_load_and_render(trace):
-    from engine.trace import TRACE_VERSION, validate_trace
+    from engine.decoding.trace import TRACE_VERSION, validate_trace
 
     assert trace["version"] == TRACE_VERSION == 2
     up = validate_trace(json.dumps(_as_v1(trace)))
@@ -220,8 +220,8 @@ def test_version_1_traces_still_load_and_render(trace):
 
 
 def test_traces_from_the_future_or_not_traces_are_refused(trace):
+    from engine.decoding.trace import validate_trace
     from engine.errors import CfsmError
-    from engine.trace import validate_trace
 
     for bad in ({**trace, "version": 3}, {**trace, "version": True}, {"version": 2}, "[1, 2]", "{not json"):
         with pytest.raises(CfsmError) as ei:
@@ -230,7 +230,7 @@ def test_traces_from_the_future_or_not_traces_are_refused(trace):
 
 
 def test_synthetic_trace_has_the_engine_trace_shape(trace):
-    from app.bench_scrub import synthetic_trace
+    from cfsm.bench.scrub import synthetic_trace
 
     syn = synthetic_trace(RX, steps=5)
     assert set(trace) - {"compile", "regex", "ideal"} <= set(syn)
@@ -283,7 +283,7 @@ def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
 
 
 def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_large():
-    from app.bench_scrub import synthetic_trace
+    from cfsm.bench.scrub import synthetic_trace
     from viz.graph import WHOLE_LIMIT
 
     small = synthetic_trace(r"[a-z]{1,80}", steps=5)  # 81 states: focus views unless whole is asked
@@ -301,8 +301,8 @@ def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_larg
 def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
     """The character regex: enum branches whose exits are chains. Every position's current
     element is in its layout's SVG, and no layout is laid out twice."""
-    from app.bench_scrub import synthetic_trace
     from app.presets import presets
+    from cfsm.bench.scrub import synthetic_trace
 
     tr = synthetic_trace(presets()["SGLang character (regex)"]["text"], steps=120)
     b = step_bundle(tr)

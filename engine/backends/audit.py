@@ -8,7 +8,7 @@ import re
 
 from ..constraint import Constraint
 from ..errors import CfsmError
-from ..schema_refs import subschemas
+from ..schema.refs import subschemas
 
 
 def native_gaps(backend: str, schema) -> list[tuple[str, str, str]]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..constraint import Constraint
-from ..vocab import TokenVocab, build_vocab
+from ..tokens.vocab import TokenVocab, build_vocab
 
 
 class TokenizerContext:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compressed import compressed_of
 from ..constraint import Constraint
 from ..errors import CfsmError
-from ..regex_dfa import CharDFA
-from ..token_index import TokenIndex
+from ..regex.compressed import compressed_of
+from ..regex.dfa import CharDFA
+from ..tokens.index import TokenIndex
 from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
 
@@ -80,7 +80,7 @@ class FsmBackend(GrammarBackend):
 
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_):
         if dfa is None:
-            from ..regex_dfa import build_char_dfa
+            from ..regex.dfa import build_char_dfa
 
             dfa = build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)
         if dfa is None:

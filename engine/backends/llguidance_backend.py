@@ -6,7 +6,7 @@ import numpy as np
 
 from ..constraint import FLEXIBLE_WS, Constraint
 from ..errors import CfsmError
-from ..regex_dfa import normalize_regex
+from ..regex.dfa import normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext, unpack_bitmask
 
 

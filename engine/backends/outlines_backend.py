@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compressed import compressed_of
 from ..constraint import Constraint
 from ..errors import CfsmError
-from ..regex_dfa import CharDFA, normalize_regex
+from ..regex.compressed import compressed_of
+from ..regex.dfa import CharDFA, normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
 END_MARKER = "\U0010fffd"
@@ -188,7 +188,7 @@ class OutlinesBackend(GrammarBackend):
         from outlines_core import Index
 
         if dfa is None:
-            from ..regex_dfa import build_char_dfa
+            from ..regex.dfa import build_char_dfa
 
             dfa = build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)
         vocab, marker_prefix_ids = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))

@@ -9,7 +9,7 @@ import numpy as np
 from ..constraint import Constraint
 from ..errors import CfsmError, native_message
 from ..limits import CACHE_BUDGET_MB
-from ..regex_dfa import normalize_regex
+from ..regex.dfa import normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext, unpack_bitmask
 
 

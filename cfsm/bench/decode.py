@@ -1,0 +1,202 @@
+"""`cfsm bench`: masked vs jump side by side in one run, per backend, on the SGLang
+character regex. Ratios, not absolute times, are what to compare on a noisy machine."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+
+from engine.constraint import Constraint
+from engine.decoding.decoder import GenerateRequest
+from engine.errors import CfsmError
+
+PAPER_BENCH = Path(__file__).resolve().parents[3] / "shared" / "paper-bench" / "sglang_json_benchmark.json"
+
+
+def _paper_bench() -> dict:
+    if not PAPER_BENCH.exists():
+        raise CfsmError("invalid_input", f"benchmark data not found at {PAPER_BENCH}")
+    return json.loads(PAPER_BENCH.read_text())
+
+
+CITY_DOCS = Path(__file__).resolve().parents[2] / "assets" / "city_documents.json"
+
+
+def paper_items(task: str, names: int) -> tuple[str, list[tuple[str, str]]]:
+    """(regex, [(label, prompt)]) for the SGLang character or city task."""
+    data = _paper_bench()[task]
+    if task == "character":
+        items = [(n, data["prompt_template"].format(name=n)) for n in data["names"][:names]]
+    else:
+        docs = json.loads(CITY_DOCS.read_text(encoding="utf-8"))["documents"]
+        items = [(city, data["prompt_template"].format(document=doc)) for city, doc in list(docs.items())[:names]]
+    return data["regex"], items
+
+
+def run_paper_character(engine, names: int, backends: list[str], max_new_tokens: int = 256, log=print,
+                        task: str = "character") -> dict:
+    regex, items = paper_items(task, names)
+    constraint = Constraint("regex", regex)
+    picked = [label for label, _ in items]
+    rows = []
+    for b in backends:
+        engine.compile(constraint, b)  # compile outside the timed runs
+    # warm-up: first forward passes are slower (allocator, caches)
+    engine.generate(GenerateRequest(prompt="Hello", constraint=constraint, mode="jump", max_new_tokens=16))
+    for backend in backends:
+        for name, prompt in items:
+            pair = {}
+            for mode in ("masked", "jump"):
+                tr = engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, mode=mode, backend=backend,
+                                                     max_new_tokens=max_new_tokens, temperature=0.0,
+                                                     trace_detail=False))
+                t = tr["totals"]
+                pair[mode] = {
+                    "forward_passes": t["forward_passes"],
+                    "wall_s": t["wall_s"],
+                    "output_tokens": t["output_tokens"],
+                    "ideal_forward_passes": (tr.get("ideal") or {}).get("ideal_forward_passes"),
+                    "grammar_us_per_step": t["grammar_us_per_step"],
+                    "sample_us_per_step": t["sample_us_per_step"],
+                    "forward_ms_per_pass": t["forward_ms_per_pass"],
+                    "valid": tr["valid"] is True,  # engine.decoding.validate: re.fullmatch of a finished output
+                    "finished": t["finished"],
+                }
+            row = {"backend": backend, "name": name, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()}}
+            rows.append(row)
+            log(f"{backend:10s} {name:20s} masked {pair['masked']['forward_passes']:4d} passes {pair['masked']['wall_s']:6.2f}s | "
+                f"jump {pair['jump']['forward_passes']:3d} passes (ideal {pair['jump']['ideal_forward_passes']}) "
+                f"{pair['jump']['wall_s']:5.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']}")
+    summary = {}
+    for backend in backends:
+        rs = [r for r in rows if r["backend"] == backend]
+        m_fp = sum(r["masked_forward_passes"] for r in rs)
+        j_fp = sum(r["jump_forward_passes"] for r in rs)
+        ideal = sum(r["jump_ideal_forward_passes"] or 0 for r in rs)
+        ideal_m = sum(r["masked_ideal_forward_passes"] or 0 for r in rs)
+        m_w = sum(r["masked_wall_s"] for r in rs)
+        j_w = sum(r["jump_wall_s"] for r in rs)
+        g_us = statistics.mean(r["jump_grammar_us_per_step"] for r in rs)
+        g_us_m = statistics.mean(r["masked_grammar_us_per_step"] for r in rs)
+        f_ms = statistics.mean(r["jump_forward_ms_per_pass"] for r in rs)
+        f_ms_m = statistics.mean(r["masked_forward_ms_per_pass"] for r in rs)
+        s_us = statistics.mean(r["jump_sample_us_per_step"] for r in rs)
+        s_us_m = statistics.mean(r["masked_sample_us_per_step"] for r in rs)
+        summary[backend] = {
+            "runs": len(rs),
+            "masked_forward_passes": m_fp,
+            "jump_forward_passes": j_fp,
+            "ideal_forward_passes": ideal,
+            "pass_reduction": round(m_fp / max(1, j_fp), 2),
+            "ideal_reduction_of_masked_outputs": round(m_fp / max(1, ideal_m), 2),
+            "jump_over_ideal": round(j_fp / max(1, ideal), 3),
+            "masked_wall_s": round(m_w, 2),
+            "jump_wall_s": round(j_w, 2),
+            "wall_speedup": round(m_w / max(1e-9, j_w), 2),
+            "grammar_us_per_step_masked": round(g_us_m, 1),
+            "grammar_us_per_step_jump": round(g_us, 1),
+            "grammar_overhead_pct_masked": round(100 * g_us_m / 1000 / f_ms_m, 2),
+            "grammar_overhead_pct_jump": round(100 * g_us / 1000 / f_ms, 2),
+            "mask_apply_sample_us_per_step_masked": round(s_us_m, 1),
+            "mask_apply_sample_us_per_step_jump": round(s_us, 1),
+            "forward_ms_per_pass_masked": round(f_ms_m, 2),
+            "forward_ms_per_pass_jump": round(f_ms, 2),
+            "valid_masked": sum(r["masked_valid"] for r in rs),
+            "valid_jump": sum(r["jump_valid"] for r in rs),
+        }
+    return {"suite": f"paper-{task}", "names": picked, "rows": rows, "summary": summary}
+
+
+def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=print) -> dict:
+    """Throughput and latency of batched decoding, masked vs jump, on the character task."""
+    from .batch import run_batch
+
+    regex, items = paper_items("character", max(sizes))
+    constraint = Constraint("regex", regex)
+    compiled = engine.compile(constraint, "fsm").compiled
+    dec = engine.ensure_model()
+    run_batch(dec, [items[0][1]], compiled, mode="jump", max_new_tokens=16)  # warm-up
+    rows = []
+    for b in sizes:
+        prompts = [p for _, p in items[:b]]
+        pair = {}
+        for mode in ("masked", "jump"):
+            r = run_batch(dec, prompts, compiled, mode=mode, max_new_tokens=max_new_tokens)
+            lat = sorted(r["latency_s"])
+            pair[mode] = {"tokens_per_s": r["tokens_per_s"], "wall_s": r["wall_s"], "output_tokens": r["output_tokens"],
+                          "latency_p50_s": lat[len(lat) // 2], "latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
+                          "batched_passes": r["batched_passes"], "jump_prefill_passes": r["jump_prefill_passes"],
+                          "valid": sum(1 for t, f in zip(r["texts"], r["finished"], strict=True) if f and re.fullmatch(regex, t))}
+        rows.append({"batch_size": b, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
+                     "throughput_speedup": round(pair["jump"]["tokens_per_s"] / max(1e-9, pair["masked"]["tokens_per_s"]), 2)})
+        log(f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 {pair['masked']['latency_p50_s']:.2f}s | "
+            f"jump {pair['jump']['tokens_per_s']:7.1f} tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']} of {b}")
+    return {"suite": "batch", "device": dec.lm.device, "rows": rows}
+
+
+def format_batch_table(result: dict) -> str:
+    lines = ["| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | {r['throughput_speedup']}x | "
+                     f"{r['masked_latency_p50_s']} / {r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / {r['jump_latency_p95_s']} s | "
+                     f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | "
+                     f"{r['masked_valid']} / {r['jump_valid']} |")
+    return "\n".join(lines)
+
+
+def format_table(result: dict) -> str:
+    hdr = ("backend", "masked fp", "jump fp", "ideal fp", "fp ratio", "jump/ideal", "masked s", "jump s", "speedup",
+           "grammar us/step (m/j)", "overhead % (m/j)", "apply+sample us (m/j)", "valid m/j")
+    lines = [" | ".join(hdr), " | ".join("---" for _ in hdr)]
+    for b, s in result["summary"].items():
+        lines.append(" | ".join(str(x) for x in (
+            b, s["masked_forward_passes"], s["jump_forward_passes"], s["ideal_forward_passes"], f"{s['pass_reduction']}x",
+            s["jump_over_ideal"], s["masked_wall_s"], s["jump_wall_s"], f"{s['wall_speedup']}x",
+            f"{s['grammar_us_per_step_masked']}/{s['grammar_us_per_step_jump']}",
+            f"{s['grammar_overhead_pct_masked']}/{s['grammar_overhead_pct_jump']}",
+            f"{s['mask_apply_sample_us_per_step_masked']}/{s['mask_apply_sample_us_per_step_jump']}",
+            f"{s['valid_masked']}/{s['runs']} {s['valid_jump']}/{s['runs']}")))
+    return "\n".join("| " + line + " |" for line in lines)
+
+
+def main(args) -> int:
+    from engine.serving.service import Engine
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    eng = Engine(args.model, args.device, args.trust_remote_code)
+    t0 = time.perf_counter()
+    log = (lambda *_: None) if args.json else print
+    try:
+        if args.suite == "batch":
+            result = run_batch_suite(eng, tuple(int(x) for x in args.batch_sizes.split(",")), args.max_new_tokens, log=log)
+        elif args.suite == "paper":
+            result = {"suite": "paper", "tasks": {}}
+            for task, n in (("character", args.names), ("city", args.names)):
+                log(f"--- {task}")
+                result["tasks"][task] = run_paper_character(eng, n, backends, args.max_new_tokens, log=log, task=task)
+        else:
+            result = run_paper_character(eng, args.names, backends, args.max_new_tokens, log=log)
+    finally:
+        eng.close()
+    result["device"] = eng.lm.device
+    result["model"] = eng.lm.name
+    result["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    out = Path(args.out or f"bench-results/{args.suite}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    if args.json:
+        print(json.dumps(result))
+    elif result.get("suite") == "batch":
+        print("\n" + format_batch_table(result))
+    elif "tasks" in result:
+        for task, r in result["tasks"].items():
+            print(f"\n{task}:\n" + format_table(r))
+    else:
+        print()
+        print(format_table(result))
+        print(f"\nwritten to {out} ({result['elapsed_s']} s)")
+    return 0

@@ -1,0 +1,473 @@
+"""`cfsm`: jump, compile, generate, bench, doctor, serve. Bad input exits 2 with a
+one-line message (a JSON error object on stdout with --json), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.backends import BACKENDS
+from engine.errors import CfsmError
+
+SPEC_HELP = ("read the schema as JSON Schema does: objects accept keys they do not list unless "
+             "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
+             "reading, closed objects and one spelling per number)")
+
+
+def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--regex", help="regular expression (Python syntax, full match)")
+    g.add_argument("--schema", help="JSON schema: a file path or inline JSON")
+    if grammar:
+        g.add_argument("--grammar", help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text")
+    p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
+                   help="whitespace policy for JSON schemas (same for every backend)")
+    p.add_argument("--lenient", action="store_true",
+                   help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing")
+    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
+
+
+def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
+    """The constraint flags where a --requests file may give the constraint instead."""
+    p.add_argument("--regex")
+    p.add_argument("--schema")
+    p.add_argument("--grammar")
+    p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    p.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
+    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="HF model id (from the local cache) or local path; default: embedded SmolLM2-135M-Instruct")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder (off by default)")
+
+
+def _constraint_from(args, obj: dict | None = None):
+    from pathlib import Path
+
+    from engine.constraint import MAX_GRAMMAR_CHARS, Constraint, load_schema_arg
+
+    src = obj if obj is not None else vars(args)
+    ws = src.get("whitespace") or "compact"
+    lenient = bool(src.get("lenient", getattr(args, "lenient", False)))
+    spec = bool(src.get("spec", getattr(args, "spec", False)))
+    if src.get("regex") is not None:
+        return Constraint("regex", src["regex"], ws)
+    if src.get("schema") is not None:
+        schema = src["schema"]
+        text = json.dumps(schema) if isinstance(schema, (dict, bool)) else load_schema_arg(schema)
+        return Constraint("schema", text, ws, lenient, spec)
+    if src.get("grammar") is not None:
+        g = src["grammar"]
+        if "\n" not in g and len(g) < 4096 and Path(g).is_file():
+            g = Path(g).read_text(encoding="utf-8")
+        if len(g) > MAX_GRAMMAR_CHARS:
+            raise CfsmError("input_too_large", f"grammar is longer than {MAX_GRAMMAR_CHARS} characters")
+        return Constraint("grammar", g, ws)
+    return None
+
+
+def cmd_jump(args) -> int:
+    from engine.regex.compressed import CompressedFSM
+    from engine.regex.dfa import build_char_dfa
+
+    cfsm = CompressedFSM(build_char_dfa(args.regex))
+    out = [{"prefix": p, "continuation": cfsm.continuation(p)} for p in (args.prefix or [""])]
+    print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def cmd_compile(args) -> int:
+    from engine.serving.service import Engine
+
+    constraint = _constraint_from(args)
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False,
+                 max_states=args.max_states, compile_timeout_s=args.timeout)
+    try:
+        rep = eng.compile_report(constraint, args.backend)
+    finally:
+        eng.close()
+    if args.json:
+        print(json.dumps(rep, ensure_ascii=False))
+    else:
+        st = rep.get("stats", {})
+        print(f"backend {rep['backend']}: compiled in {rep['compile_seconds']} s")
+        if st:
+            print(f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} ({st['jumpable_share']:.0%}), "
+                  f"chains {st['num_chains']}, longest chain {st['longest_chain']} chars")
+            for c in rep["chains"][:20]:
+                print(f"  {c['from']:>4} -> {c['to']:<4} {c['string']!r}")
+    return 0
+
+
+def _request_from(obj: dict, args):
+    if not isinstance(obj, dict):
+        raise CfsmError("invalid_input", f"a request must be a JSON object, not {type(obj).__name__}")
+    try:
+        return _build_request(obj)
+    except (ValueError, TypeError) as exc:
+        raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
+
+
+def _build_request(obj: dict):
+    from engine.decoding.decoder import GenerateRequest
+
+    constraint = _constraint_from(None, obj)
+    mode = obj.get("mode") or ("jump" if constraint is not None else "free")
+    return GenerateRequest(
+        prompt=str(obj.get("prompt", "")),
+        constraint=constraint,
+        mode=mode,
+        backend=obj.get("backend") or "fsm",
+        max_new_tokens=int(obj.get("max_new_tokens") or 256),
+        temperature=float(obj.get("temperature") or 0.0),
+        top_p=float(obj.get("top_p") or 1.0),
+        seed=int(obj.get("seed") or 0),
+        raw_prompt=bool(obj.get("raw_prompt") or False),
+        jump_threshold=int(obj.get("jump_threshold", 1)),
+        healing_tokens=int(obj.get("healing_tokens", 2)),
+    )
+
+
+def _generate_many(lines: list[dict], args) -> int:
+    """Every request of a JSONL file decodes in one continuous batch; results are printed
+    in input order, one line each (an error object where a request fails)."""
+    import concurrent.futures as cf
+
+    from engine.serving.service import Engine
+
+    eng = Engine(args.model, args.device, args.trust_remote_code, continuous=True)
+
+    def one(obj: dict) -> dict:
+        try:
+            tr = eng.generate(_request_from(obj, args))
+            return tr if args.json else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
+        except CfsmError as exc:
+            return exc.to_json()
+        except Exception as exc:  # noqa: BLE001 - one line's failure is that line's error object
+            return {"error": {"kind": "internal", "message": " ".join(f"{type(exc).__name__}: {exc}".split())}}
+
+    for obj in lines:  # compile first, one at a time: queueing for the compile pool is no timeout
+        try:
+            req = _request_from(obj, args)
+            if req.constraint is not None and req.mode != "free":
+                eng.compile(req.constraint, req.backend)
+        except Exception:  # noqa: BLE001 - reported by its own line below
+            pass
+
+    worst = 0
+    try:
+        with cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="cfsm-request") as pool:
+            for out in pool.map(one, lines):
+                worst = 2 if "error" in out else worst
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+    finally:
+        eng.close()
+    return worst
+
+
+def cmd_generate(args) -> int:
+    from engine.serving.service import Engine
+
+    if args.requests:
+        return _generate_many(_read_jsonl(args.requests), args)
+    if args.prompt is None:
+        raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
+    obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",
+                                          "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
+                                          "jump_threshold", "healing_tokens", "lenient", "spec")}
+    req = _request_from(obj, args)
+    req.validate()
+    eng = Engine(args.model, args.device, args.trust_remote_code)
+    try:
+        tr = eng.generate(req)
+    finally:
+        eng.close()
+    if args.json:
+        print(json.dumps(tr, ensure_ascii=False))
+    else:
+        print(tr["text"])
+        t = tr["totals"]
+        print(f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
+              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})"
+              + (", spec reading" if ((tr.get("request") or {}).get("constraint") or {}).get("spec") else "")
+              + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or []),
+              file=sys.stderr)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    if args.suite == "conformance":
+        return _bench_conformance(args)
+    if args.suite == "jsonschemabench":
+        from engine.serving.service import Engine
+
+        from .bench.jsonschemabench import format_table, run
+
+        eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        res = run(eng, backends, per_subset=args.per_subset, log=(lambda *_: None) if args.json else print)
+        eng.close()
+        out = Path(args.out or "bench-results/jsonschemabench.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res))
+        from .bench.report import write_report
+
+        html = write_report(res, out.with_suffix(".html"))
+        print(json.dumps({k: v for k, v in res.items() if k != "rows"}) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
+        return 0
+    if args.names is None:
+        args.names = 5 if args.suite == "peers" else 10
+    if args.suite == "peers":
+        return _bench_peers(args)
+    if args.suite == "scrub":
+        from .bench.scrub import main as scrub_main
+
+        scrub_main(args.out or "bench-results/scrub.json")
+        return 0
+    from .bench.decode import main as bench_main
+
+    args.out = args.out or f"bench-results/{args.suite}.json"
+    rc = bench_main(args)
+    out = Path(args.out)
+    if rc == 0 and out.exists():
+        from .bench.report import write_report
+
+        html = write_report(json.loads(out.read_text()), out.with_suffix(".html"))
+        if not args.json:
+            print(f"report: {html}")
+    return rc
+
+
+def _bench_peers(args) -> int:
+    from engine.serving.service import Engine
+
+    from .bench.peers import default_tasks, format_table, run_peers
+    from .bench.peers_report import write_peers_report
+
+    eng = Engine(args.model, args.device, args.trust_remote_code)
+    try:
+        res = run_peers(eng, default_tasks(args.names), args.max_new_tokens, log=(lambda *_: None) if args.json else print)
+    finally:
+        eng.close()
+    out = Path(args.out or "bench-results/peers.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res))
+    html = write_peers_report(res, out.with_suffix(".html"))
+    print(json.dumps(res) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
+    return 0
+
+
+def _bench_conformance(args) -> int:
+    from .bench.conformance import format_table, run
+    from .bench.conformance_report import write_conformance_report
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    res = run(backends, args.whitespace, args.lenient, spec=args.spec, log=(lambda *_: None) if args.json else print)
+    out = Path(args.out or "bench-results/conformance.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res))
+    html = write_conformance_report(res, out.with_suffix(".html"))
+    print(json.dumps({b: r["totals"] for b, r in res["backends"].items()}) if args.json
+          else "\n" + format_table(res) + f"\nreport: {html}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from engine.analysis.doctor import diagnose, format_report
+    from engine.serving.service import Engine
+
+    constraint = _constraint_from(args)
+    use_model = args.prompt is not None
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=use_model)
+    try:
+        samples = None
+        if use_model:
+            from engine.decoding.decoder import GenerateRequest
+
+            samples = []
+            for i in range(args.samples):
+                tr = eng.generate(GenerateRequest(prompt=args.prompt, constraint=constraint, mode="jump", backend="fsm",
+                                                  temperature=0.0 if i == 0 else 0.8, seed=i, max_new_tokens=args.max_new_tokens,
+                                                  trace_detail=False))
+                if tr["totals"]["finished"]:
+                    samples.append(tr["text"])
+        dfa = eng.compile(constraint, "fsm").dfa
+        rep = diagnose(constraint, eng.ctx.tokenizer, eng.ctx.vocab.token_bytes, samples=samples, n=args.samples,
+                       seed=args.seed, threshold=args.jump_threshold, dfa=dfa)
+    finally:
+        eng.close()
+    print(json.dumps(rep, ensure_ascii=False) if args.json else format_report(rep))
+    return 0
+
+
+def cmd_check(args) -> int:
+    """One JSON object per (backend, text): does the constraint accept it?"""
+    from engine.analysis.check import check_text
+    from engine.serving.service import Engine
+
+    if args.requests:
+        items = _read_jsonl(args.requests)
+    else:
+        if not args.text:
+            raise CfsmError("invalid_input", "give at least one --text (or --requests FILE.jsonl)")
+        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace", "lenient", "spec")}
+        if _constraint_from(None, base) is None:
+            raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
+        items = [{**base, "backend": args.backend, "text": t} for t in args.text]
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
+    worst = 0
+    try:
+        for obj in items:
+            backends = BACKENDS if (obj.get("backend") or "fsm") == "all" else [obj.get("backend") or "fsm"]
+            for b in backends:
+                try:
+                    c = _constraint_from(None, obj)
+                    if c is None or not isinstance(obj.get("text"), str):
+                        raise CfsmError("invalid_input", "each line needs regex, schema or grammar, and text")
+                    res = eng.compile(c, b)
+                    out = {"backend": b, "text": obj["text"], **check_text(res.compiled, res.dfa, eng.ctx, obj["text"])}
+                except CfsmError as exc:
+                    worst = 2
+                    out = {"backend": b, **exc.to_json()}
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+    finally:
+        eng.close()
+    return worst
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise CfsmError("invalid_input", f"{path}:{n}: not JSON: {exc}") from exc
+    return out
+
+
+def cmd_serve(args) -> int:
+    from app.main import serve
+
+    serve(host=args.host, port=args.port, model=args.model, device=args.device, max_states=args.max_states,
+          compile_timeout_s=args.timeout)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cfsm", description="Constrained decoding with a compressed FSM and jump-forward")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    j = sub.add_parser("jump", help="jump-forward continuation of regex prefixes")
+    j.add_argument("--regex", required=True)
+    j.add_argument("--prefix", action="append", help="a prefix (repeatable); default: the empty prefix")
+    j.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")
+    j.set_defaults(func=cmd_jump)
+
+    c = sub.add_parser("compile", help="compile a constraint and describe its automata")
+    _add_constraint_args(c, grammar=True)
+    c.add_argument("--backend", default="fsm")
+    c.add_argument("--max-states", type=int, default=10_000)
+    c.add_argument("--timeout", type=float, default=20.0, help="compile time limit in seconds")
+    c.add_argument("--json", action="store_true")
+    _add_model_args(c)
+    c.set_defaults(func=cmd_compile)
+
+    g = sub.add_parser("generate", help="decode with the model under a constraint")
+    _add_optional_constraint_args(g)
+    g.add_argument("--prompt")
+    g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
+    g.add_argument("--mode", default=None, choices=["free", "masked", "jump"])
+    g.add_argument("--backend", default="fsm")
+    g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--raw-prompt", action="store_true", help="send the prompt as is (no chat template)")
+    g.add_argument("--jump-threshold", type=int, default=1, help="jump only strings longer than this many characters")
+    g.add_argument("--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary")
+    g.add_argument("--json", action="store_true", help="print the full trace")
+    _add_model_args(g)
+    g.set_defaults(func=cmd_generate)
+
+    d = sub.add_parser("doctor", help="explain a poor jump-forward speedup and what to change")
+    _add_constraint_args(d)
+    d.add_argument("--samples", type=int, default=8, help="sample outputs to analyse")
+    d.add_argument("--prompt", default=None, help="generate the samples with the model from this prompt (default: synthesize them from the automaton)")
+    d.add_argument("--max-new-tokens", type=int, default=256)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--jump-threshold", type=int, default=1)
+    d.add_argument("--json", action="store_true")
+    _add_model_args(d)
+    d.set_defaults(func=cmd_doctor)
+
+    b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
+    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench", "conformance", "peers"],
+                   help="paper-character: masked vs jump per backend on --names names; paper: the character "
+                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
+                        "conformance: the JSON-Schema test suite through every backend (no model); peers: outlines, "
+                        "transformers+xgrammar, transformers+llguidance, cfsm masked and jump side by side")
+    b.add_argument("--names", type=int, default=None, help="how many character names (default 10; peers: 5)")
+    b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
+    b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
+    b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
+    b.add_argument("--max-new-tokens", type=int, default=256)
+    b.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
+                   help="conformance: how instances are written and schemas compiled")
+    b.add_argument("--lenient", action="store_true", help="conformance: compile unenforceable keywords with warnings")
+    b.add_argument("--spec", action="store_true", help="conformance: " + SPEC_HELP)
+    b.add_argument("--out", default=None, help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)")
+    b.add_argument("--json", action="store_true")
+    _add_model_args(b)
+    b.set_defaults(func=cmd_bench)
+
+    k = sub.add_parser("check", help="does a constraint accept a text? (per backend; no model weights)")
+    _add_optional_constraint_args(k)
+    k.add_argument("--backend", default="fsm", help=f"{', '.join(BACKENDS)} or all")
+    k.add_argument("--text", action="append", help="a text to check (repeatable)")
+    k.add_argument("--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text")
+    k.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")
+    _add_model_args(k)
+    k.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("serve", help="serve the playground")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=7860)
+    s.add_argument("--model", default=None)
+    s.add_argument("--device", default=None)
+    s.add_argument("--max-states", type=int, default=None, help="DFA state limit per constraint (default 10,000)")
+    s.add_argument("--timeout", type=float, default=None, help="compile time limit in seconds (default 20)")
+    s.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False)) or args.cmd in ("jump", "check")
+    try:
+        return int(args.func(args) or 0)
+    except CfsmError as exc:
+        if as_json:
+            print(json.dumps(exc.to_json(), ensure_ascii=False))
+        else:
+            print(f"error ({exc.kind}): {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+        if as_json:
+            print(json.dumps({"error": {"kind": "internal", "message": msg}}))
+        else:
+            print(f"internal error: {msg}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Does a constraint accept a text, for a given backend? The text is tokenized as the model
+would write it (canonical tokenization) and walked through the backend's own matcher, so
+the verdict is that backend's; where the constraint has a character automaton, the place
+it leaves the language is pinned to the character and described by what was allowed."""
+
+from __future__ import annotations
+
+from ..backends import CompiledConstraint, TokenizerContext
+from ..regex.dfa import CharDFA
+
+MAX_EXPECTED = 8
+
+
+def _expected_chars(dfa: CharDFA, state: int) -> list[str]:
+    out = [dfa.class_label(k) for k in sorted(dfa.trans[state])][:MAX_EXPECTED]
+    return out + (["<end>"] if state in dfa.finals else [])
+
+
+def _expected_tokens(m, ctx: TokenizerContext) -> list[str]:
+    ids = m.allowed_ids()
+    eos = ctx.eos_token_id
+    out = [repr((ctx.vocab.token_bytes[int(t)] or b"").decode("utf-8", "replace")) for t in ids if int(t) != eos]
+    return out[:MAX_EXPECTED] + (["<end>"] if eos in set(int(t) for t in ids) else [])
+
+
+def _char_reject(dfa: CharDFA, text: str, start_char: int) -> tuple[int | None, int | None]:
+    """Walk `text` from the beginning; the character index where the automaton leaves the
+    language at or after `start_char` (None: it does not) and the state before it."""
+    s = dfa.initial
+    for i, ch in enumerate(text):
+        nxt = dfa.step(s, ch)
+        if nxt is None:
+            return (i, s) if i >= start_char else (start_char, None)
+        s = nxt
+    return None, s
+
+
+def check_text(compiled: CompiledConstraint, dfa: CharDFA | None, ctx: TokenizerContext, text: str) -> dict:
+    """{accepted, prefix_ok, rejected_at (byte offset or None), expected, warnings} for one
+    text under one compiled constraint (warnings start with what the compile let through)."""
+    ids = list(ctx.tokenizer.encode(text, add_special_tokens=False))
+    tb = ctx.vocab.token_bytes
+    m = compiled.matcher()
+    pos = 0
+    warnings: list[str] = list(compiled.warnings)
+    for i, t in enumerate(ids):
+        if not m.accept_token(int(t)):
+            # some backends are left in an error state by a refused token: replay the prefix
+            m = compiled.matcher()
+            for u in ids[:i]:
+                m.accept_token(int(u))
+            return _rejected(m, ctx, dfa, text, pos, t, warnings)
+        pos += len(tb[int(t)] or b"")
+    accepted = m.is_final()
+    expected = [] if accepted else _expected_tokens(m, ctx)
+    if dfa is not None and not accepted:
+        end = dfa.walk(text)
+        expected = _expected_chars(dfa, end) if end is not None else expected
+    return {"accepted": accepted, "prefix_ok": True, "rejected_at": None, "expected": expected, "warnings": warnings}
+
+
+def _rejected(m, ctx: TokenizerContext, dfa: CharDFA | None, text: str, pos: int, tid: int,
+              warnings: list[str]) -> dict:
+    """The backend refused token `tid` starting at byte `pos`: pin the character where the
+    automaton (when there is one) leaves the language, else report the token boundary."""
+    data = text.encode("utf-8")
+    start_char = len(data[:pos].decode("utf-8", "ignore"))
+    at, expected = pos, _expected_tokens(m, ctx)
+    if dfa is not None:
+        i, state = _char_reject(dfa, text, start_char)
+        if i is not None and state is not None:
+            at, expected = len(text[:i].encode("utf-8")), _expected_chars(dfa, state)
+        else:
+            tok = (ctx.vocab.token_bytes[int(tid)] or b"").decode("utf-8", "replace")
+            warnings.append(f"the backend refuses the token {tok!r} at byte {pos} although the automaton "
+                            "allows its characters")
+    return {"accepted": False, "prefix_ok": False, "rejected_at": at, "expected": expected, "warnings": warnings}
+
+
+def check_grammar(text: str, backend: str) -> None:
+    """Parse a grammar the way `backend` will (xgrammar: EBNF, llguidance: Lark) without a
+    tokenizer: cheap enough for validation while typing. Raises CfsmError when it does not
+    parse, or when the backend takes no grammars."""
+    from ..errors import CfsmError, native_message
+
+    if backend == "xgrammar":
+        import xgrammar as xgr
+
+        try:
+            xgr.Grammar.from_ebnf(text)
+        except Exception as exc:  # noqa: BLE001 - the parser's message is the answer
+            raise CfsmError("invalid_grammar", f"xgrammar (EBNF): {native_message(exc)}") from None
+    elif backend == "llguidance":
+        import llguidance as llg
+
+        msg = llg.LLMatcher.validate_grammar(llg.grammar_from("lark", text))
+        if msg:
+            raise CfsmError("invalid_grammar", f"llguidance (Lark): {native_message(msg)}")
+    else:
+        raise CfsmError("unsupported_feature", f"backend {backend!r} does not take grammars: choose xgrammar (EBNF) "
+                        "or llguidance (Lark)")

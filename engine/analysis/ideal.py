@@ -1,0 +1,55 @@
+"""The ideal forward-pass count for an output: tokens the model itself must choose when
+every forced character is jumped over for free."""
+
+from __future__ import annotations
+
+from ..regex.compressed import CompressedFSM
+
+
+def free_char_flags(cfsm: CompressedFSM, text: str) -> list[bool] | None:
+    """For each character: True when the model had a choice there (not forced)."""
+    s = cfsm.dfa.initial
+    flags = []
+    for ch in text:
+        flags.append(not cfsm.is_jumpable(s))
+        nxt = cfsm.dfa.step(s, ch)
+        if nxt is None:
+            return None
+        s = nxt
+    return flags
+
+
+def char_at_byte(text: str) -> list[int]:
+    """For each UTF-8 byte of `text`, the index of the character it belongs to."""
+    out: list[int] = []
+    for i, ch in enumerate(text):
+        out.extend([i] * len(ch.encode("utf-8")))
+    return out
+
+
+def ideal_counts(cfsm: CompressedFSM, text: str, token_ids: list[int], token_bytes: list[bytes | None]) -> dict | None:
+    """Count tokens of `token_ids` (a tokenization of `text`) that contain at least one
+    free character, plus the stop decision where the automaton could still go on."""
+    flags = free_char_flags(cfsm, text)
+    if flags is None:
+        return None
+    # byte offset -> char index
+    byte_char = char_at_byte(text)
+    pos = 0
+    model_tokens = 0
+    for tid in token_ids:
+        b = token_bytes[tid] or b""
+        chars = {byte_char[j] for j in range(pos, min(pos + len(b), len(byte_char)))}
+        pos += len(b)
+        if any(flags[c] for c in chars):
+            model_tokens += 1
+    end = cfsm.dfa.walk(text)
+    stop_choice = 1 if end is not None and cfsm.dfa.trans[end] else 0
+    forced_chars = sum(1 for f in flags if not f)
+    return {
+        "output_tokens": len(token_ids),
+        "model_tokens": model_tokens + stop_choice,
+        "forced_chars": forced_chars,
+        "chars": len(text),
+        "ideal_reduction": round(len(token_ids) / max(1, model_tokens + stop_choice), 3),
+    }

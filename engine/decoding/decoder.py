@@ -1,0 +1,92 @@
+"""The decoder: one model + tokenizer context turned into `Sequence`s and run by a
+scheduler. `run` decodes one request (a batch of one), `run_many` a fixed batch, and
+`serve` starts the continuous batcher that concurrent sessions share."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..backends import CompiledConstraint, TokenizerContext
+from ..errors import CfsmError
+from .model import LoadedModel
+from .request import GenerateRequest
+from .runner import ModelRunner
+from .scheduler import ContinuousBatcher, PassCounts, run_to_completion
+from .sequence import Sequence, TokenText
+from .trace import Trace
+
+
+class Decoder:
+    def __init__(self, lm: LoadedModel, ctx: TokenizerContext | None = None) -> None:
+        self.lm = lm
+        self.ctx = ctx or TokenizerContext(lm.tokenizer, lm.vocab_size, lm.eos_token_id)
+        self.vocab = self.ctx.vocab
+        self.texts = TokenText(self.ctx)
+        self.runner = lm.runner or ModelRunner(lm.model, lm.device, pad_id=self.ctx.eos_token_id)
+        self._lock = threading.Lock()  # one scheduler step (or one whole run) on the model at a time
+        self._batcher: ContinuousBatcher | None = None
+
+    def prompt_ids(self, prompt: str, raw: bool) -> list[int]:
+        tok = self.lm.tokenizer
+        if not raw and getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+            return list(tok.encode(text, add_special_tokens=False))
+        return list(tok.encode(prompt, add_special_tokens=True))
+
+    def model_info(self) -> dict:
+        return {"name": self.lm.name, "device": self.lm.device, "dtype": self.lm.dtype,
+                "vocab_size": self.ctx.vocab_size, "eos_token_id": self.ctx.eos_token_id}
+
+    def sequence(self, req: GenerateRequest, compiled: CompiledConstraint | None = None,
+                 on_event: Callable[[str, dict], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> Sequence:
+        """A validated request as a sequence ready to be scheduled."""
+        req.validate()
+        if req.mode != "free" and compiled is None:
+            raise CfsmError("invalid_input", "a constrained mode needs a compiled constraint")
+        return Sequence(req, compiled if req.mode != "free" else None, self.ctx, self.texts,
+                        self.prompt_ids(req.prompt, req.raw_prompt), self.runner.new_cache(), self.lm.device,
+                        on_event, should_stop)
+
+    def run(self, req: GenerateRequest, compiled: CompiledConstraint | None = None,
+            on_event: Callable[[str, dict], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> Trace:
+        """Decode one request here and now (the CLI and the benchmarks)."""
+        seq = self.sequence(req, compiled, on_event, should_stop)
+        with self._lock:
+            run_to_completion(self.runner, [seq])
+        return self._result(seq, {"kind": "single", "max_batch": 1})
+
+    def run_many(self, seqs: list[Sequence]) -> PassCounts:
+        """Decode a fixed batch together until every request is done."""
+        with self._lock:
+            return run_to_completion(self.runner, seqs)
+
+    def serve(self, max_batch: int = 16) -> ContinuousBatcher:
+        """The continuous batcher (started once): concurrent requests share forward passes."""
+        if self._batcher is not None:
+            return self._batcher
+        with self._lock:
+            if self._batcher is None:
+                self._batcher = ContinuousBatcher(self.runner, self._lock, max_batch)
+            return self._batcher
+
+    def submit(self, req: GenerateRequest, compiled: CompiledConstraint | None = None,
+               on_event: Callable[[str, dict], None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> Trace:
+        """Decode one request in the running batch (blocks until it is done)."""
+        batcher = self.serve()
+        seq = batcher.submit(self.sequence(req, compiled, on_event, should_stop)).result()
+        return self._result(seq, {"kind": "continuous", "max_batch": batcher.max_batch})
+
+    def _result(self, seq: Sequence, scheduler: dict) -> Trace:
+        if seq.error is not None:
+            raise seq.error
+        return seq.finish(self.model_info(), scheduler)
+
+    def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()

@@ -1,0 +1,45 @@
+"""What a user asks for: one decoding request, validated before anything runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..constraint import Constraint
+from ..errors import CfsmError
+from ..limits import MAX_NEW_TOKENS as MAX_NEW_TOKENS_LIMIT
+from ..limits import MAX_PROMPT_CHARS
+
+MODES = ("free", "masked", "jump")
+
+
+@dataclass
+class GenerateRequest:
+    prompt: str
+    constraint: Constraint | None = None
+    mode: str = "jump"
+    backend: str = "fsm"
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    raw_prompt: bool = False
+    jump_threshold: int = 1
+    healing_tokens: int = 2
+    top_k: int = 10
+    trace_detail: bool = True  # per-step allowed samples and masks for the visualizer
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise CfsmError("invalid_input", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode != "free" and self.constraint is None:
+            raise CfsmError("invalid_input", f"mode {self.mode!r} needs a constraint (regex, schema or grammar)")
+        if len(self.prompt) > MAX_PROMPT_CHARS:
+            raise CfsmError("input_too_large", f"prompt is {len(self.prompt)} characters; the limit is {MAX_PROMPT_CHARS}")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+            raise CfsmError("invalid_input", f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise CfsmError("invalid_input", "temperature must be >= 0 and top_p in (0, 1]")
+        if self.healing_tokens < 0 or self.jump_threshold < 0:
+            raise CfsmError("invalid_input", "healing_tokens and jump_threshold must be >= 0")
+        if not 1 <= self.top_k <= 100:
+            raise CfsmError("invalid_input", "top_k must be between 1 and 100")

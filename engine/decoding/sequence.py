@@ -1,0 +1,472 @@
+"""One request being decoded: its tokens, their origins, its own KV cache and grammar
+state, the logits waiting to be used, its counters and its trace recorder.
+
+A scheduler (engine.decoding.scheduler) owns the forward passes; a `Sequence` decides everything
+else. Its life: `start()` (initial jump-forward) sets `feed`; the scheduler runs the feed
+and calls `receive()`; `stage()` takes the next logits and its mask, `select()` samples on
+the device, the scheduler reads every sequence's numbers back in one transfer, and
+`accept()` records the step, accepts the token and either jumps (a new `feed` with the
+re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the trace.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..backends import Matcher, TokenizerContext
+from ..errors import CfsmError
+from .request import GenerateRequest
+from .runner import Feed, ModelRunner
+from .trace import JumpRecord, StepRecord, Trace, TraceRecorder
+from .validate import validate_output
+
+EventFn = Callable[[str, dict], None]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+_ESCAPED_RUN = re.compile("[\udc80-\udcff]+")
+
+
+def readable(b: bytes) -> str:
+    """Token bytes as text; bytes that are not whole UTF-8 characters read `<E5 9F>`
+    (a U+FFFD would hide which bytes they are)."""
+    s = b.decode("utf-8", errors="surrogateescape")
+    return _ESCAPED_RUN.sub(lambda m: "<" + " ".join(f"{ord(c) - 0xDC00:02X}" for c in m.group()) + ">", s)
+
+
+def _token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
+    d = {"id": tid, "text": texts.text(tid), "origin": origin, "step": step}
+    h = texts.hex(tid)
+    if h is not None:
+        d["hex"] = h
+    return d
+
+
+class TokenText:
+    """Token ids -> bytes/text for traces, shared by all sequences of one tokenizer."""
+
+    def __init__(self, ctx: TokenizerContext) -> None:
+        self.ctx = ctx
+        self.token_bytes = ctx.vocab.token_bytes
+
+    def text(self, tid: int) -> str:
+        b = self.token_bytes[tid] if 0 <= tid < len(self.token_bytes) else None
+        if b is None:
+            if tid == self.ctx.eos_token_id:
+                return "<eos>"
+            return self.ctx.tokenizer.convert_ids_to_tokens(tid) or f"<{tid}>"
+        return readable(b)
+
+    def hex(self, tid: int) -> str | None:
+        """The token's bytes in hex when they are not whole UTF-8 characters on their own
+        (byte-fallback tokens), so a viewer can merge them into the character they make."""
+        b = self.token_bytes[tid] if 0 <= tid < len(self.token_bytes) else None
+        if b is None:
+            return None
+        try:
+            b.decode("utf-8")
+            return None
+        except UnicodeDecodeError:
+            return b.hex()
+
+    def bytes(self, ids: list[int]) -> bytes:
+        tb = self.token_bytes
+        return b"".join(tb[t] or b"" for t in ids)
+
+    def pairs(self, ids: list[int]) -> list[list]:
+        return [[t, self.text(t)] for t in ids]
+
+
+ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely first
+
+
+def select_pack(logits, mask, req: GenerateRequest, gen):
+    """Mask, pick a token and gather the trace's numbers, all on the device; returns one
+    tensor [choice, feasible mass, p(choice) masked, p(choice) raw, top-k raw values, ids,
+    top-k masked values, ids] so a whole batch is read back in one host transfer."""
+    import torch
+
+    logits = logits.float()
+    probs_raw = torch.softmax(logits, dim=-1)
+    if mask is not None:
+        masked = logits.masked_fill(~mask, float("-inf"))
+        feasible = (probs_raw * mask).sum()
+    else:
+        masked = logits
+        feasible = probs_raw.sum()
+    probs_masked = torch.softmax(masked, dim=-1)
+    if req.temperature <= 0:
+        choice = torch.argmax(masked)
+    else:
+        p = torch.softmax(masked / req.temperature, dim=-1)
+        if req.top_p < 1.0:
+            sp, si = torch.sort(p, descending=True)
+            keep = (torch.cumsum(sp, dim=-1) - sp) < req.top_p
+            sp = sp * keep
+            choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
+        else:
+            choice = torch.multinomial(p, 1, generator=gen)[0]
+    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
+    rv, ri = torch.topk(probs_raw, k)
+    mv, mi = torch.topk(probs_masked, k)
+    return torch.cat([choice.float().view(1), feasible.view(1), probs_masked[choice].view(1),
+                      probs_raw[choice].view(1), rv, ri.float(), mv, mi.float()])
+
+
+@dataclass
+class Pending:
+    """Logits waiting to be sampled; `expect` is a backed-off token they re-decide."""
+
+    logits: Any
+    forward_s: float
+    batch_size: int
+    expect: int | None = None
+
+
+@dataclass
+class Staged:
+    """A step between `stage()` and `accept()`."""
+
+    pending: Pending
+    mask: Any
+    allowed: int
+    state: dict
+    mask_s: float
+    sample_s: float = 0.0
+
+
+@dataclass
+class PlannedFeed:
+    """What the next forward pass must take for this sequence and how to read it back."""
+
+    tokens: list[int]
+    keep: int = 1
+    expect: list[int] = field(default_factory=list)  # candidates re-decided from its logits
+    jump: JumpRecord | None = None
+
+
+class Sequence:
+    def __init__(self, req: GenerateRequest, compiled, ctx: TokenizerContext, texts: TokenText,
+                 prompt_ids: list[int], cache, device: str, on_event: EventFn | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        import torch
+
+        self.req = req
+        self.compiled = compiled
+        self.ctx = ctx
+        self.texts = texts
+        self.prompt_ids = prompt_ids
+        self.cache = cache
+        self.device = device
+        self.on_event = on_event
+        self.should_stop = should_stop
+        self.matcher: Matcher | None = compiled.matcher() if req.mode != "free" else None
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(int(req.seed))
+        self.out_ids: list[int] = []
+        self.origins: list[str] = []
+        self.token_step: list[int] = []
+        self.queue: list[Pending] = []
+        self.feed: PlannedFeed | None = None
+        self.rec = TraceRecorder()
+        self.n = self.rec.n
+        self.done = False
+        self.finished = False
+        self.reason = "max_new_tokens"
+        self.error: BaseException | None = None
+        self.t_created = time.perf_counter()
+        self.t_start = self.t_created
+        self.t_decode = self.t_created
+        self.t_done = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Plan the first forward pass: the prompt, plus the forced start of the output
+        when the constraint begins with a jump."""
+        self.t_start = time.perf_counter()
+        if not self.prompt_ids:
+            raise CfsmError("invalid_input", "the prompt is empty after tokenization (give a prompt, or drop --raw-prompt)")
+        if self.req.mode == "jump":
+            self._jump_or_feed(-1, self.prompt_ids)
+        else:
+            self.feed = PlannedFeed(list(self.prompt_ids))
+        self._emit("start", {"prompt_tokens": len(self.prompt_ids),
+                             "initial_jump": self.rec.jumps[0].to_json() if self.rec.jumps else None})
+
+    def feed_for_runner(self) -> Feed:
+        return Feed(self.cache, self.feed.tokens, self.feed.keep)
+
+    def receive(self, rows, forward_s: float, batch_size: int) -> None:
+        """Take the logits of the planned feed (its last `keep` rows)."""
+        f, self.feed = self.feed, None
+        self.n.forward_passes += 1
+        self.n.forward_s += forward_s
+        if self.n.prefill_ms is None:
+            self.n.prefill_ms = round(forward_s * 1e3, 3)
+            self.t_decode = time.perf_counter()
+        if f.jump is not None:
+            f.jump.forward_ms = round(forward_s * 1e3, 3)
+        c = len(f.expect)
+        self.queue = [Pending(rows[i], forward_s if i == 0 else 0.0, batch_size, f.expect[i]) for i in range(c)]
+        self.queue.append(Pending(rows[c], 0.0 if c else forward_s, batch_size))
+
+    def stage(self) -> Staged | None:
+        """Take the next logits and the grammar's mask for them; None when it is over."""
+        if self.should_stop is not None and self.should_stop():
+            return self._end(False, "cancelled")
+        if len(self.out_ids) >= self.req.max_new_tokens:
+            return self._end(False, "max_new_tokens")
+        p = self.queue.pop(0)
+        t = time.perf_counter()
+        mask, allowed, state = None, self.ctx.vocab_size, {"char_state": None, "token_state": None}
+        if self.matcher is not None:
+            state = self.matcher.state_info()
+            allowed = self.matcher.allowed_count()
+            if allowed == 0:
+                return self._end(False, "dead_end")
+            mask = self.matcher.mask(self.device)
+        return Staged(p, mask, int(allowed), state, time.perf_counter() - t)
+
+    def select(self, st: Staged):
+        t = time.perf_counter()
+        pack = select_pack(st.pending.logits, st.mask, self.req, self.gen)
+        st.sample_s = time.perf_counter() - t  # on a GPU: launch time; the step's one sync comes later
+        return pack
+
+    def accept(self, st: Staged, pack: list[float]) -> None:
+        """Record the step, accept the chosen token and plan what comes next."""
+        step = self._record(st, pack)
+        tid = step.token_id
+        if self.matcher is not None and self.req.trace_detail:
+            self._detail(step)
+        t_acc = time.perf_counter()
+        if tid == self.ctx.eos_token_id and (self.matcher is None or self.matcher.is_final()):
+            self._end(True, "eos")
+            self._emit_step(step)
+            return
+        if self.matcher is not None and not self.matcher.accept_token(tid):
+            raise CfsmError("dead_end", f"backend rejected token {tid} it had allowed")
+        g = time.perf_counter() - t_acc + st.mask_s
+        step.grammar_us = round(g * 1e6, 1)
+        self.n.grammar_s += g
+        expect = st.pending.expect
+        self._append(tid, "jump" if expect is not None and tid == expect else step.origin, step.index)
+        if expect is not None:
+            step.verified = tid == expect
+            if step.verified:
+                self._emit_step(step)
+                return  # its keys/values are already in the cache
+            self.queue = []
+            self.crop_to(len(self.out_ids) - 1)
+        self._jump_or_feed(step.index, [tid])
+        self._emit_step(step)
+
+    def _record(self, st: Staged, pack: list[float]) -> StepRecord:
+        k = (len(pack) - 4) // 4
+        tid = int(pack[0])
+        raw_v, raw_i = pack[4 : 4 + k], pack[4 + k : 4 + 2 * k]
+        m_v, m_i = pack[4 + 2 * k : 4 + 3 * k], pack[4 + 3 * k : 4 + 4 * k]
+        t = self.texts.text
+        top = self.req.top_k
+        self._likely = [(int(i), round(v, 6)) for v, i in zip(m_v, m_i, strict=True) if v > 0]
+        step = StepRecord(
+            index=len(self.rec.steps), char_state=st.state.get("char_state"), token_state=st.state.get("token_state"),
+            allowed=st.allowed, token_id=tid, token_text=t(tid), origin="forced" if st.allowed == 1 else "model",
+            prob=round(pack[2], 6), raw_prob=round(pack[3], 6), feasible_mass=round(min(1.0, pack[1]), 6),
+            top_raw=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(raw_v[:top], raw_i[:top], strict=True)],
+            top_masked=[[i, t(i), v] for i, v in self._likely[:top]],
+            forward_ms=round(st.pending.forward_s * 1e3, 3), mask_us=round(st.mask_s * 1e6, 1),
+            sample_us=round(st.sample_s * 1e6, 1), output_len=len(self.out_ids),
+            batch_size=st.pending.batch_size,
+            verifies=None if st.pending.expect is None else [st.pending.expect, t(st.pending.expect)],
+        )
+        return self.rec.add_step(step)
+
+    def _detail(self, step: StepRecord) -> None:
+        """Trace bookkeeping outside the timed sections: the most likely allowed tokens
+        (by probability after masking, from the sampling pack) with the state each leads
+        to, and the whole mask (deduplicated, compressed)."""
+        m = self.matcher
+        ids = m.allowed_ids()
+        step.char_offset = len(self.texts.bytes(self.out_ids).decode("utf-8", errors="ignore"))
+        step.allowed_sample = [[x, self.texts.text(x), m.next_char_state(x), p] for x, p in self._likely[:ALLOWED_SAMPLE]]
+        step.mask_key = self.rec.add_mask(ids, self.ctx.vocab_size)
+
+    # ------------------------------------------------------------------ tokens
+    def _append(self, tid: int, origin: str, step_index: int) -> None:
+        self.out_ids.append(tid)
+        self.origins.append(origin)
+        self.token_step.append(step_index)
+
+    def crop_to(self, n_out: int) -> None:
+        """Keep the cache for the prompt and the first `n_out` output tokens."""
+        ModelRunner.crop(self.cache, len(self.prompt_ids) + n_out)
+
+    def truncate(self, limit: int) -> None:
+        """A jump can carry the output past max_new_tokens: the limit holds all the same."""
+        if len(self.out_ids) > limit:
+            del self.out_ids[limit:], self.origins[limit:], self.token_step[limit:]
+            self.finished, self.reason = False, "max_new_tokens"
+
+    def _only_eos(self) -> bool:
+        ids = self.matcher.allowed_ids()
+        return len(ids) == 1 and int(ids[0]) == self.ctx.eos_token_id
+
+    def _end(self, finished: bool, reason: str) -> None:
+        self.done, self.finished, self.reason = True, finished, reason
+        self.feed, self.queue = None, []
+        self.cache = None  # its views may pin a whole stacked cache: let it go now
+        self.t_done = time.perf_counter()
+        return None
+
+    def cancel(self) -> None:
+        if not self.done:
+            self._end(False, "cancelled")
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = exc
+        self._end(False, "error")
+
+    # ------------------------------------------------------------------ jump
+    def _jump_or_feed(self, step_index: int, fed: list[int]) -> None:
+        """After a confirmed token: jump if the forced text is long enough, else feed the
+        token. Ends the sequence when only EOS remains."""
+        plan = None
+        if self.req.mode == "jump":
+            t = time.perf_counter()
+            js = self.matcher.jump_forward()
+            if len(js) > self.req.jump_threshold:
+                plan = self.jump(js, step_index)
+            self.n.grammar_s += time.perf_counter() - t  # re-tokenization is grammar-side work
+        if plan is None:
+            if self.matcher is not None and self.out_ids and self._only_eos():
+                self._end(True, "complete")
+                return
+            self.feed = PlannedFeed(list(fed))
+            return
+        if plan is True:
+            self._end(True, "complete")
+            return
+        self.feed = plan
+
+    def jump(self, js: str, step_index: int) -> PlannedFeed | bool | None:
+        """Apply a jump-forward of `js`: re-tokenize, crop the cache to the common prefix
+        and plan the prefill. Returns the feed, True when the match is then complete, or
+        None (nothing changed) when the jump cannot be applied."""
+        res = self._retokenize(js, self.req.healing_tokens)
+        if res is None:
+            return None
+        new_ids, cands, info = res
+        keep = common_prefix(self.out_ids, new_ids)
+        info.reused_output_tokens = keep
+        self.rec.add_jump(info, step_index)
+        confirmed = len(new_ids) - cands
+        self.origins = self.origins[:keep] + ["jump"] * (confirmed - keep)
+        self.token_step = self.token_step[:keep] + [step_index] * (confirmed - keep)
+        if cands == 0 and self._only_eos():
+            self.out_ids = new_ids
+            return True
+        fresh = self.cache.get_seq_length() == 0  # the initial jump: nothing cached yet
+        in_cache = 0 if fresh else self.cache.get_seq_length() - len(self.prompt_ids)
+        reuse = min(keep, in_cache)
+        if not fresh:
+            self.crop_to(reuse)
+        feed = (list(self.prompt_ids) if fresh else []) + new_ids[reuse:]
+        self.n.prefilled_tokens += len(new_ids) - reuse
+        self.out_ids = new_ids[:confirmed]
+        info.prefilled, info.prefilled_tokens, info.candidates = len(new_ids) - reuse, self.texts.pairs(new_ids[reuse:]), cands
+        return PlannedFeed(feed, keep=cands + 1, expect=new_ids[confirmed:], jump=info)
+
+    def _retokenize(self, js: str, healing: int):
+        """Append `js`, re-tokenize the output alone and re-walk the grammar. Up to
+        `healing` trailing tokens that a vocabulary token could extend (and the grammar
+        allows) become candidates, re-decided from the same prefill's logits. Returns
+        (new ids, candidates, record) with the matcher before the candidates, or None
+        (matcher unchanged)."""
+        m, tb = self.matcher, self.texts.bytes
+        old_bytes = tb(self.out_ids)
+        try:
+            old_text = old_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # output ends inside a character: wait for it to complete
+        t0 = time.perf_counter()
+        new_ids = list(self.ctx.tokenizer.encode(old_text + js, add_special_tokens=False))
+        if tb(new_ids) != (old_text + js).encode("utf-8"):
+            return None  # tokenizer normalizes text: cannot re-tokenize faithfully
+        common = common_prefix(self.out_ids, new_ids)
+        m.rollback(len(self.out_ids) - common)
+        for i, t in enumerate(new_ids[common:]):
+            if not m.accept_token(t):
+                m.rollback(i)
+                for t_old in self.out_ids[common:]:
+                    m.accept_token(t_old)
+                return None
+        cands = 0
+        while cands < healing and len(new_ids) - cands > 1:
+            cut = len(new_ids) - cands - 1
+            if len(tb(new_ids[:cut])) <= len(old_bytes):
+                break  # only tokens wholly inside the jumped text are re-decided
+            m.rollback(1)
+            ext = self.ctx.vocab.ids_extending(tb(new_ids[cut:]))
+            if len(ext) and m.allows_any(ext):
+                cands += 1
+            else:
+                m.accept_token(new_ids[cut])
+                break
+        p = self.texts.pairs
+        info = JumpRecord(string=js, char_start=len(old_text), tokens_before=p(self.out_ids), tokens_after=p(new_ids),
+                          backed_off=p(new_ids[len(new_ids) - cands:]),
+                          retokenize_us=round((time.perf_counter() - t0) * 1e6, 1))
+        return new_ids, cands, info
+
+    # ------------------------------------------------------------------ events, trace
+    def _emit(self, kind: str, data: dict) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, data)
+
+    def _emit_step(self, step: StepRecord) -> None:
+        if self.on_event is None:
+            return
+        t = self.texts.text
+        self._emit("step", {
+            "step": step.to_json(),
+            "tokens": [[x, t(x), o, s] for x, o, s in zip(self.out_ids, self.origins, self.token_step, strict=False)],
+            "forward_passes": self.n.forward_passes,
+            "jumps": len(self.rec.jumps),
+            "elapsed_s": time.perf_counter() - self.t_start,
+        })
+
+    def finish(self, model_info: dict, scheduler: dict) -> Trace:
+        """The trace of this request (call once, when `done`)."""
+        self.truncate(self.req.max_new_tokens)
+        end = self.t_done or time.perf_counter()
+        req, texts = self.req, self.texts
+        totals = self.rec.totals(
+            prompt_tokens=len(self.prompt_ids), output_tokens=len(self.out_ids),
+            jumped_tokens=sum(1 for o in self.origins if o == "jump"), wall_s=end - self.t_start,
+            decode_s=end - self.t_decode if self.n.prefill_ms is not None else 0.0,
+            compile_s=self.compiled.compile_seconds if self.compiled is not None else 0.0,
+            finished=self.finished, reason=self.reason, queue_s=self.t_start - self.t_created)
+        text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
+        valid, why = validate_output(req.constraint if req.mode != "free" else None, text, self.finished, self.reason,
+                                     self.matcher.is_final() if self.matcher is not None and self.finished else None)
+        trace = self.rec.build(
+            request={**{k: v for k, v in asdict(req).items() if k != "constraint"},
+                     "constraint": None if req.constraint is None else asdict(req.constraint)},
+            model=model_info, backend=req.backend if req.mode != "free" else None, mode=req.mode,
+            prompt_tokens=len(self.prompt_ids), text=text, valid=valid, validation=why,
+            tokens=[_token_json(texts, t, o, s) for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)],
+            totals=totals, scheduler=scheduler)
+        self._emit("end", {"totals": asdict(totals)})
+        return trace

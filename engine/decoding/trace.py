@@ -1,0 +1,264 @@
+"""The trace: the JSON contract between the engine, viz/ and app/, typed once here.
+
+Version history: 1 = first release; 2 = records built from these dataclasses, plus
+`valid`/`validation` (the finished output checked against the constraint), `scheduler`
+(how the request was decoded: single, batch or continuous), `steps[].batch_size`
+(requests in the forward pass that produced the step's logits) and `totals.queue_s` (time
+waiting to join a running batch). Version 1 traces load and are upgraded with defaults.
+Readers check `version` and refuse newer ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import CfsmError
+
+TRACE_VERSION = 2
+REQUIRED_KEYS = ("version", "mode", "text", "tokens", "steps", "jumps", "totals")
+
+
+def _drop_none(d: dict, keys: tuple[str, ...]) -> dict:
+    for k in keys:
+        if d.get(k) is None:
+            d.pop(k, None)
+    return d
+
+
+@dataclass
+class StepRecord:
+    """One sampling decision (a forward pass's logits, masked and sampled)."""
+
+    index: int
+    char_state: int | None
+    token_state: int | None
+    allowed: int
+    token_id: int
+    token_text: str
+    origin: str  # model | forced
+    prob: float
+    raw_prob: float
+    feasible_mass: float
+    top_raw: list
+    top_masked: list
+    forward_ms: float
+    mask_us: float
+    sample_us: float
+    output_len: int
+    batch_size: int = 1
+    jump: int | None = None
+    verifies: list | None = None  # [id, text]: a backed-off token being re-decided
+    verified: bool | None = None
+    grammar_us: float | None = None
+    char_offset: int | None = None
+    allowed_sample: list | None = None
+    mask_key: str | None = None
+
+    OPTIONAL = ("verifies", "verified", "grammar_us", "char_offset", "allowed_sample", "mask_key")
+
+    def to_json(self) -> dict:
+        return _drop_none(asdict(self), self.OPTIONAL)
+
+
+@dataclass
+class JumpRecord:
+    """One jump-forward: the string, the re-tokenization and the prefill it cost."""
+
+    string: str
+    char_start: int
+    tokens_before: list
+    tokens_after: list
+    backed_off: list
+    retokenize_us: float
+    step: int = -1
+    reused_output_tokens: int = 0
+    prefilled: int = 0
+    prefilled_tokens: list = field(default_factory=list)
+    forward_ms: float = 0.0
+    candidates: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Totals:
+    forward_passes: int
+    output_tokens: int
+    prompt_tokens: int
+    prefilled_tokens: int
+    steps: int
+    model_steps: int
+    forced_steps: int
+    jumped_tokens: int
+    jumps: int
+    jumped_chars: int
+    wall_s: float
+    decode_s: float
+    prefill_ms: float
+    forward_s: float
+    grammar_s: float
+    grammar_us_per_step: float
+    sample_us_per_step: float
+    forward_ms_per_pass: float
+    tokens_per_s: float | None
+    compile_s: float
+    finished: bool
+    reason: str
+    queue_s: float = 0.0
+
+
+@dataclass
+class Trace:
+    request: dict
+    model: dict
+    backend: str | None
+    mode: str
+    prompt_tokens: int
+    text: str
+    tokens: list[dict]
+    steps: list[StepRecord]
+    jumps: list[JumpRecord]
+    masks: dict[str, str]
+    totals: Totals
+    scheduler: dict
+    version: int = TRACE_VERSION
+    valid: bool | None = None  # the finished output checked against the constraint (engine.decoding.validate)
+    validation: str = ""
+    warnings: list[str] = field(default_factory=list)  # keywords compiled unenforced (--lenient)
+    # added by the service after decoding, when the constraint has them
+    compile: dict | None = None
+    regex: str | None = None
+    automaton: dict | None = None
+    ideal: dict | None = None
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {
+            "version": self.version, "request": self.request, "model": self.model, "backend": self.backend,
+            "mode": self.mode, "scheduler": self.scheduler, "prompt_tokens": self.prompt_tokens, "text": self.text,
+            "valid": self.valid, "validation": self.validation, "warnings": list(self.warnings),
+            "tokens": self.tokens, "steps": [s.to_json() for s in self.steps],
+            "jumps": [j.to_json() for j in self.jumps], "masks": self.masks, "totals": asdict(self.totals),
+        }
+        for k in ("compile", "regex", "automaton", "ideal"):
+            v = getattr(self, k)
+            if v is not None or k == "ideal" and self.automaton is not None:
+                out[k] = v
+        return out
+
+
+@dataclass
+class Counters:
+    """What a request's forward passes and grammar work cost, summed as it decodes."""
+
+    forward_passes: int = 0
+    forward_s: float = 0.0
+    grammar_s: float = 0.0
+    prefilled_tokens: int = 0
+    prefill_ms: float | None = None
+
+
+class TraceRecorder:
+    """What one request writes while it decodes (steps, jumps, deduplicated masks, counters);
+    `build` makes the typed `Trace` of it. One per `Sequence`."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self.jumps: list[JumpRecord] = []
+        self.masks: dict[str, str] = {}
+        self.n = Counters()
+
+    def add_step(self, step: StepRecord) -> StepRecord:
+        self.steps.append(step)
+        return step
+
+    def add_jump(self, info: JumpRecord, step_index: int) -> None:
+        """A jump, linked from the step whose token triggered it (-1: before the first step)."""
+        info.step = step_index
+        self.jumps.append(info)
+        if step_index >= 0:
+            self.steps[step_index].jump = len(self.jumps) - 1
+
+    def add_mask(self, ids, vocab_size: int) -> str:
+        """Store a mask once (compressed); returns the key steps refer to it by."""
+        import hashlib
+
+        blob = encode_mask(ids, vocab_size)
+        key = hashlib.sha1(blob.encode()).hexdigest()[:12]
+        self.masks.setdefault(key, blob)
+        return key
+
+    def totals(self, *, prompt_tokens: int, output_tokens: int, jumped_tokens: int, wall_s: float, decode_s: float,
+               compile_s: float, finished: bool, reason: str, queue_s: float) -> Totals:
+        n, steps = self.n, self.steps
+        n_steps = max(1, len(steps))
+        return Totals(
+            forward_passes=n.forward_passes, output_tokens=output_tokens, prompt_tokens=prompt_tokens,
+            prefilled_tokens=n.prefilled_tokens, steps=len(steps),
+            model_steps=sum(1 for s in steps if s.origin == "model"),
+            forced_steps=sum(1 for s in steps if s.origin == "forced"),
+            jumped_tokens=jumped_tokens, jumps=len(self.jumps), jumped_chars=sum(len(j.string) for j in self.jumps),
+            wall_s=round(wall_s, 4), decode_s=round(decode_s, 4), prefill_ms=n.prefill_ms or 0.0,
+            forward_s=round(n.forward_s, 4), grammar_s=round(n.grammar_s, 5),
+            grammar_us_per_step=round(n.grammar_s * 1e6 / n_steps, 1),
+            sample_us_per_step=round(sum(s.sample_us for s in steps) / n_steps, 1),
+            forward_ms_per_pass=round(n.forward_s * 1e3 / max(1, n.forward_passes), 3),
+            tokens_per_s=round(output_tokens / wall_s, 2) if wall_s > 0 else None,
+            compile_s=round(compile_s, 4), finished=finished, reason=reason, queue_s=round(queue_s, 4),
+        )
+
+    def build(self, *, request: dict, model: dict, backend: str | None, mode: str, prompt_tokens: int, text: str,
+              tokens: list[dict], totals: Totals, scheduler: dict, valid: bool | None, validation: str) -> Trace:
+        return Trace(request=request, model=model, backend=backend, mode=mode, prompt_tokens=prompt_tokens, text=text,
+                     tokens=tokens, steps=self.steps, jumps=self.jumps, masks=self.masks, totals=totals,
+                     scheduler=scheduler, valid=valid, validation=validation)
+
+
+def _upgrade_v1(obj: dict) -> dict:
+    """Version 1 -> 2: fill the fields version 2 added with what they meant then."""
+    obj = dict(obj)
+    obj["scheduler"] = {"kind": "single", "max_batch": 1}
+    obj.setdefault("valid", None)
+    obj.setdefault("validation", "not recorded (a version 1 trace)")
+    obj["steps"] = [{"batch_size": 1, **s} for s in obj["steps"]]
+    obj["totals"] = {"queue_s": 0.0, **obj["totals"]}
+    obj["version"] = 2
+    return obj
+
+
+def validate_trace(obj) -> dict:
+    """Check that an uploaded/loaded object is a trace this version can show (and bring
+    an older one up to this version)."""
+    if isinstance(obj, (str, bytes)):
+        try:
+            obj = json.loads(obj)
+        except json.JSONDecodeError as exc:
+            raise CfsmError("invalid_input", f"trace is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise CfsmError("invalid_input", "a trace must be a JSON object")
+    missing = [k for k in REQUIRED_KEYS if k not in obj]
+    if missing:
+        raise CfsmError("invalid_input", f"not a cfsm trace: missing {', '.join(missing)}")
+    v = obj["version"]
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise CfsmError("invalid_input", f"trace version {v!r} is not a version number")
+    if v > TRACE_VERSION:
+        raise CfsmError("invalid_input", f"trace version {v!r} is newer than this app ({TRACE_VERSION})")
+    if not isinstance(obj["steps"], list) or not isinstance(obj["totals"], dict):
+        raise CfsmError("invalid_input", "not a cfsm trace: steps must be a list and totals an object")
+    return _upgrade_v1(obj) if v == 1 else obj
+
+
+def encode_mask(ids, vocab_size: int) -> str:
+    """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB.
+    viz.plots.decode_mask reads it back."""
+    import base64
+    import zlib
+
+    import numpy as np
+
+    bits = np.zeros(vocab_size, dtype=bool)
+    bits[np.asarray(ids, dtype=np.int64)] = True
+    return base64.b64encode(zlib.compress(np.packbits(bits).tobytes(), 6)).decode("ascii")

@@ -1,0 +1,631 @@
+"""JSON Schema -> regex, exact for what it accepts: every string the regex matches is a
+document the schema accepts (checked keyword by keyword by the conformance benchmark).
+A keyword that cannot be enforced in a regular language is refused with
+`unsupported_feature` naming it and its JSON pointer, or, when the caller is lenient,
+skipped with a warning that travels with the compiled constraint.
+
+Choices that make the language smaller than the schema's (documented in the README):
+objects that list `properties` are closed unless `additionalProperties` says otherwise,
+and each number has one spelling (`1`, never `1.0`, for an integer), unless `spec` asks
+for JSON Schema's own reading; keys come in the schema's order, numbers with bounds have
+no exponent, and nesting of untyped values and of recursive `$ref`s stops at a stated
+depth."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..errors import CfsmError
+from .ecma import ecma_schema
+from .formats import FORMATS
+from .numbers import JSON_NUMBER, alt, decimal_range, int_range, to_fraction
+from .refs import RefResolver, json_equal, merge_all, pointer_join
+from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
+
+ANY_DEPTH = 1  # nesting of values a schema leaves untyped
+REF_DEPTH = 3  # how many times one recursive $ref is expanded
+MAX_ENUMERATED = 1000  # multiples of `multipleOf` spelled out one by one
+TYPES = ("null", "boolean", "object", "array", "string", "integer", "number")
+
+
+@dataclass
+class Separators:
+    """Where whitespace goes, by the run's policy."""
+
+    item: str = ","
+    key: str = ":"
+    open_pad: str = ""
+
+    @classmethod
+    def of(cls, policy: str) -> Separators:
+        if policy == "spaced":
+            return cls(", ", ": ", "")
+        if policy == "flexible":
+            return cls("[ ]?,[ ]?", "[ ]?:[ ]?", "[ ]?")
+        return cls()
+
+    def dumps(self, value) -> str:
+        """A value as the regex for its one spelling under this policy."""
+        seps = (", ", ": ") if self.item == ", " else (",", ":")
+        return re.escape(json.dumps(value, separators=seps, ensure_ascii=False, allow_nan=False))
+
+    def obj(self, body: str) -> str:
+        return r"\{" + self.open_pad + body + self.open_pad + r"\}"
+
+    def arr(self, body: str) -> str:
+        return r"\[" + self.open_pad + body + self.open_pad + r"\]"
+
+
+@dataclass
+class SchemaRegex:
+    regex: str
+    warnings: list[str] = field(default_factory=list)
+
+
+class SchemaCompiler:
+    """One compile of one schema; holds the root (for $ref), the policy and the warnings."""
+
+    def __init__(self, root: dict | bool, whitespace: str = "compact", lenient: bool = False,
+                 spec: bool = False) -> None:
+        self.root = root
+        self.sep = Separators.of(whitespace)
+        self.lenient = lenient
+        self.spec = spec  # open objects, integers also as `1.0` (see the module docstring)
+        self.draft4 = isinstance(root, dict) and bool(re.search(r"draft-0[34]/", str(root.get("$schema", ""))))
+        self.warnings: list[str] = []
+        self.refs = RefResolver(root, REF_DEPTH)
+
+    def compile(self) -> SchemaRegex:
+        try:
+            rx = self.node(self.root, "")
+        except RecursionError:
+            raise CfsmError("unsupported_feature", "the schema nests (or refers to itself) too deeply to turn into a "
+                            "regex") from None
+        if rx is None:
+            raise CfsmError("unsatisfiable", "the schema admits no document that this compiler can produce")
+        return SchemaRegex(rx, self.warnings)
+
+    def refuse(self, keyword: str, ptr: str, why: str) -> None:
+        """A keyword that cannot be enforced: an error, or with lenient a warning."""
+        where = pointer_join(ptr, keyword)
+        if not self.lenient:
+            raise CfsmError(
+                "unsupported_feature",
+                f"`{keyword}` at {where} cannot be enforced on the regex path: {why} "
+                "(--lenient compiles it unenforced with a warning; xgrammar or llguidance may support it)",
+            )
+        self.warnings.append(f"`{keyword}` at {where} is NOT enforced: {why}")
+
+    # -- dispatch ----------------------------------------------------------------
+    def node(self, s, ptr: str) -> str | None:
+        if s is True or s == {}:
+            return self.any_value(ANY_DEPTH)
+        if s is False:
+            return None
+        if not isinstance(s, dict):
+            raise CfsmError("invalid_schema", f"schema at {ptr or '/'} is not an object or boolean")
+        with self.refs.entering(s, ptr) as (s, ptr):
+            if s is None or s is False:
+                return None
+            if s is True:
+                return self.any_value(ANY_DEPTH)
+            return self._node(s, ptr)
+
+    def _node(self, s: dict, ptr: str) -> str | None:
+        s = self.flatten_all_of(dict(s), ptr)
+        if s is None:
+            return None
+        self.refuse_unhandled(s, ptr)
+        if "enum" in s or "const" in s:
+            return self.enumerated(s, ptr)
+        if "anyOf" in s:
+            return self.any_of(s, ptr)
+        if "oneOf" in s:
+            return self.one_of(s, ptr)
+        return alt([self.typed(t, s, ptr) for t in self.types(s, ptr)])
+
+    def types(self, s: dict, ptr: str) -> list[str]:
+        t = s.get("type")
+        if t is None:
+            return [t for t in TYPES if t != "integer"]  # numbers include the integers
+        ts = [t] if isinstance(t, str) else list(t)
+        if "number" in ts and "integer" in ts:
+            ts.remove("integer")
+        return ts
+
+    def typed(self, t: str, s: dict, ptr: str) -> str | None:
+        if t == "null":
+            return "null"
+        if t == "boolean":
+            return "(true|false)"
+        if t in ("integer", "number"):
+            return self.number(s, ptr, integer=(t == "integer"))
+        if t == "string":
+            return self.string(s, ptr)
+        if t == "array":
+            return self.array(s, ptr)
+        return self.object(s, ptr)
+
+    def refuse_unhandled(self, s: dict, ptr: str) -> None:
+        """Keywords with no regex form: refuse unless they cannot change the language."""
+        trivial = {"uniqueItems": False}
+        for kw in ("not", "if", "then", "else", "$dynamicRef", "$recursiveRef", "unevaluatedItems", "contains",
+                   "dependentSchemas", "uniqueItems", "dependencies"):
+            if kw in s and not (kw in trivial and s[kw] == trivial[kw]) and not self._vacuous(kw, s):
+                self.refuse(kw, ptr, "it has no regular-language form here")
+        if "dependentRequired" in s:
+            self.dependent_required(s, ptr)
+
+    def _vacuous(self, kw: str, s: dict) -> bool:
+        if kw in ("then", "else"):
+            return "if" not in s
+        if kw == "uniqueItems":
+            return s.get("maxItems", 2) <= 1 or (s.get("items") is False and len(s.get("prefixItems", [])) <= 1)
+        if kw == "unevaluatedItems":
+            return s[kw] is True
+        return False
+
+    def dependent_required(self, s: dict, ptr: str) -> None:
+        from .objects import extra_schema_of
+
+        required = set(s.get("required", []))
+        props = s.get("properties", {})
+        closed = extra_schema_of(s, self.spec) is False and not s.get("patternProperties")
+        for trigger, deps in s["dependentRequired"].items():
+            if trigger in required and set(deps) <= required:
+                continue
+            if closed and trigger not in props:
+                continue
+            if trigger in required:
+                s["required"] = list(dict.fromkeys(list(s.get("required", [])) + list(deps)))  # s is _node's copy
+                continue
+            self.refuse("dependentRequired", ptr, f"{trigger!r} is optional, so what it requires depends on it")
+
+    # -- combinators -------------------------------------------------------------
+    def refuse_unevaluated_across(self, s: dict, ptr: str) -> dict:
+        """`unevaluated*` sees what in-place applicators (allOf/anyOf/oneOf/$ref) evaluated;
+        merging them would change that, so those combinations are refused."""
+        members = [x for k in ("allOf", "anyOf", "oneOf") for x in (s.get(k) or [])]
+        if not members or not any(_has_unevaluated(x) for x in [s, *members]):
+            return s
+        kw = "unevaluatedProperties" if any(_has_unevaluated(x, "unevaluatedProperties") for x in [s, *members]) else "unevaluatedItems"
+        self.refuse(kw, ptr, "it depends on what sibling applicators (allOf/anyOf/oneOf/$ref) evaluate")
+        return _drop_unevaluated(s)
+
+    def flatten_all_of(self, s: dict, ptr: str) -> dict | None:
+        s = self.refuse_unevaluated_across(s, ptr)
+        if "allOf" not in s:
+            return s
+        parts = []
+        for i, sub in enumerate(s["allOf"]):
+            sub = self.refs.inline(sub, pointer_join(ptr, f"allOf/{i}"))
+            if sub is False:
+                return None
+            if sub is True:
+                continue
+            parts.append(sub)
+        rest = {k: v for k, v in s.items() if k != "allOf"}
+        merged, conflict = merge_all([rest, *parts])
+        if conflict:
+            self.refuse("allOf", ptr, conflict)
+            return rest
+        return self.flatten_all_of(merged, ptr) if "allOf" in merged else merged
+
+    def any_of(self, s: dict, ptr: str) -> str | None:
+        rest = {k: v for k, v in s.items() if k != "anyOf"}
+        branches = []
+        for i, sub in enumerate(s["anyOf"]):  # a $ref stays for node(), which bounds recursion
+            if sub is False:
+                continue
+            merged, conflict = merge_all([rest, {} if sub is True else sub])
+            if conflict:
+                self.refuse("anyOf", ptr, conflict)
+                return self.node(rest, ptr)
+            branches.append(self.node(merged, pointer_join(ptr, f"anyOf/{i}")))
+        return alt(branches)
+
+    def one_of(self, s: dict, ptr: str) -> str | None:
+        subs = [self.refs.inline(sub, pointer_join(ptr, f"oneOf/{i}")) for i, sub in enumerate(s["oneOf"])]
+        live = [x for x in subs if x is not False]
+        if len(live) > 1 and not _pairwise_disjoint(live):
+            self.refuse("oneOf", ptr, "its branches may overlap (only branches of different types, or "
+                        "objects told apart by a required `const`/`enum` property, are exact)")
+        return self.any_of({**{k: v for k, v in s.items() if k != "oneOf"}, "anyOf": live}, ptr)
+
+    def enumerated(self, s: dict, ptr: str) -> str | None:
+        import jsonschema
+
+        values = [s["const"]] if "const" in s else list(s["enum"])
+        if "const" in s and "enum" in s:
+            values = [v for v in values if any(json_equal(v, e) for e in s["enum"])]
+        rest = {k: v for k, v in s.items() if k not in ("enum", "const")}
+        kw = "enum" if "enum" in s else "const"
+        if '"$ref"' in json.dumps(rest) or '"$dynamicRef"' in json.dumps(rest):
+            # a reference inside would resolve against this subschema, not the document
+            self.refuse(kw, ptr, "its values would be checked against keywords with a `$ref` beside it")
+            keep = values
+        else:
+            try:
+                keep = [v for v in values if jsonschema.Draft202012Validator(ecma_schema(rest)).is_valid(v)]
+            except Exception as exc:  # noqa: BLE001 - a validator failure is a refusal, not a crash
+                self.refuse(kw, ptr, f"its values cannot be checked against the rest ({exc})")
+                keep = values
+        out = []
+        for v in keep:
+            try:
+                out.append(self.value(v))
+            except ValueError:
+                continue
+        return alt(out)
+
+    # -- scalars -----------------------------------------------------------------
+    def number(self, s: dict, ptr: str, integer: bool) -> str | None:
+        lo, lo_strict, hi, hi_strict = self.bounds(s, ptr)
+        mult = s.get("multipleOf")
+        if mult is not None:
+            return self.multiple_of(to_fraction(mult), lo, lo_strict, hi, hi_strict, integer, ptr)
+        if not integer:
+            return _bounded(lo, lo_strict, hi, hi_strict, integer)
+        return self.integers(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
+
+    def integers(self, lo: int | None, hi: int | None) -> str | None:
+        """Integers in [lo, hi]; with `spec` those of at most 15 digits also as `7.0` (the
+        same number to JSON Schema; a float keeps them exact, where a longer one may round
+        across a bound or overflow to infinity)."""
+        ints = int_range(lo, hi)
+        if not self.point_zero(True) or ints is None:
+            return ints
+        lo2, hi2 = max(-_SHORT, lo if lo is not None else -_SHORT), min(_SHORT, hi if hi is not None else _SHORT)
+        if lo2 > hi2:
+            return ints
+        if (lo2, hi2) == (lo, hi):
+            return f"({ints})(\\.0+)?"
+        return alt([ints, f"({int_range(lo2, hi2)})\\.0+"])
+
+    def point_zero(self, integer: bool) -> bool:
+        """May an integral value be written `7.0` here? With `spec`, except for `integer`
+        under draft-04, where 7.0 is no integer."""
+        return self.spec and not (integer and self.draft4)
+
+    def value(self, v) -> str:
+        """A const/enum value as a regex: generation's one spelling, or with `spec` also the
+        spellings that differ by trailing zeros (`1.0` and `1.00` for 1 up to 15 digits,
+        `1.50` for 1.5) and a small object's keys in any order (not `1e0` or `-0`)."""
+        if not self.spec:
+            return self.sep.dumps(v)
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return self.sep.dumps(v)
+        if isinstance(v, (int, float)):
+            return _number_spellings(v, self.sep)
+        if isinstance(v, list):
+            return self.sep.arr(self.sep.item.join(self.value(x) for x in v))
+        members = [re.escape(json.dumps(k, ensure_ascii=False)) + self.sep.key + self.value(x) for k, x in v.items()]
+        orders = itertools.permutations(members) if len(members) <= 4 else [members]
+        return self.sep.obj(alt([self.sep.item.join(o) for o in orders]) or "")
+
+    def bounds(self, s: dict, ptr: str):
+        """The bounds, refused when their decimal spelling is too long for a float to keep
+        order with the documents' numbers (jsonschema compares floats)."""
+        got = _bounds(s)
+        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            v = s.get(kw)
+            if isinstance(v, float) and len(repr(v).lstrip("-0.").replace(".", "").split("e")[0]) > 15:
+                self.refuse(kw, ptr, f"{v!r} has more than 15 significant digits")
+                return None, False, None, False
+        return got
+
+    def multiple_of(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
+        if m <= 0:
+            raise CfsmError("invalid_schema", f"`multipleOf` at {ptr or '/'} must be positive")
+        if m.denominator == 1:  # integer steps: integers only (a number `4.0` is left out)
+            return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr, integer)
+        # a fractional step is checked by float division in jsonschema (0.3 is no multiple
+        # of 0.1 there): only a bounded range, each value checked the same way, is exact
+        return self.enumerate_multiples(m, lo, lo_strict, hi, hi_strict, integer, ptr)
+
+    def int_multiples(self, m: int, lo: int | None, hi: int | None, ptr: str, integer: bool) -> str | None:
+        if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED:
+            first = -(-lo // m) * m
+            return alt([_spelled(str(v), self.point_zero(integer)) for v in range(first, hi + 1, m)])
+        a, b = _two_five(m)
+        d = max(a or 0, b, 1)
+        if lo in (None, 0, 1) and hi is None and a is not None and 10**d // m <= 200:
+            small = [str(v) for v in range(0, 10**d, m) if v >= (lo or 0) and v != 0 or (v == 0 and lo in (None, 0))]
+            big = f"[1-9][0-9]*{alt([re.escape(str(v).zfill(d)) for v in range(0, 10**d, m)])}"
+            pos = alt(small + [big])
+            if lo is None:
+                neg = alt([x for x in small if x != "0"] + [big])
+                return alt([pos, f"-{neg}" if neg else None])
+            return pos
+        self.refuse("multipleOf", ptr, f"multiples of {m} over this range are not a small regular language")
+        return int_range(lo, hi)
+
+    def enumerate_multiples(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
+        if lo is not None and hi is not None and (hi - lo) / m <= MAX_ENUMERATED:
+            vals = []
+            for i in range(math.ceil(lo / m), math.floor(hi / m) + 1):
+                v = i * m
+                if (lo_strict and v == lo) or (hi_strict and v == hi) or (integer and v.denominator != 1):
+                    continue
+                text = _decimal_text(v)
+                q = float(text) / float(m)
+                if int(q) == q:  # what jsonschema computes
+                    vals.append(text)
+            return alt([_spelled(x, self.point_zero(integer)) for x in vals])
+        self.refuse("multipleOf", ptr, f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
+                    "which no regex can follow")
+        return _bounded(lo, lo_strict, hi, hi_strict, integer)
+
+    def string(self, s: dict, ptr: str) -> str | None:
+        lo, hi = int(s.get("minLength", 0)), s.get("maxLength")
+        hi = None if hi is None else int(hi)
+        if hi is not None and hi < lo:
+            return None
+        fmt, pattern = s.get("format"), s.get("pattern")
+        if fmt is not None and fmt not in FORMATS:
+            self.refuse("format", ptr, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+            fmt = None
+        if fmt is not None and pattern is not None:
+            self.refuse("pattern", ptr, "a `pattern` together with a `format`")
+            pattern = None
+        if pattern is None and fmt is None:
+            return '"' + _counted(CHAR, lo, hi) + '"'
+        body, width = (FORMATS[fmt], _width(FORMATS[fmt])) if fmt else PatternTranslator(pattern, pointer_join(ptr, "pattern")).translate()
+        if (lo or hi is not None) and not (width[0] >= lo and (hi is None or width[1] <= hi)):
+            if not (width[1] < lo or (hi is not None and width[0] > hi)):
+                self.refuse("maxLength" if hi is not None else "minLength", ptr,
+                            f"length bounds together with a {'format' if fmt else 'pattern'} of lengths {width[0]}..{_inf(width[1])}")
+            else:
+                return None
+        return '"' + body + '"'
+
+    # -- containers ----------------------------------------------------------------
+    def array(self, s: dict, ptr: str) -> str | None:
+        lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
+        hi = None if hi is None else int(hi)
+        prefix = [self.node(x, pointer_join(ptr, f"prefixItems/{i}")) for i, x in enumerate(s.get("prefixItems", []))]
+        items = s.get("items", True)
+        rest = None if items is False else self.node(items, pointer_join(ptr, "items"))
+        if None in prefix:
+            cut = prefix.index(None)
+            prefix, rest = prefix[:cut], None
+        if rest is None:
+            hi = len(prefix) if hi is None else min(hi, len(prefix))
+        if hi is not None and (hi < lo):
+            return None
+        prefix = prefix[:hi] if hi is not None else prefix
+        return self.sep.arr(_sequence(prefix, rest, lo, hi, self.sep.item) or "")
+
+    def object(self, s: dict, ptr: str) -> str | None:
+        from .objects import ObjectCompiler
+
+        return ObjectCompiler(self, s, ptr).regex()
+
+    def any_value(self, depth: int) -> str:
+        scalars = f"(null|true|false|{JSON_NUMBER}|{ANY_STRING})"
+        if depth <= 0:
+            return scalars
+        inner = self.any_value(depth - 1)
+        arr = self.sep.arr(f"({inner}({self.sep.item}{inner})*)?")
+        key = '"' + RAW + '*"'
+        member = f"{key}{self.sep.key}{inner}"
+        obj = self.sep.obj(f"({member}({self.sep.item}{member})*)?")
+        return f"({scalars[1:-1]}|{arr}|{obj})"
+
+
+def _sequence(prefix: list[str], rest: str | None, lo: int, hi: int | None, sep: str) -> str | None:
+    """Array body: prefix items then `rest` items, with lo..hi elements in all."""
+    k = len(prefix)
+    tail = ""
+    if rest is not None and (hi is None or hi > k):
+        a, b = max(lo - k, 0), None if hi is None else hi - k
+        if k == 0:
+            if b == 0:
+                tail = ""
+            else:
+                first = rest + _counted(f"({sep}{rest})", max(a - 1, 0), None if b is None else b - 1)
+                return first if a >= 1 else f"({first})?"
+        else:
+            tail = _counted(f"({sep}{rest})", a, b)
+    elif lo > k:
+        return None
+    body = tail
+    for i in range(k - 1, -1, -1):
+        piece = (sep if i else "") + prefix[i] + body
+        body = piece if i < lo else f"({piece})?"
+    return body
+
+
+def _counted(unit: str, lo: int, hi: int | None) -> str:
+    if hi is None:
+        return unit + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+    if hi == 0:
+        return ""
+    return unit + ("?" if (lo, hi) == (0, 1) else "" if lo == hi == 1 else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+
+
+_SHORT = 10**15 - 1  # integers of at most 15 digits: exact as floats, so `7.0` reads as 7
+
+
+def _spelled(text: str, spec: bool) -> str:
+    """A decimal's text as a regex: as written, or with `spec` also with trailing zeros
+    (an integer only when it is short: see SchemaCompiler.integers)."""
+    if not spec:
+        return re.escape(text)
+    if "." in text:
+        return re.escape(text) + "0*"
+    return re.escape(text) + (r"(\.0+)?" if abs(int(text)) <= _SHORT else "")
+
+
+def _number_spellings(v: int | float, sep: Separators) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("not JSON")
+    if isinstance(v, float) and v.is_integer() and abs(v) <= _SHORT:
+        v = int(v)
+    if isinstance(v, int):
+        return _spelled(str(v), True)
+    return _spelled(repr(v), "e" not in repr(v)) if "e" not in repr(v) else sep.dumps(v)
+
+
+def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | None:
+    """Integers or numbers within the bounds (none: any JSON number)."""
+    if integer:
+        return int_range(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
+    if lo is None and hi is None:
+        return JSON_NUMBER
+    return decimal_range(lo, lo_strict, hi, hi_strict)
+
+
+def _bounds(s: dict):
+    lo = lo_strict = hi = hi_strict = None
+    # draft-04 writes an exclusive bound as a boolean next to minimum/maximum
+    cands_lo = [(to_fraction(s["minimum"]), s.get("exclusiveMinimum") is True)] if "minimum" in s else []
+    if "exclusiveMinimum" in s and not isinstance(s["exclusiveMinimum"], bool):
+        cands_lo.append((to_fraction(s["exclusiveMinimum"]), True))
+    cands_hi = [(to_fraction(s["maximum"]), s.get("exclusiveMaximum") is True)] if "maximum" in s else []
+    if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
+        cands_hi.append((to_fraction(s["exclusiveMaximum"]), True))
+    if cands_lo:
+        lo, lo_strict = max(cands_lo, key=lambda x: (x[0], x[1]))
+    if cands_hi:
+        hi, hi_strict = min(cands_hi, key=lambda x: (x[0], not x[1]))
+    return lo, bool(lo_strict), hi, bool(hi_strict)
+
+
+def _int_lo(lo: Fraction | None, strict: bool) -> int | None:
+    """Smallest integer above (strict) or at the bound."""
+    if lo is None:
+        return None
+    return math.floor(lo) + 1 if strict else math.ceil(lo)
+
+
+def _int_hi(hi: Fraction | None, strict: bool) -> int | None:
+    if hi is None:
+        return None
+    return math.ceil(hi) - 1 if strict else math.floor(hi)
+
+
+def _two_five(m: int) -> tuple[int | None, int]:
+    a = b = 0
+    while m % 2 == 0:
+        m, a = m // 2, a + 1
+    while m % 5 == 0:
+        m, b = m // 5, b + 1
+    return (a, b) if m == 1 else (None, 0)
+
+
+def _decimal_places(m: Fraction) -> int | None:
+    for k in range(0, 20):
+        if (m * 10**k).denominator == 1:
+            return k
+    return None
+
+
+def _decimal_text(v: Fraction) -> str:
+    if v.denominator == 1:
+        return str(v.numerator)
+    k = _decimal_places(v) or 0
+    sign = "-" if v < 0 else ""
+    n = abs(v) * 10**k
+    digits = str(n.numerator).rjust(k + 1, "0")
+    return f"{sign}{digits[:-k]}.{digits[-k:]}"
+
+
+def _width(rx: str) -> tuple[int, int]:
+    from ..regex.sets import sre_parse
+
+    return sre_parse.parse(rx).getwidth()
+
+
+def _inf(n: int) -> str:
+    return "unbounded" if n >= 2**31 else str(n)
+
+
+def _has_unevaluated(s, kw: str | None = None) -> bool:
+    if not isinstance(s, dict):
+        return False
+    kws = (kw,) if kw else ("unevaluatedProperties", "unevaluatedItems")
+    return any(k in s and s[k] is not True for k in kws)
+
+
+def _drop_unevaluated(s):
+    if isinstance(s, dict):
+        out = {k: _drop_unevaluated(v) for k, v in s.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+        return out
+    if isinstance(s, list):
+        return [_drop_unevaluated(x) for x in s]
+    return s
+
+
+def _type_set(s) -> set[str]:
+    if not isinstance(s, dict) or "type" not in s:
+        if isinstance(s, dict) and ("const" in s or "enum" in s):
+            vals = [s["const"]] if "const" in s else s["enum"]
+            return {_json_type(v) for v in vals}
+        return set(TYPES)
+    t = s["type"]
+    ts = {t} if isinstance(t, str) else set(t)
+    if "number" in ts:
+        ts.add("integer")
+    return ts
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(v)]
+
+
+def _tags(s) -> dict[str, list]:
+    """Required properties with const/enum values: what tells tagged-union branches apart."""
+    if not isinstance(s, dict):
+        return {}
+    req = set(s.get("required", []))
+    out = {}
+    for k, sub in (s.get("properties") or {}).items():
+        if k in req and isinstance(sub, dict) and ("const" in sub or "enum" in sub):
+            out[k] = [sub["const"]] if "const" in sub else list(sub["enum"])
+    return out
+
+
+def _pairwise_disjoint(subs: list) -> bool:
+    for i in range(len(subs)):
+        for j in range(i + 1, len(subs)):
+            a, b = subs[i], subs[j]
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                return False
+            ta, tb = _type_set(a), _type_set(b)
+            if "number" in ta or "number" in tb:
+                ta, tb = ta | ({"integer"} if "number" in ta else set()), tb | ({"integer"} if "number" in tb else set())
+            if not (ta & tb):
+                continue
+            if ta & tb == {"object"} and _tags_disjoint(_tags(a), _tags(b)):
+                continue
+            if ("const" in a or "enum" in a) and ("const" in b or "enum" in b):
+                va = [a["const"]] if "const" in a else a["enum"]
+                vb = [b["const"]] if "const" in b else b["enum"]
+                if not any(json_equal(x, y) for x in va for y in vb):
+                    continue
+            return False
+    return True
+
+
+def _tags_disjoint(a: dict, b: dict) -> bool:
+    return any(not any(json_equal(x, y) for x in a[k] for y in b[k]) for k in set(a) & set(b))
+
+
+def schema_regex(schema: dict | bool, whitespace: str = "compact", lenient: bool = False,
+                 spec: bool = False) -> SchemaRegex:
+    return SchemaCompiler(schema, whitespace, lenient, spec).compile()
+
+
+__all__ = ["SchemaRegex", "Separators", "schema_regex"]

@@ -1,0 +1,142 @@
+"""The engine as one object: model, decoder and compile cache, shared by the CLI, the
+benchmark and the app."""
+
+from __future__ import annotations
+
+from ..analysis.ideal import ideal_counts
+from ..backends import TokenizerContext
+from ..constraint import Constraint
+from ..decoding.decoder import Decoder, GenerateRequest
+from ..decoding.model import load_model, load_tokenizer
+from ..decoding.trace import Trace
+from ..errors import CfsmError
+from ..regex.compressed import compressed_of
+from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA
+from .compile_cache import DEFAULT_COMPILE_TIMEOUT_S, CompileCache, CompileResult
+
+MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
+
+
+def automaton_json(dfa: CharDFA) -> dict:
+    """The DFA and its compressed view, as the trace and `cfsm compile` carry it (built
+    once per automaton; callers get a shallow copy they may extend)."""
+    cached = dfa.__dict__.get("_automaton_json")
+    if cached is not None:
+        return dict(cached)
+    cfsm = compressed_of(dfa)
+    data = dfa.to_json()
+    if len(data["transitions"]) > MAX_AUTOMATON_EDGES_IN_TRACE:
+        data["transitions"] = data["transitions"][:MAX_AUTOMATON_EDGES_IN_TRACE]
+        data["truncated"] = True
+    data["chains"] = [c.to_json() for c in cfsm.chains]
+    data["jumpable_states"] = cfsm.jumpable_states
+    data["jump_strings"] = {str(s): cfsm.jump_string(s) for s in cfsm.jumpable_states}
+    data["stats"] = cfsm.stats()
+    dfa.__dict__["_automaton_json"] = data
+    return dict(data)
+
+
+class Engine:
+    """Loads the model lazily; compiling needs only the tokenizer."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        max_states: int = DEFAULT_MAX_STATES,
+        compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
+        load_weights: bool = True,
+        continuous: bool = False,
+    ) -> None:
+        self.model_name = model
+        self.continuous = continuous
+        self.device = device
+        self.trust_remote_code = trust_remote_code
+        self.lm = None
+        self.decoder: Decoder | None = None
+        if load_weights:
+            self.lm = load_model(model, device, trust_remote_code)
+            self.decoder = Decoder(self.lm)
+            ctx = self.decoder.ctx
+        else:
+            tok, vocab = load_tokenizer(model, trust_remote_code)
+            ctx = TokenizerContext(tok, vocab)
+        self.ctx = ctx
+        self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s)
+
+    def ensure_model(self) -> Decoder:
+        if self.decoder is None:
+            self.lm = load_model(self.model_name, self.device, self.trust_remote_code)
+            self.decoder = Decoder(self.lm, self.ctx)
+        return self.decoder
+
+    def compile(self, constraint: Constraint, backend: str = "fsm") -> CompileResult:
+        return self.cache.get(constraint, backend)
+
+    def compile_report(self, constraint: Constraint, backend: str = "fsm") -> dict:
+        res = self.compile(constraint, backend)
+        out: dict = {
+            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace, "lenient": constraint.lenient,
+                           "spec": constraint.spec},
+            "backend": backend,
+            "compile_seconds": round(res.seconds, 4),
+            "backend_stats": res.compiled.stats(),
+            "warnings": list(res.compiled.warnings),
+        }
+        if constraint.kind == "schema" and res.dfa is not None:
+            out["regex"] = constraint.regex()
+        if res.dfa is not None:
+            out.update(automaton_json(res.dfa))
+        elif res.dfa_error:
+            out["automaton_error"] = res.dfa_error
+        return out
+
+    def generate(self, req: GenerateRequest, on_event=None, should_stop=None) -> dict:
+        """Compile (outside any decoding), decode, and return the trace as JSON. With
+        `continuous=True` the request joins the running batch that other callers share."""
+        dec = self.ensure_model()
+        res = None
+        if req.mode != "free":
+            if req.constraint is None:
+                raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
+            res = self.compile(req.constraint, req.backend)
+        compiled = res.compiled if res is not None else None
+        if self.continuous:
+            trace = dec.submit(req, compiled, on_event=on_event, should_stop=should_stop)
+        else:
+            trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
+        if res is not None:
+            self._annotate(trace, req, res)
+        return trace.to_json()
+
+    def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:
+        """What the compile adds to a trace: its stats, the automaton with the path the
+        output took, and the ideal forward-pass count of the output."""
+        trace.totals.compile_s = round(res.seconds, 4)
+        trace.compile = res.compiled.stats()
+        trace.warnings = list(res.compiled.warnings)
+        if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
+            trace.regex = req.constraint.regex()
+        if res.dfa is None:
+            return
+        trace.automaton = automaton_json(res.dfa)
+        path = [res.dfa.initial]
+        for ch in trace.text:
+            nxt = res.dfa.step(path[-1], ch)
+            if nxt is None:
+                break
+            path.append(nxt)
+        trace.automaton["path"] = path
+        dec = self.decoder
+        canon = list(dec.lm.tokenizer.encode(trace.text, add_special_tokens=False))
+        ideal = ideal_counts(compressed_of(res.dfa), trace.text, canon, dec.vocab.token_bytes)
+        if ideal is not None:
+            ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
+            ideal["emitted_tokens"] = len(trace.tokens)
+        trace.ideal = ideal
+
+    def close(self) -> None:
+        if self.decoder is not None:
+            self.decoder.close()
+        self.cache.close()
