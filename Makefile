@@ -27,4 +27,4 @@ clean:
 	rm -rf $(VENV) bench-results test-artifacts
 
 fuzz: setup
-	CFSM_FUZZ=long $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	CFSM_FUZZ=long $(PY) -m pytest -q -p no:cacheprovider tests/backends/test_fuzz.py

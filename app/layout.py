@@ -126,7 +126,7 @@ def _run_settings(modes, backends, wss) -> dict:
         w["run_btn"] = gr.Button("Run", variant="primary", elem_id="run")
         w["stop_btn"] = gr.Button("Stop", elem_id="stop")
     with gr.Row():
-        w["backend"] = gr.Dropdown(backends, value="fsm", label="Backend", elem_id="backend")
+        w["backend"] = gr.Dropdown(backends, value=backends[0], label="Backend", elem_id="backend")
         w["mode"] = gr.Radio(modes, value="jump", label="Mode", elem_id="mode")
     with gr.Row():
         w["ws"] = gr.Radio(wss, value="compact", label="JSON whitespace policy", elem_id="whitespace")
@@ -160,8 +160,8 @@ def _step_view() -> dict:
     return w
 
 
-def playground_tab(P: dict, status: str, modes=("jump", "masked", "free"), backends=("fsm", "outlines", "xgrammar",
-                   "llguidance"), wss=("compact", "spaced", "flexible")) -> Playground:
+def playground_tab(P: dict, status: str, modes, backends, wss) -> Playground:
+    """The Playground's widgets; the choice lists come from the engine (app/main.py)."""
     first = "SGLang character (regex)"
     w: dict = {"kind": gr.State(P[first]["kind"]), "trace": gr.State(None), "stop": gr.State(None)}
     with gr.Tab("Playground", id="playground"):
@@ -199,7 +199,7 @@ def compare_tab(modes, backends, wss) -> Compare:
             for side, mode in (("a", "masked"), ("b", "jump")):
                 with gr.Column():
                     w[f"mode_{side}"] = gr.Radio(modes, value=mode, label=f"{side.upper()}: mode")
-                    w[f"backend_{side}"] = gr.Dropdown(backends, value="fsm", label=f"{side.upper()}: backend")
+                    w[f"backend_{side}"] = gr.Dropdown(backends, value=backends[0], label=f"{side.upper()}: backend")
                     w[f"ws_{side}"] = gr.Radio(wss, value="compact", label=f"{side.upper()}: whitespace")
         w["btn"] = gr.Button("Compare", variant="primary", elem_id="compare-run")
         w["err"] = gr.HTML("")

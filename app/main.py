@@ -14,14 +14,17 @@ from pathlib import Path
 
 import gradio as gr
 
-from engine.constraint import Constraint, parse_schema, schema_to_regex
-from engine.decoding.decoder import GenerateRequest
-from engine.decoding.trace import validate_trace
+from engine.backends import BACKENDS, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
+from engine.constraint import KINDS, Constraint, parse_schema, schema_to_regex
+from engine.constraint import WHITESPACE_POLICIES as WS
+from engine.decoding.request import GenerateRequest
+from engine.decoding.trace import StepEvent, validate_trace
 from engine.errors import CfsmError
 from engine.regex.dfa import validate_regex
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, head_html, step_view_html
+from viz.summaries import compare_md, doctor_md, doctor_plot, live_figures, summary_md
 
 from .layout import (
     CUSTOM,
@@ -36,10 +39,7 @@ from .layout import (
 from .presets import presets
 from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
 
-BACKENDS = ["fsm", "outlines", "xgrammar", "llguidance"]
-MODES = ["jump", "masked", "free"]
-WS = ["compact", "spaced", "flexible"]
-KINDS = ["regex", "schema", "grammar"]
+MODES = ["jump", "masked", "free"]  # the page's order: the technique first
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 STREAM_EVERY_S = 0.25
 
@@ -62,24 +62,23 @@ def _msg(exc: BaseException) -> str:
 def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False,
                     spec: bool = False) -> Constraint:
     text = {"regex": rx, "schema": sch, "grammar": gram}.get(kind, "")
-    if not (text or "").strip():
-        raise CfsmError("invalid_input", f"the {kind} is empty")
-    return Constraint(kind, text, ws, bool(lenient) and kind == "schema", bool(spec) and kind == "schema")
+    return Constraint.from_inputs(kind, text or "", ws, lenient, spec)
 
 
-def live_check(kind: str, text: str, ws: str, backend: str = "xgrammar") -> str:
+def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) -> str:
     """Validation while typing, in the engine's words (cheap checks only: no compile
     against the vocabulary)."""
     if not (text or "").strip():
         return ""
     try:
         if kind == "grammar":
-            from engine.analysis.check import check_grammar
-
-            check_grammar(text, backend if backend in ("xgrammar", "llguidance") else "xgrammar")
-            if backend not in ("xgrammar", "llguidance"):
-                return (f'<div class="cfsm-muted">valid EBNF; the {html.escape(backend)} backend takes no grammars '
-                        "\u2014 choose xgrammar (EBNF) or llguidance (Lark)</div>")
+            takes = backend in GRAMMAR_SYNTAX
+            parser = backend if takes else next(iter(GRAMMAR_SYNTAX))
+            check_grammar(text, parser)
+            if not takes:
+                choices = " or ".join(f"{n} ({s})" for n, s in GRAMMAR_SYNTAX.items())
+                return (f'<div class="cfsm-muted">valid {GRAMMAR_SYNTAX[parser]}; the {html.escape(backend)} backend '
+                        f"takes no grammars \u2014 choose {choices}</div>")
         elif kind == "regex":
             validate_regex(text)
         elif kind == "schema":
@@ -97,27 +96,6 @@ def scrub_slider(n_steps: int) -> gr.Slider:
     """The scrubber over a run's positions: steps 0..n-1, then n for the end. A run with
     no step gets 0..1 locked at 0 (Gradio refuses a 0..0 slider), which shows the end."""
     return gr.Slider(minimum=0, maximum=max(1, n_steps), value=0, step=1, interactive=n_steps > 0)
-
-
-def summary_md(trace: dict) -> str:
-    t = trace["totals"]
-    ideal = trace.get("ideal") or {}
-    parts = [
-        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 {t['output_tokens']} tokens \u00b7 "
-        f"{t['forward_passes']} forward passes \u00b7 {t['wall_s']} s \u00b7 {t['tokens_per_s']} tok/s \u00b7 "
-        f"{t['jumps']} jumps ({t['jumped_chars']} chars) \u00b7 finished: {t['finished']} ({t['reason']})"
-    ]
-    valid, why = trace.get("valid"), trace.get("validation") or ""
-    if valid is not None or why:
-        mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(valid, "? not checked")  # glyphs every font has
-        parts.append(f"**{mark}**: {html.escape(str(why))}")
-    for w in trace.get("warnings") or []:
-        parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
-    if ((trace.get("request") or {}).get("constraint") or {}).get("spec"):
-        parts.append("Spec reading: objects accepted unlisted keys, integers could be written `1.0`.")
-    if ideal:
-        parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")
-    return "  \n".join(parts)
 
 
 def strings_checker(hub: EngineHub):
@@ -139,20 +117,39 @@ def strings_checker(hub: EngineHub):
     return do_test_strings
 
 
-RUN_OUTPUTS = ("trace", "stop", "error", "summary", "cards", "timeline", "scrub", "permalink", "dl", "view", "live")
+class Row:
+    """A handler's outputs by name (the Playground's widget names): the widget list for
+    the wiring, and per call the values, every output not named left as it is."""
 
+    def __init__(self, *names: str) -> None:
+        self.names = names
 
-class RunOutputs:
-    """One row of the run handler's outputs, every other output left as it is."""
-
-    def __init__(self) -> None:
-        self.row = [gr.skip()] * len(RUN_OUTPUTS)
+    def widgets(self, ui) -> list:
+        return [getattr(ui, n) for n in self.names]
 
     def set(self, **kw) -> list:
-        row = list(self.row)
-        for k, v in kw.items():
-            row[RUN_OUTPUTS.index(k)] = v
-        return row
+        unknown = set(kw) - set(self.names)
+        if unknown:
+            raise KeyError(f"not outputs of this handler: {sorted(unknown)}")
+        return [kw.get(n, gr.skip()) for n in self.names]
+
+    def __add__(self, other: Row) -> Row:
+        return Row(*self.names, *other.names)
+
+
+RUN_OUTPUTS = Row("trace", "stop", "error", "summary", "cards", "timeline", "scrub", "permalink", "dl_trace", "view",
+                  "live")
+# The inputs an uploaded trace restores, and those a permalink or a preset sets.
+RESTORED_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "lenient", "spec", "backend", "mode",
+                      "max_new", "temp", "top_p", "seed")
+PERMALINK_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "backend", "mode", "max_new", "temp",
+                       "seed", "model", "preset")
+PRESET_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend")
+
+
+def text_inputs(kind: str, text: str) -> dict:
+    """The constraint kind, its tab and its text box (the other two boxes keep theirs)."""
+    return {"kind": kind, "ctabs": gr.Tabs(selected=kind), {"regex": "rx", "schema": "sch", "grammar": "gram"}[kind]: text}
 
 
 def finished_run(trace: dict, collapse: bool, whole: bool) -> dict:
@@ -162,15 +159,10 @@ def finished_run(trace: dict, collapse: bool, whole: bool) -> dict:
                 live="")
 
 
-def live_update(latest: dict) -> dict:
-    """What the page shows while a run streams: its tokens and running figures."""
-    tokens = [{"id": t, "text": x, "origin": o, "step": s} for t, x, o, s in latest["tokens"]]
-    el = max(1e-6, latest["elapsed_s"])
-    totals = {"output_tokens": len(tokens), "forward_passes": latest["forward_passes"],
-              "tokens_per_s": round(len(tokens) / el, 1), "jumped_tokens": sum(1 for t in tokens if t["origin"] == "jump")}
-    return dict(live=token_strip({"tokens": tokens, "steps": []}), cards=stat_cards(totals),
-                summary=f"Decoding \u2026 step {latest['step']['index']} \u00b7 {len(tokens)} tokens \u00b7 "
-                        f"{latest['forward_passes']} forward passes \u00b7 {latest['jumps']} jumps")
+def live_update(ev: StepEvent) -> dict:
+    """The outputs a streaming step updates."""
+    strip, totals, line = live_figures(ev)
+    return dict(live=token_strip(strip), cards=stat_cards(totals), summary=line)
 
 
 def run_streamer(hub: EngineHub):
@@ -180,13 +172,11 @@ def run_streamer(hub: EngineHub):
     def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
                collapse_v, whole_v, lenient_v=False, spec_v=False, prev_trace=None):
         handle = RunHandle()
-        out = RunOutputs()
+        out = RUN_OUTPUTS
         try:
             constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
-            req = GenerateRequest(prompt=prompt_t or "", constraint=constraint, mode=mode_v, backend=backend_v,
-                                  max_new_tokens=int(max_v), temperature=float(temp_v), top_p=float(top_v),
-                                  seed=int(seed_v or 0))
-            req.validate()
+            req = GenerateRequest.from_inputs(prompt_t, constraint, mode=mode_v, backend=backend_v, max_new_tokens=max_v,
+                                              temperature=temp_v, top_p=top_v, seed=seed_v)
             yield out.set(stop=handle, error="", summary="Loading the model \u2026", live="",
                           view=empty_view("Decoding \u2026 the step view of this run appears when it ends."))
             eng = hub.get(check_page_model(model_t))
@@ -196,7 +186,7 @@ def run_streamer(hub: EngineHub):
             trace = yield from _decode_streaming(eng, req, handle, out)
             link = permalink_md(kind, {"regex": rx_t, "schema": sch_t, "grammar": gram_t}[kind], ws_v, prompt_t, model_t,
                                 backend_v, mode_v, max_v, temp_v, seed_v)
-            yield out.set(permalink=link, dl=write_trace_file(trace), **finished_run(trace, collapse_v, whole_v))
+            yield out.set(permalink=link, dl_trace=write_trace_file(trace), **finished_run(trace, collapse_v, whole_v))
         except GeneratorExit:
             handle.event.set()
             raise
@@ -209,7 +199,7 @@ def run_streamer(hub: EngineHub):
     return do_run
 
 
-def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHandle, out: RunOutputs):
+def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHandle, out: Row):
     handle.set_phase("compiling", f"the {constraint.kind} for {backend}")
     fut = eng.cache.submit(constraint, backend)
     t0 = time.time()
@@ -219,7 +209,7 @@ def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHand
     eng.cache.get(constraint, backend)  # raises the compile error, if any
 
 
-def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: RunOutputs):
+def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
     events: queue.Queue = queue.Queue()
     box: dict = {}
 
@@ -251,51 +241,26 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: RunOutp
     return box["trace"]
 
 
-def restore_inputs(trace: dict) -> list:
-    """An uploaded trace's inputs, for the input widgets (kind, tab, regex, schema,
-    grammar, prompt, whitespace, lenient, spec, backend, mode, max tokens, temperature, top-p, seed)."""
+def restore_inputs(trace: dict) -> dict:
+    """An uploaded trace's inputs by widget name (RESTORED_INPUTS); what the trace does
+    not say is left out, so that widget keeps its value."""
     r = trace.get("request") or {}
     c = r.get("constraint") or {}
-    k = c.get("kind") if c.get("kind") in KINDS else None
-    text = c.get("text", "")
-    keep = gr.skip()
-    return [
-        k or keep, gr.Tabs(selected=k) if k else keep,
-        text if k == "regex" else keep, text if k == "schema" else keep, text if k == "grammar" else keep,
-        r.get("prompt", keep), c.get("whitespace") if c.get("whitespace") in WS else keep, bool(c.get("lenient", False)),
-        bool(c.get("spec", False)),
-        trace.get("backend") if trace.get("backend") in BACKENDS else keep,
-        trace.get("mode") if trace.get("mode") in MODES else keep,
-        _num(r.get("max_new_tokens"), 1, 512, keep), _num(r.get("temperature"), 0, 2, keep),
-        _num(r.get("top_p"), 0.05, 1, keep), _num(r.get("seed"), 0, 2**31, keep),
-    ]
-
-
-def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
-    """A vs B with the caveats a reader needs: unfinished runs, different outputs, sampling."""
-    ta, tb = a["totals"], b["totals"]
-    speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
-    rows = [
-        "| | A | B |", "|---|---|---|",
-        f"| config | {cfg_a} | {cfg_b} |",
-        f"| output | `{a['text'][:80]!r}` | `{b['text'][:80]!r}` |",
-        f"| tokens | {ta['output_tokens']} | {tb['output_tokens']} |",
-        f"| forward passes | {ta['forward_passes']} | {tb['forward_passes']} |",
-        f"| wall time | {ta['wall_s']} s | {tb['wall_s']} s |",
-        f"| finished | {ta['finished']} ({ta['reason']}) | {tb['finished']} ({tb['reason']}) |", "",
-    ]
-    caveats = [f"{n} did not finish ({t['reason']})" for n, t in (("A", ta), ("B", tb)) if not t["finished"]]
-    if a["text"] != b["text"]:
-        caveats.append("the outputs differ, so the runs did different work")
-    if temperature > 0:
-        caveats.append(f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives other outputs")
-    verdict = (f"B is {speed:.2f}x {'faster' if speed >= 1 else 'slower'} than A in wall time, with "
-               f"{ta['forward_passes'] / max(1, tb['forward_passes']):.2f}x fewer forward passes")
-    if caveats:
-        rows.append(f"**{verdict}, but {'; '.join(caveats)}: read the ratio with care.**")
-    else:
-        rows.append(f"**{verdict}.**")
-    return "\n".join(rows)
+    out: dict = {"lenient": bool(c.get("lenient", False)), "spec": bool(c.get("spec", False))}
+    if c.get("kind") in KINDS:
+        out.update(text_inputs(c["kind"], c.get("text", "")))
+    if "prompt" in r:
+        out["prompt"] = r["prompt"]
+    choices = (("ws", c.get("whitespace"), WS), ("backend", trace.get("backend"), BACKENDS),
+               ("mode", trace.get("mode"), MODES))
+    out.update({name: v for name, v, allowed in choices if v in allowed})
+    numbers = (("max_new", "max_new_tokens", 1, 512), ("temp", "temperature", 0, 2), ("top_p", "top_p", 0.05, 1),
+               ("seed", "seed", 0, 2**31))
+    for name, key, lo, hi in numbers:
+        x = _num(r.get(key), lo, hi, None)
+        if x is not None:
+            out[name] = x
+    return out
 
 
 def build_demo(hub: EngineHub) -> gr.Blocks:
@@ -330,20 +295,17 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
     def on_preset(name):
         p = P.get(name)
         if not p:
-            return [gr.skip()] * 9
-        k = p["kind"]
-        return [k, gr.Tabs(selected=k), p["text"] if k == "regex" else gr.skip(), p["text"] if k == "schema" else gr.skip(),
-                p["text"] if k == "grammar" else gr.skip(), p["prompt"], p["whitespace"], p["mode"], p.get("backend", "fsm")]
+            return PRESET_INPUTS.set()
+        return PRESET_INPUTS.set(**text_inputs(p["kind"], p["text"]), prompt=p["prompt"], ws=p["whitespace"],
+                                 mode=p["mode"], backend=p.get("backend", DEFAULT_BACKEND))
 
-    ui.preset.input(on_preset, ui.preset, [ui.kind, ui.ctabs, ui.rx, ui.sch, ui.gram, ui.prompt, ui.ws, ui.mode, ui.backend],
-                    queue=False)
+    ui.preset.input(on_preset, ui.preset, PRESET_INPUTS.widgets(ui), queue=False)
     ui.ts_btn.click(strings_checker(hub), [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.lenient, ui.spec, ui.backend, ui.model,
                                               ui.ts_text], ui.ts_out, concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
 
 
 def _wire_run(ui: Playground, hub: EngineHub) -> None:
-    outputs = [ui.trace, ui.stop, ui.error, ui.summary, ui.cards, ui.timeline, ui.scrub, ui.permalink, ui.dl_trace,
-               ui.view, ui.live]
+    outputs = RUN_OUTPUTS.widgets(ui)
     ui.run_btn.click(None, js="() => { window.cfsm && window.cfsm.stale(); }", queue=False)
     run_evt = ui.run_btn.click(
         run_streamer(hub),
@@ -372,22 +334,22 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
     for box in (ui.collapse, ui.whole):
         box.input(relayout, [ui.trace, ui.collapse, ui.whole], ui.view, show_progress="hidden")
 
+    upload = RUN_OUTPUTS + Row("up_trace", "up_err") + RESTORED_INPUTS
+
     def on_upload(f, collapse_v, whole_v):
-        n_inputs = 15
         try:
             if f is None:
-                return [gr.skip()] * (len(RUN_OUTPUTS) + 2 + n_inputs)
+                return upload.set()
             p = Path(f if isinstance(f, str) else f.name)
             if p.stat().st_size > MAX_UPLOAD_BYTES:
                 raise CfsmError("input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
             trace = validate_trace(p.read_text(encoding="utf-8"))
-            return RunOutputs().set(**finished_run(trace, collapse_v, whole_v)) + [None, ""] + restore_inputs(trace)
+            return upload.set(**finished_run(trace, collapse_v, whole_v), up_trace=None, up_err="",
+                              **restore_inputs(trace))
         except BaseException as exc:  # noqa: BLE001
-            return [gr.skip()] * len(RUN_OUTPUTS) + [None, _msg(exc)] + [gr.skip()] * n_inputs
+            return upload.set(up_trace=None, up_err=_msg(exc))
 
-    ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole],
-                       outputs + [ui.up_trace, ui.up_err, ui.kind, ui.ctabs, ui.rx, ui.sch, ui.gram, ui.prompt, ui.ws, ui.lenient, ui.spec,
-                                  ui.backend, ui.mode, ui.max_new, ui.temp, ui.top_p, ui.seed])
+    ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole], upload.widgets(ui))
 
 
 def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
@@ -397,9 +359,9 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
             traces = []
             for m, b, w in ((ma, ba, wa), (mb, bb, wb)):
                 c = None if m == "free" else make_constraint(kind, rx_t, sch_t, gram_t, w)
-                traces.append(eng.generate(GenerateRequest(prompt=prompt_t, constraint=c, mode=m, backend=b,
-                                                           max_new_tokens=int(max_v), temperature=float(temp_v),
-                                                           top_p=float(top_v), seed=int(seed_v or 0), trace_detail=False)))
+                traces.append(eng.generate(GenerateRequest.from_inputs(
+                    prompt_t, c, mode=m, backend=b, max_new_tokens=max_v, temperature=temp_v, top_p=top_v,
+                    seed=seed_v, trace_detail=False)))
             a, b = traces
             md = compare_md(a, b, f"{ma} / {ba} / {wa}", f"{mb} / {bb} / {wb}", float(temp_v), int(seed_v or 0))
             return "", md, token_strip(a), token_strip(b)
@@ -413,24 +375,13 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
 
 def _wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
     def do_doctor(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, n, with_model, lenient_v=False, spec_v=False):
-        from engine.analysis.doctor import diagnose
-
         try:
             c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
             if c.kind == "grammar":
                 raise CfsmError("unsupported_feature", "the doctor needs a regex or a JSON schema: a grammar has "
                                 "no finite automaton to analyse")
             eng = hub.get(check_page_model(model_t))
-            samples = None
-            if with_model:
-                samples = []
-                for i in range(int(n)):
-                    tr = eng.generate(GenerateRequest(prompt=prompt_t, constraint=c, mode="jump", temperature=0 if i == 0 else 0.8,
-                                                      seed=i, max_new_tokens=256, trace_detail=False))
-                    if tr["totals"]["finished"]:
-                        samples.append(tr["text"])
-            dfa = eng.compile(c, "fsm").dfa
-            rep = diagnose(c, eng.ctx.tokenizer, eng.ctx.vocab.token_bytes, samples=samples, n=int(n), dfa=dfa)
+            rep = eng.diagnose(c, (prompt_t or "") if with_model else None, int(n))
             return "", doctor_md(rep, c.text), doctor_plot(rep)
         except BaseException as exc:  # noqa: BLE001
             return _msg(exc), "", None
@@ -444,28 +395,23 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
     def on_load(request: gr.Request):
         q = dict(request.query_params) if request is not None else {}
         if not q:
-            return [gr.skip()] * 14
+            return PERMALINK_INPUTS.set()
         k = q.get("kind", "regex") if q.get("kind") in KINDS else "regex"
-        c = q.get("c", "")
-        return [
-            k, gr.Tabs(selected=k),
-            c if k == "regex" else gr.skip(), c if k == "schema" else gr.skip(), c if k == "grammar" else gr.skip(),
-            q.get("prompt", gr.skip()),
-            q["ws"] if q.get("ws") in WS else gr.skip(),
-            q["backend"] if q.get("backend") in BACKENDS else gr.skip(),
-            q["mode"] if q.get("mode") in MODES else gr.skip(),
-            _num(q.get("max"), 1, 512, gr.skip()), _num(q.get("temp"), 0, 2, gr.skip()),
-            _num(q.get("seed"), 0, 2**31, gr.skip()),
-            q.get("model", gr.skip()),
-            CUSTOM,
-        ]
+        out = {**text_inputs(k, q.get("c", "")), "preset": CUSTOM}
+        out.update({name: q[key] for name, key in (("prompt", "prompt"), ("model", "model")) if key in q})
+        choices = (("ws", "ws", WS), ("backend", "backend", BACKENDS), ("mode", "mode", MODES))
+        out.update({name: q[key] for name, key, allowed in choices if q.get(key) in allowed})
+        for name, key, lo, hi in (("max_new", "max", 1, 512), ("temp", "temp", 0, 2), ("seed", "seed", 0, 2**31)):
+            x = _num(q.get(key), lo, hi, None)
+            if x is not None:
+                out[name] = x
+        return PERMALINK_INPUTS.set(**out)
 
-    demo.load(on_load, None, [ui.kind, ui.ctabs, ui.rx, ui.sch, ui.gram, ui.prompt, ui.ws, ui.backend, ui.mode, ui.max_new,
-                              ui.temp, ui.seed, ui.model, ui.preset], queue=False)
+    demo.load(on_load, None, PERMALINK_INPUTS.widgets(ui), queue=False)
 
 
 def _wire_api(hub: EngineHub) -> None:
-    def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
+    def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = DEFAULT_BACKEND,
                     lenient: bool = False, spec: bool = False) -> dict:
         """Compile a regex/schema/grammar; returns the automaton description (engine JSON)."""
         try:
@@ -475,68 +421,21 @@ def _wire_api(hub: EngineHub) -> None:
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
-    def api_run(prompt: str, kind: str, constraint: str, whitespace: str = "compact", backend: str = "fsm",
+    def api_run(prompt: str, kind: str, constraint: str, whitespace: str = "compact", backend: str = DEFAULT_BACKEND,
                 mode: str = "jump", max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
                 lenient: bool = False, spec: bool = False) -> dict:
         """Decode under a constraint; returns the engine's trace JSON."""
         try:
             eng = hub.get()
             c = None if mode == "free" else make_constraint(kind, constraint, constraint, constraint, whitespace, lenient, spec)
-            return eng.generate(GenerateRequest(prompt=prompt, constraint=c, mode=mode, backend=backend,
-                                                max_new_tokens=int(max_new_tokens), temperature=float(temperature),
-                                                seed=int(seed)))
+            return eng.generate(GenerateRequest.from_inputs(prompt, c, mode=mode, backend=backend,
+                                                            max_new_tokens=max_new_tokens, temperature=temperature,
+                                                            seed=seed))
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
     gr.api(api_compile, api_name="compile", concurrency_limit=2)
     gr.api(api_run, api_name="run", concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
-
-
-def doctor_md(rep: dict, source: str = "") -> str:
-    """The doctor's report; with the constraint's `source`, the node or regex span the top
-    cause points at is shown highlighted."""
-    f = rep["fsm"]
-    out = [
-        f"### Ideal forward-pass reduction: **{rep['ideal_reduction']}x**",
-        f"{rep['total_tokens']} output tokens, {rep['model_tokens']} chosen by the model, over {rep['samples']['count']} "
-        f"{rep['samples']['source']} samples. Compressed FSM: {f['num_states']} states, {f['jumpable_states']} jumpable "
-        f"({f['jumpable_share']:.0%}), {f['num_chains']} chains, longest {f['longest_chain']} characters.",
-        "", "| share | cause | where | suggestion |", "|---:|---|---|---|",
-    ]
-    for c in rep["causes"]:
-        where = ", ".join(f"`{p}`" for p in c["places"][:3])
-        out.append(f"| {c['share']:.0%} | **{c['title']}**: {c['why']} | {where} | {c['suggestion']} |")
-    b = rep["token_boundaries"]
-    out.append(f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): {b['suggestion']}")
-    if rep["what_if"]:
-        out += ["", "#### What if", "| change | before | after | verdict |", "|---|---:|---:|---|"]
-        for w in rep["what_if"]:
-            if "error" in w:
-                out.append(f"| {w['change']} | | {w['error']} | |")
-            else:
-                out.append(f"| {w['change']} | {w['ideal_reduction_before']}x | **{w['ideal_reduction_after']}x** | "
-                           f"{w['advice']} |")
-    top = next((c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None)
-    if top is not None and source:
-        from viz.highlight import regex_span_html, schema_node_html
-
-        place = top["places"][0]
-        mark = schema_node_html(source, place) if rep["constraint"]["kind"] == "schema" else regex_span_html(source, place)
-        if mark:
-            out += ["", f"#### Where \u201c{top['title']}\u201d points: `{place}`", mark]
-    if rep["samples"]["texts"]:
-        out += ["", "Sample: `" + rep["samples"]["texts"][0][:200].replace("`", "'").replace("\n", "\u21b5") + "`"]
-    return "\n".join(out)
-
-
-def doctor_plot(rep: dict):
-    import plotly.graph_objects as go
-
-    cs = rep["causes"]
-    fig = go.Figure(go.Bar(x=[c["share"] * 100 for c in cs], y=[c["title"] for c in cs], orientation="h", marker_color="#2563eb"))
-    fig.update_layout(height=80 + 40 * len(cs), margin=dict(l=10, r=10, t=30, b=30), xaxis_title="% of model-chosen tokens",
-                      yaxis=dict(autorange="reversed"), title="Where the forward passes go")
-    return fig
 
 
 def _num(v, lo, hi, default):

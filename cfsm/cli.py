@@ -8,8 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from engine.backends import BACKENDS
+from engine.backends import BACKENDS, DEFAULT_BACKEND
+from engine.constraint import KINDS, WHITESPACE_POLICIES
+from engine.decoding.request import MODES
 from engine.errors import CfsmError
+from engine.limits import COMPILE_TIMEOUT_S, MAX_STATES
 
 SPEC_HELP = ("read the schema as JSON Schema does: objects accept keys they do not list unless "
              "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
@@ -22,7 +25,7 @@ def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> N
     g.add_argument("--schema", help="JSON schema: a file path or inline JSON")
     if grammar:
         g.add_argument("--grammar", help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text")
-    p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
+    p.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES,
                    help="whitespace policy for JSON schemas (same for every backend)")
     p.add_argument("--lenient", action="store_true",
                    help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing")
@@ -34,7 +37,7 @@ def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regex")
     p.add_argument("--schema")
     p.add_argument("--grammar")
-    p.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"])
+    p.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES)
     p.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
     p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
@@ -46,28 +49,22 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _constraint_from(args, obj: dict | None = None):
-    from pathlib import Path
-
-    from engine.constraint import MAX_GRAMMAR_CHARS, Constraint, load_schema_arg
+    """--regex / --schema (a path or inline JSON) / --grammar (a path or inline text), or
+    the same fields of a requests line; None when none is given."""
+    from engine.constraint import Constraint, load_schema_arg
 
     src = obj if obj is not None else vars(args)
-    ws = src.get("whitespace") or "compact"
-    lenient = bool(src.get("lenient", getattr(args, "lenient", False)))
-    spec = bool(src.get("spec", getattr(args, "spec", False)))
-    if src.get("regex") is not None:
-        return Constraint("regex", src["regex"], ws)
-    if src.get("schema") is not None:
-        schema = src["schema"]
-        text = json.dumps(schema) if isinstance(schema, (dict, bool)) else load_schema_arg(schema)
-        return Constraint("schema", text, ws, lenient, spec)
-    if src.get("grammar") is not None:
-        g = src["grammar"]
-        if "\n" not in g and len(g) < 4096 and Path(g).is_file():
-            g = Path(g).read_text(encoding="utf-8")
-        if len(g) > MAX_GRAMMAR_CHARS:
-            raise CfsmError("input_too_large", f"grammar is longer than {MAX_GRAMMAR_CHARS} characters")
-        return Constraint("grammar", g, ws)
-    return None
+    kind = next((k for k in KINDS if src.get(k) is not None), None)
+    if kind is None:
+        return None
+    text = src[kind]
+    if kind == "schema":
+        text = json.dumps(text) if isinstance(text, (dict, bool)) else load_schema_arg(text)
+    elif kind == "grammar" and isinstance(text, str) and "\n" not in text and len(text) < 4096 and Path(text).is_file():
+        text = Path(text).read_text(encoding="utf-8")
+    lenient = src.get("lenient", getattr(args, "lenient", False))
+    spec = src.get("spec", getattr(args, "spec", False))
+    return Constraint.from_inputs(kind, text, src.get("whitespace"), lenient, spec, require_text=False)
 
 
 def cmd_jump(args) -> int:
@@ -103,33 +100,18 @@ def cmd_compile(args) -> int:
     return 0
 
 
+REQUEST_FIELDS = ("mode", "backend", "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
+                  "jump_threshold", "healing_tokens")
+
+
 def _request_from(obj: dict, args):
+    """A requests line (or the flags, as a dict) as a validated GenerateRequest."""
+    from engine.decoding.request import GenerateRequest
+
     if not isinstance(obj, dict):
         raise CfsmError("invalid_input", f"a request must be a JSON object, not {type(obj).__name__}")
-    try:
-        return _build_request(obj)
-    except (ValueError, TypeError) as exc:
-        raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
-
-
-def _build_request(obj: dict):
-    from engine.decoding.decoder import GenerateRequest
-
-    constraint = _constraint_from(None, obj)
-    mode = obj.get("mode") or ("jump" if constraint is not None else "free")
-    return GenerateRequest(
-        prompt=str(obj.get("prompt", "")),
-        constraint=constraint,
-        mode=mode,
-        backend=obj.get("backend") or "fsm",
-        max_new_tokens=int(obj.get("max_new_tokens") or 256),
-        temperature=float(obj.get("temperature") or 0.0),
-        top_p=float(obj.get("top_p") or 1.0),
-        seed=int(obj.get("seed") or 0),
-        raw_prompt=bool(obj.get("raw_prompt") or False),
-        jump_threshold=int(obj.get("jump_threshold", 1)),
-        healing_tokens=int(obj.get("healing_tokens", 2)),
-    )
+    inputs = {k: obj[k] for k in REQUEST_FIELDS if k in obj}
+    return GenerateRequest.from_inputs(obj.get("prompt", ""), _constraint_from(None, obj), **inputs)
 
 
 def _generate_many(lines: list[dict], args) -> int:
@@ -180,7 +162,6 @@ def cmd_generate(args) -> int:
                                           "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
                                           "jump_threshold", "healing_tokens", "lenient", "spec")}
     req = _request_from(obj, args)
-    req.validate()
     eng = Engine(args.model, args.device, args.trust_remote_code)
     try:
         tr = eng.generate(req)
@@ -243,8 +224,12 @@ def cmd_bench(args) -> int:
 
 
 def _bench_peers(args) -> int:
+    import importlib.util
+
     from engine.serving.service import Engine
 
+    if importlib.util.find_spec("outlines") is None:
+        raise CfsmError("invalid_input", "the peers benchmark needs the `peers` extra: pip install -e '.[peers]'")
     from .bench.peers import default_tasks, format_table, run_peers
     from .bench.peers_report import write_peers_report
 
@@ -277,27 +262,14 @@ def _bench_conformance(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from engine.analysis.doctor import diagnose, format_report
+    from engine.analysis.doctor import format_report
     from engine.serving.service import Engine
 
     constraint = _constraint_from(args)
-    use_model = args.prompt is not None
-    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=use_model)
+    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=args.prompt is not None)
     try:
-        samples = None
-        if use_model:
-            from engine.decoding.decoder import GenerateRequest
-
-            samples = []
-            for i in range(args.samples):
-                tr = eng.generate(GenerateRequest(prompt=args.prompt, constraint=constraint, mode="jump", backend="fsm",
-                                                  temperature=0.0 if i == 0 else 0.8, seed=i, max_new_tokens=args.max_new_tokens,
-                                                  trace_detail=False))
-                if tr["totals"]["finished"]:
-                    samples.append(tr["text"])
-        dfa = eng.compile(constraint, "fsm").dfa
-        rep = diagnose(constraint, eng.ctx.tokenizer, eng.ctx.vocab.token_bytes, samples=samples, n=args.samples,
-                       seed=args.seed, threshold=args.jump_threshold, dfa=dfa)
+        rep = eng.diagnose(constraint, args.prompt, args.samples, args.max_new_tokens, args.seed,
+                           args.jump_threshold)
     finally:
         eng.close()
     print(json.dumps(rep, ensure_ascii=False) if args.json else format_report(rep))
@@ -322,7 +294,8 @@ def cmd_check(args) -> int:
     worst = 0
     try:
         for obj in items:
-            backends = BACKENDS if (obj.get("backend") or "fsm") == "all" else [obj.get("backend") or "fsm"]
+            name = obj.get("backend") or DEFAULT_BACKEND
+            backends = BACKENDS if name == "all" else [name]
             for b in backends:
                 try:
                     c = _constraint_from(None, obj)
@@ -371,9 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile a constraint and describe its automata")
     _add_constraint_args(c, grammar=True)
-    c.add_argument("--backend", default="fsm")
-    c.add_argument("--max-states", type=int, default=10_000)
-    c.add_argument("--timeout", type=float, default=20.0, help="compile time limit in seconds")
+    c.add_argument("--backend", default=DEFAULT_BACKEND)
+    c.add_argument("--max-states", type=int, default=MAX_STATES)
+    c.add_argument("--timeout", type=float, default=COMPILE_TIMEOUT_S, help="compile time limit in seconds")
     c.add_argument("--json", action="store_true")
     _add_model_args(c)
     c.set_defaults(func=cmd_compile)
@@ -382,8 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional_constraint_args(g)
     g.add_argument("--prompt")
     g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
-    g.add_argument("--mode", default=None, choices=["free", "masked", "jump"])
-    g.add_argument("--backend", default="fsm")
+    g.add_argument("--mode", default=None, choices=MODES)
+    g.add_argument("--backend", default=DEFAULT_BACKEND)
     g.add_argument("--max-new-tokens", type=int, default=256)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-p", type=float, default=1.0)
@@ -417,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
     b.add_argument("--max-new-tokens", type=int, default=256)
-    b.add_argument("--whitespace", default="compact", choices=["compact", "spaced", "flexible"],
+    b.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES,
                    help="conformance: how instances are written and schemas compiled")
     b.add_argument("--lenient", action="store_true", help="conformance: compile unenforceable keywords with warnings")
     b.add_argument("--spec", action="store_true", help="conformance: " + SPEC_HELP)
@@ -428,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("check", help="does a constraint accept a text? (per backend; no model weights)")
     _add_optional_constraint_args(k)
-    k.add_argument("--backend", default="fsm", help=f"{', '.join(BACKENDS)} or all")
+    k.add_argument("--backend", default=DEFAULT_BACKEND, help=f"{', '.join(BACKENDS)} or all")
     k.add_argument("--text", action="append", help="a text to check (repeatable)")
     k.add_argument("--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text")
     k.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")

@@ -10,11 +10,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CfsmError
-from .limits import MAX_GRAMMAR_CHARS, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS  # noqa: F401 - MAX_GRAMMAR_CHARS is re-exported
+from .limits import MAX_GRAMMAR_CHARS, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS
 
 KINDS = ("regex", "schema", "grammar")
 WHITESPACE_POLICIES = ("compact", "spaced", "flexible")
 FLEXIBLE_WS = "[ ]?"
+
+
+@dataclass(frozen=True)
+class WhitespacePolicy:
+    """Where a JSON document may hold whitespace; one object that the regex compiler, the
+    native backends and the output writer all read, so a run's backends agree."""
+
+    name: str
+    item: str  # the item separator written: compact and flexible write ",", spaced ", "
+    key: str
+    flexible: bool  # an optional whitespace (`pattern`) around every separator and bracket
+    pattern: str = FLEXIBLE_WS
+
+    @classmethod
+    def of(cls, name: str) -> WhitespacePolicy:
+        if name not in WHITESPACE_POLICIES:
+            raise CfsmError("invalid_input", f"whitespace policy must be one of {WHITESPACE_POLICIES}, not {name!r}")
+        spaced = name == "spaced"
+        return cls(name, ", " if spaced else ",", ": " if spaced else ":", name == "flexible")
+
+    @property
+    def separators(self) -> tuple[str, str]:
+        """(item, key) as json.dumps takes them."""
+        return self.item, self.key
 
 
 @dataclass(frozen=True)
@@ -31,11 +55,28 @@ class Constraint:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise CfsmError("invalid_input", f"constraint kind must be one of {KINDS}, not {self.kind!r}")
-        if self.whitespace not in WHITESPACE_POLICIES:
-            raise CfsmError(
-                "invalid_input",
-                f"whitespace policy must be one of {WHITESPACE_POLICIES}, not {self.whitespace!r}",
-            )
+        WhitespacePolicy.of(self.whitespace)  # an unknown policy says so
+
+    @property
+    def ws(self) -> WhitespacePolicy:
+        return WhitespacePolicy.of(self.whitespace)
+
+    @classmethod
+    def from_inputs(cls, kind: str, text: str, whitespace: str = "compact", lenient: bool = False,
+                    spec: bool = False, require_text: bool = True) -> Constraint:
+        """A constraint from what a user typed (page, API, CLI, a requests line): lenient and
+        the spec reading apply to schemas only; an empty field and an oversized grammar are
+        refused by name."""
+        if kind not in KINDS:
+            raise CfsmError("invalid_input", f"constraint kind must be one of {KINDS}, not {kind!r}")
+        if not isinstance(text, str):
+            raise CfsmError("invalid_input", f"the {kind} must be text, not {type(text).__name__}")
+        if require_text and not text.strip():
+            raise CfsmError("invalid_input", f"the {kind} is empty")
+        if kind == "grammar" and len(text) > MAX_GRAMMAR_CHARS:
+            raise CfsmError("input_too_large", f"grammar is longer than {MAX_GRAMMAR_CHARS} characters")
+        schema = kind == "schema"
+        return cls(kind, text, whitespace or "compact", bool(lenient) and schema, bool(spec) and schema)
 
     @property
     def key(self) -> str:
@@ -120,7 +161,7 @@ def dump_as_generated(doc, schema=None, whitespace: str = "compact", allow_nan: 
     """A document written the way generation writes it: keys in the schema's order,
     separators by the whitespace policy (flexible writes compact), non-ASCII as is.
     With allow_nan False, NaN/Infinity (not JSON) raise ValueError."""
-    seps = (", ", ": ") if whitespace == "spaced" else (",", ":")
+    seps = WhitespacePolicy.of(whitespace).separators
     ordered = reorder_like_schema(doc, schema) if schema is not None else doc
     return json.dumps(ordered, separators=seps, ensure_ascii=False, allow_nan=allow_nan)
 

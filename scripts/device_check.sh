@@ -31,7 +31,7 @@ print(json.dumps({"torch": torch.__version__, "transformers": transformers.__ver
 PY
 # the tests use the best device present (CUDA there)
 timeout 240 $PY -m pytest -q -p no:cacheprovider -m "model and not browser" \
-  tests/test_decode.py tests/test_batch.py tests/test_serving.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
+  tests/decoding/test_decode.py tests/decoding/test_batch.py tests/serving/test_serving.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
 timeout 200 $PY -m cfsm bench --names "$NAMES" --device "$DEVICE" --out "$OUT/character.json" 2>&1 | tail -12
 timeout 200 $PY -m cfsm bench --suite batch --batch-sizes "$BATCH_SIZES" --device "$DEVICE" \
   --out "$OUT/batch.json" 2>&1 | tail -8

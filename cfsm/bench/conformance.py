@@ -28,7 +28,6 @@ COUNTERS = ("schemas", "compiled", "refused", "warned", "valid", "valid_accepted
 
 
 # backends run one schema at a time in a forked child, with a time and memory limit
-ISOLATED = {"outlines"}
 ISOLATED_TIMEOUT_S = 20.0
 CHILD_MEMORY_BYTES = 4 * 2**30
 
@@ -70,8 +69,8 @@ class ConformanceRun:
     def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool, spec: bool = False,
                  timeout_s: float = ISOLATED_TIMEOUT_S) -> None:
         self.backend, self.ctx, self.whitespace, self.lenient, self.spec = backend, ctx, whitespace, lenient, spec
-        self.isolate, self.timeout_s = backend in ISOLATED, timeout_s
         self.impl = get_backend(backend)
+        self.isolate, self.timeout_s = self.impl.compile_isolated, timeout_s
         self.totals = dict.fromkeys(COUNTERS, 0)
         self.files: dict[str, dict] = {}
         self.refusals: dict[str, int] = {}

@@ -52,11 +52,11 @@ def walk_instance(compiled, tokenizer, token_bytes, text: str) -> dict:
 def _compile(cache: CompileCache, ctx, c: Constraint, backend: str, timeout_s: float):
     """fsm and outlines need our automaton (built in the killable worker); native
     backends compile the schema directly, timed on their own."""
-    if backend in ("fsm", "outlines"):
+    from engine.backends import get_backend
+
+    if get_backend(backend).needs_automaton:
         return cache.get(c, backend, timeout_s=timeout_s + 5).compiled
     import concurrent.futures as cf
-
-    from engine.backends import get_backend
 
     pool = cf.ThreadPoolExecutor(max_workers=1)
     fut = pool.submit(get_backend(backend).compile, c, ctx)

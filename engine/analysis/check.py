@@ -75,27 +75,3 @@ def _rejected(m, ctx: TokenizerContext, dfa: CharDFA | None, text: str, pos: int
             warnings.append(f"the backend refuses the token {tok!r} at byte {pos} although the automaton "
                             "allows its characters")
     return {"accepted": False, "prefix_ok": False, "rejected_at": at, "expected": expected, "warnings": warnings}
-
-
-def check_grammar(text: str, backend: str) -> None:
-    """Parse a grammar the way `backend` will (xgrammar: EBNF, llguidance: Lark) without a
-    tokenizer: cheap enough for validation while typing. Raises CfsmError when it does not
-    parse, or when the backend takes no grammars."""
-    from ..errors import CfsmError, native_message
-
-    if backend == "xgrammar":
-        import xgrammar as xgr
-
-        try:
-            xgr.Grammar.from_ebnf(text)
-        except Exception as exc:  # noqa: BLE001 - the parser's message is the answer
-            raise CfsmError("invalid_grammar", f"xgrammar (EBNF): {native_message(exc)}") from None
-    elif backend == "llguidance":
-        import llguidance as llg
-
-        msg = llg.LLMatcher.validate_grammar(llg.grammar_from("lark", text))
-        if msg:
-            raise CfsmError("invalid_grammar", f"llguidance (Lark): {native_message(msg)}")
-    else:
-        raise CfsmError("unsupported_feature", f"backend {backend!r} does not take grammars: choose xgrammar (EBNF) "
-                        "or llguidance (Lark)")

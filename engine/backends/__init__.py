@@ -1,32 +1,42 @@
-"""Grammar backends, chosen by name."""
+"""Grammar backends: one interface (base.py), four adapters, chosen by name. What a
+backend can do is read from its class (`kinds`, `needs_automaton`, `grammar_syntax`), never
+from its name."""
 
 from __future__ import annotations
 
 from ..errors import CfsmError
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .fsm import FsmBackend
+from .llguidance_backend import LlguidanceBackend
+from .outlines_backend import OutlinesBackend
+from .xgrammar_backend import XgrammarBackend
 
-BACKENDS = ("fsm", "outlines", "xgrammar", "llguidance")
+_REGISTRY: dict[str, type[GrammarBackend]] = {
+    b.name: b for b in (FsmBackend, OutlinesBackend, XgrammarBackend, LlguidanceBackend)
+}
+BACKENDS = tuple(_REGISTRY)
+DEFAULT_BACKEND = "fsm"
 REGEX_BACKENDS = BACKENDS
+# Backends that take grammars, and the syntax each reads.
+GRAMMAR_SYNTAX = {n: b.grammar_syntax for n, b in _REGISTRY.items() if b.grammar_syntax}
 
 
 def get_backend(name: str) -> GrammarBackend:
-    if name == "fsm":
-        from .fsm import FsmBackend
-
-        return FsmBackend()
-    if name == "outlines":
-        from .outlines_backend import OutlinesBackend
-
-        return OutlinesBackend()
-    if name == "xgrammar":
-        from .xgrammar_backend import XgrammarBackend
-
-        return XgrammarBackend()
-    if name == "llguidance":
-        from .llguidance_backend import LlguidanceBackend
-
-        return LlguidanceBackend()
-    raise CfsmError("unknown_backend", f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise CfsmError("unknown_backend", f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return cls()
 
 
-__all__ = ["BACKENDS", "CompiledConstraint", "GrammarBackend", "Matcher", "TokenizerContext", "get_backend"]
+def check_grammar(text: str, backend: str) -> None:
+    """Parse a grammar the way `backend` will; CfsmError when it does not parse or when the
+    backend takes no grammars (the message names the ones that do)."""
+    if backend not in GRAMMAR_SYNTAX:
+        get_backend(backend)  # an unknown name says so
+        choices = " or ".join(f"{n} ({s})" for n, s in GRAMMAR_SYNTAX.items())
+        raise CfsmError("unsupported_feature", f"backend {backend!r} does not take grammars: choose {choices}")
+    get_backend(backend).check_grammar(text)
+
+
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "GRAMMAR_SYNTAX", "CompiledConstraint", "GrammarBackend", "Matcher",
+           "TokenizerContext", "check_grammar", "get_backend"]

@@ -5,15 +5,19 @@ its JSON pointer, or (lenient) compiled with a warning that travels with the run
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..schema.refs import subschemas
 
+if TYPE_CHECKING:
+    from .base import GrammarBackend
 
-def native_gaps(backend: str, schema) -> list[tuple[str, str, str]]:
+
+def native_gaps(backend: GrammarBackend, schema) -> list[tuple[str, str, str]]:
     """(keyword, pointer, why) for each construct `backend` is known to mishandle."""
-    rules = COMMON + GAPS.get(backend, [])
+    rules = COMMON + list(backend.known_gaps)
     out = []
     for ptr, node in subschemas(schema):
         for rule in rules:
@@ -116,24 +120,25 @@ def _custom_metaschema(node):
 
 
 COMMON = [_custom_metaschema]  # for every backend, ours included
-GAPS: dict[str, list] = {
-    "xgrammar": [_lookaround, _xg_keywords, _xg_untyped, _xg_siblings, _xg_refs, _xg_required],
-    "llguidance": [_llg_formats, _llg_space_class],
-}
+# Each adapter names its own list (`GrammarBackend.known_gaps`).
+XGRAMMAR_GAPS = (_lookaround, _xg_keywords, _xg_untyped, _xg_siblings, _xg_refs, _xg_required)
+LLGUIDANCE_GAPS = (_llg_formats, _llg_space_class)
 
 
-def audit(backend: str, c: Constraint) -> list[str]:
+def audit(backend: GrammarBackend, c: Constraint) -> list[str]:
     """Raise for a gap (unless lenient); return the warnings of what lenient let through."""
     if c.kind != "schema":
         return []
     warnings = []
     gaps = native_gaps(backend, c.schema_obj())
+    name = backend.name
     if gaps and not c.lenient:
         kw, ptr, why = gaps[0]
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
-        raise CfsmError("unsupported_feature", f"`{kw}` at {where} is not enforced by {backend}: {why} "
-                        "(--lenient compiles it unenforced with a warning" + ("; the fsm backend may enforce it)" if backend in GAPS else ")"))
+        raise CfsmError("unsupported_feature", f"`{kw}` at {where} is not enforced by {name}: {why} "
+                        "(--lenient compiles it unenforced with a warning"
+                        + ("; the fsm backend may enforce it)" if backend.known_gaps else ")"))
     for kw, ptr, why in gaps:
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
-        warnings.append(f"`{kw}` at {where} is NOT enforced by {backend}: {why}")
+        warnings.append(f"`{kw}` at {where} is NOT enforced by {name}: {why}")
     return warnings

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..constraint import Constraint
+from ..regex.dfa import CharDFA
 from ..tokens.vocab import TokenVocab, build_vocab
 
 
@@ -45,31 +46,44 @@ def unpack_bitmask(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
 
 
 class Matcher(ABC):
-    """Grammar state of one request; supports rollback for jump-forward re-tokenization."""
+    """Grammar state of one request; supports rollback for jump-forward re-tokenization.
+
+    The decoding loop only talks to this interface. Queries (`allowed_ids`, `mask`,
+    `is_final`, `jump_forward`, `next_char_state`, `state_info`) never change the state;
+    `accept_token` and `rollback` are the only mutators."""
 
     backend: str
 
     @abstractmethod
     def allowed_ids(self) -> np.ndarray:
-        """Sorted allowed token ids now (host side; EOS included where the match may end)."""
+        """Sorted allowed token ids now (host side; EOS included where the match may end).
+        Does not change the state; may cache per state."""
 
     @abstractmethod
     def mask(self, device: str):
-        """Bool tensor over the vocabulary on `device`."""
+        """Bool tensor over the vocabulary on `device`, True where `allowed_ids` holds the
+        id. Does not change the state; callers must not write into it (it may be cached)."""
 
     @abstractmethod
-    def accept_token(self, token_id: int) -> bool: ...
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token. Returns True and moves the state when the token is
+        allowed; returns False and leaves the state exactly as it was when it is not.
+        Never raises for a disallowed token."""
 
     @abstractmethod
-    def rollback(self, num_tokens: int) -> None: ...
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last `num_tokens` accepted tokens (0 is a no-op). Raises ValueError
+        when asked to go back past the start; the state is then unchanged."""
 
     @abstractmethod
     def is_final(self) -> bool:
-        """The output so far is a complete match (EOS allowed)."""
+        """The output so far is a complete match (EOS allowed). Does not change the state."""
 
     @abstractmethod
     def jump_forward(self) -> str:
-        """Characters forced from here on ('' when the next character is a choice)."""
+        """Characters forced from here on ('' when the next character is a choice, or in the
+        middle of a UTF-8 character). Does not change the state: the caller re-tokenizes
+        the string and accepts the tokens it chooses."""
 
     def allowed_count(self) -> int:
         return int(len(self.allowed_ids()))
@@ -104,6 +118,65 @@ class StackMatcher(Matcher):
             del self.stack[-num_tokens:]
 
 
+class BitmaskMatcher(Matcher):
+    """Native backends that fill an int32 token bitmask (xgrammar, llguidance): the
+    allowed set and the mask are computed once per state, on first use."""
+
+    c: Any  # the compiled constraint: .vocab_size, .emittable
+
+    def __init__(self) -> None:
+        self._allowed: np.ndarray | None = None
+        self._bits: np.ndarray | None = None
+        self.depth = 0  # tokens accepted and not rolled back: how far rollback may go
+
+    @abstractmethod
+    def _fill_bitmask(self) -> np.ndarray:
+        """The library's bitmask for the current state, as a 1-D int32 numpy array."""
+
+    def _fill(self) -> np.ndarray:
+        if self._allowed is None:
+            bits = unpack_bitmask(self._fill_bitmask(), self.c.vocab_size) & self.c.emittable
+            self._bits = bits
+            self._allowed = np.flatnonzero(bits).astype(np.int64)
+        return self._allowed
+
+    def _dirty(self) -> None:
+        self._allowed = None
+        self._bits = None
+
+    @abstractmethod
+    def _accept(self, token_id: int) -> bool:
+        """The library's accept; must leave the state unchanged when it refuses."""
+
+    @abstractmethod
+    def _rollback(self, num_tokens: int) -> None:
+        """The library's rollback of 1..depth tokens."""
+
+    def accept_token(self, token_id: int) -> bool:
+        if not self._accept(int(token_id)):
+            return False
+        self.depth += 1
+        self._dirty()
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > self.depth:
+            raise ValueError("rollback past the start")
+        if num_tokens > 0:
+            self._rollback(num_tokens)
+            self.depth -= num_tokens
+            self._dirty()
+
+    def allowed_ids(self) -> np.ndarray:
+        return self._fill()
+
+    def mask(self, device: str):
+        import torch
+
+        self._fill()
+        return torch.from_numpy(self._bits).to(device)
+
+
 class CompiledConstraint(ABC):
     """A compiled constraint for one tokenizer; cheap to make matchers from."""
 
@@ -113,7 +186,9 @@ class CompiledConstraint(ABC):
     warnings: list[str] | tuple = ()  # what this backend compiled but does not enforce (lenient only)
 
     @abstractmethod
-    def matcher(self) -> Matcher: ...
+    def matcher(self) -> Matcher:
+        """A fresh matcher at the start state. Thread-safe and cheap (many per compile);
+        raises CfsmError when the library refuses to start one."""
 
     def nbytes(self) -> int:
         """Approximate memory this compiled constraint holds (host and device), for the
@@ -125,10 +200,27 @@ class CompiledConstraint(ABC):
 
 
 class GrammarBackend(ABC):
+    """A grammar library behind one interface. Class attributes say what it can do, so
+    nothing outside `backends/` needs to know a backend by name."""
+
     name: str = ""
     kinds: tuple[str, ...] = ()
+    # It decodes over our character DFA (built first, in the killable worker); without
+    # one it cannot compile. Native backends only lose the FSM view.
+    needs_automaton: bool = False
+    # The grammar language it reads ("EBNF", "Lark"), None when it takes no grammars.
+    grammar_syntax: str | None = None
+    # Its compiles can run away in native code that no timeout interrupts: benchmarks that
+    # feed it many schemas run each compile in a child process.
+    compile_isolated: bool = False
+    # Schema constructs the library is known to mishandle (checks from audit.py): refused
+    # unless lenient, so nothing is silently dropped.
+    known_gaps: tuple = ()
 
     def compile(self, constraint: Constraint, ctx: TokenizerContext, **opts) -> CompiledConstraint:
+        """Compile for `ctx`'s tokenizer. Pure (no shared state is changed except the
+        tokenizer context's per-library views); raises CfsmError with a kind on any input
+        it cannot enforce, never a library exception."""
         from ..errors import CfsmError
 
         if constraint.kind not in self.kinds:
@@ -140,11 +232,41 @@ class GrammarBackend(ABC):
         from .audit import audit
 
         t0 = time.perf_counter()
-        warnings = audit(self.name, constraint)  # a known gap of this backend: refused unless lenient
+        warnings = audit(self, constraint)  # a known gap of this backend: refused unless lenient
         compiled = self._compile(constraint, ctx, **opts)
         compiled.compile_seconds = time.perf_counter() - t0
-        compiled.warnings = warnings + (constraint.regex_warnings() if self.name in ("fsm", "outlines") else [])
+        regex_warnings = constraint.regex_warnings() if self.needs_automaton else []
+        compiled.warnings = warnings + regex_warnings
         return compiled
 
     @abstractmethod
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, **opts) -> CompiledConstraint: ...
+    def _compile(self, constraint: Constraint, ctx: TokenizerContext, **opts) -> CompiledConstraint:
+        """The library's own compile; `compile` wraps it with the checks every backend
+        shares. Raises CfsmError (use `compile_error` for a library exception)."""
+
+    def check_grammar(self, text: str) -> None:
+        """Parse a grammar as this backend will, without a tokenizer (cheap enough for
+        validation while typing). Raises CfsmError when it does not parse, or when this
+        backend takes no grammars."""
+        from ..errors import CfsmError
+
+        raise CfsmError("unsupported_feature", f"backend {self.name!r} does not take grammars")
+
+    def compile_error(self, constraint: Constraint, exc: BaseException | str):
+        """A library's refusal as our error: a grammar that does not parse is
+        `invalid_grammar`, anything else the library cannot compile `unsupported_feature`."""
+        from ..errors import CfsmError, native_message
+
+        kind = "invalid_grammar" if constraint.kind == "grammar" else "unsupported_feature"
+        what = constraint.kind
+        return CfsmError(kind, f"{self.name} cannot compile this {what}: {native_message(exc)}")
+
+    @staticmethod
+    def automaton(constraint: Constraint, dfa: CharDFA | None) -> CharDFA:
+        """The character DFA a regex-path backend decodes over (built here when the
+        caller has none, e.g. outside the compile cache)."""
+        if dfa is not None:
+            return dfa
+        from ..regex.dfa import build_char_dfa
+
+        return build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)

@@ -77,12 +77,10 @@ class FsmCompiled(CompiledConstraint):
 class FsmBackend(GrammarBackend):
     name = "fsm"
     kinds = ("regex", "schema")
+    needs_automaton = True
 
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_):
-        if dfa is None:
-            from ..regex.dfa import build_char_dfa
-
-            dfa = build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)
+        dfa = self.automaton(constraint, dfa)
         if dfa is None:
             raise CfsmError("invalid_input", "no automaton")
         index = TokenIndex(dfa, ctx.vocab)

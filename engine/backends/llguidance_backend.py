@@ -4,54 +4,37 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constraint import FLEXIBLE_WS, Constraint
-from ..errors import CfsmError
+from ..constraint import Constraint
+from ..errors import CfsmError, native_message
 from ..regex.dfa import normalize_regex
-from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext, unpack_bitmask
+from .audit import LLGUIDANCE_GAPS
+from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 
 
-class LlguidanceMatcher(Matcher):
+class LlguidanceMatcher(BitmaskMatcher):
     backend = "llguidance"
 
     def __init__(self, c: LlguidanceCompiled) -> None:
         from llguidance import LLMatcher
 
+        super().__init__()
         self.c = c
         self.m = LLMatcher(c.tokenizer, c.grammar, log_level=0)
         if self.m.is_error():
             raise CfsmError("invalid_grammar", f"llguidance: {self.m.get_error()}")
         self.bitmask = np.full((1, (c.vocab_size + 31) // 32), -1, dtype=np.int32)
-        self._allowed: np.ndarray | None = None
-        self._bits: np.ndarray | None = None
 
-    def _fill(self) -> np.ndarray:
-        if self._allowed is None:
-            from llguidance.numpy import fill_next_token_bitmask
+    def _fill_bitmask(self) -> np.ndarray:
+        from llguidance.numpy import fill_next_token_bitmask
 
-            fill_next_token_bitmask(self.m, self.bitmask)
-            bits = unpack_bitmask(self.bitmask[0], self.c.vocab_size) & self.c.emittable
-            self._bits = bits
-            self._allowed = np.flatnonzero(bits).astype(np.int64)
-        return self._allowed
+        fill_next_token_bitmask(self.m, self.bitmask)
+        return self.bitmask[0]
 
-    def allowed_ids(self) -> np.ndarray:
-        return self._fill()
+    def _accept(self, token_id: int) -> bool:
+        return self.m.try_consume_tokens([token_id]) == 1
 
-    def mask(self, device: str):
-        import torch
-
-        self._fill()
-        return torch.from_numpy(self._bits).to(device)
-
-    def accept_token(self, token_id: int) -> bool:
-        ok = bool(self.m.consume_token(int(token_id))) and not self.m.is_error()
-        self._allowed = None
-        return ok
-
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens > 0:
-            self.m.rollback(num_tokens)
-            self._allowed = None
+    def _rollback(self, num_tokens: int) -> None:
+        self.m.rollback(num_tokens)
 
     def is_final(self) -> bool:
         return bool(self.m.is_accepting())
@@ -77,6 +60,15 @@ class LlguidanceCompiled(CompiledConstraint):
 class LlguidanceBackend(GrammarBackend):
     name = "llguidance"
     kinds = ("regex", "schema", "grammar")
+    known_gaps = LLGUIDANCE_GAPS
+    grammar_syntax = "Lark"
+
+    def check_grammar(self, text: str) -> None:
+        import llguidance as llg
+
+        msg = llg.LLMatcher.validate_grammar(llg.grammar_from("lark", text))
+        if msg:
+            raise CfsmError("invalid_grammar", f"llguidance (Lark): {native_message(msg)}")
 
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, **_):
         from llguidance import LLMatcher
@@ -89,14 +81,14 @@ class LlguidanceBackend(GrammarBackend):
             grammar = LLMatcher.grammar_from_regex(normalize_regex(constraint.text))
         elif constraint.kind == "schema":
             obj = constraint.schema_obj()
-            ws = constraint.whitespace
+            ws = constraint.ws
             opts = {
-                "item_separator": ", " if ws == "spaced" else ",",
-                "key_separator": ": " if ws == "spaced" else ":",
-                "whitespace_flexible": ws == "flexible",
+                "item_separator": ws.item,
+                "key_separator": ws.key,
+                "whitespace_flexible": ws.flexible,
             }
-            if ws == "flexible":
-                opts["whitespace_pattern"] = FLEXIBLE_WS
+            if ws.flexible:
+                opts["whitespace_pattern"] = ws.pattern
             try:
                 grammar = LLMatcher.grammar_from_json_schema(obj, overrides=opts)
             except Exception as exc:  # noqa: BLE001
@@ -105,6 +97,5 @@ class LlguidanceBackend(GrammarBackend):
             grammar = LLMatcher.grammar_from_lark(constraint.text)
         msg = LLMatcher.validate_grammar(grammar, tok)
         if msg:
-            kind = "invalid_grammar" if constraint.kind == "grammar" else "unsupported_feature"
-            raise CfsmError(kind, f"llguidance cannot compile this {constraint.kind}: {msg}")
+            raise self.compile_error(constraint, msg)
         return LlguidanceCompiled(constraint, tok, grammar, ctx.vocab_size, ctx.emittable)

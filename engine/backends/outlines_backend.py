@@ -183,14 +183,13 @@ class OutlinesCompiled(CompiledConstraint):
 class OutlinesBackend(GrammarBackend):
     name = "outlines"
     kinds = ("regex", "schema")
+    needs_automaton = True
+    compile_isolated = True  # its Rust Index build cannot be interrupted
 
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_):
         from outlines_core import Index
 
-        if dfa is None:
-            from ..regex.dfa import build_char_dfa
-
-            dfa = build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)
+        dfa = self.automaton(constraint, dfa)
         vocab, marker_prefix_ids = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
         try:
             index = Index(f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab)

@@ -10,52 +10,30 @@ from ..constraint import Constraint
 from ..errors import CfsmError, native_message
 from ..limits import CACHE_BUDGET_MB
 from ..regex.dfa import normalize_regex
-from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext, unpack_bitmask
+from .audit import XGRAMMAR_GAPS
+from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 
 
-class XgrammarMatcher(Matcher):
+class XgrammarMatcher(BitmaskMatcher):
     backend = "xgrammar"
 
     def __init__(self, c: XgrammarCompiled) -> None:
         import xgrammar as xgr
 
+        super().__init__()
         self.c = c
         self.m = xgr.GrammarMatcher(c.grammar)
         self.bitmask = xgr.allocate_token_bitmask(1, c.vocab_size)
-        self._allowed: np.ndarray | None = None
-        self._mask = None
 
-    def _fill(self) -> np.ndarray:
-        if self._allowed is None:
-            self.m.fill_next_token_bitmask(self.bitmask)
-            bits = unpack_bitmask(self.bitmask[0].numpy(), self.c.vocab_size) & self.c.emittable
-            self._allowed = np.flatnonzero(bits).astype(np.int64)
-            self._mask = bits
-        return self._allowed
+    def _fill_bitmask(self) -> np.ndarray:
+        self.m.fill_next_token_bitmask(self.bitmask)
+        return self.bitmask[0].numpy()
 
-    def allowed_ids(self) -> np.ndarray:
-        return self._fill()
+    def _accept(self, token_id: int) -> bool:
+        return bool(self.m.accept_token(token_id))
 
-    def mask(self, device: str):
-        import torch
-
-        self._fill()
-        return torch.from_numpy(self._mask).to(device)
-
-    def _dirty(self) -> None:
-        self._allowed = None
-        self._mask = None
-
-    def accept_token(self, token_id: int) -> bool:
-        ok = bool(self.m.accept_token(int(token_id)))
-        if ok:
-            self._dirty()
-        return ok
-
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens > 0:
-            self.m.rollback(num_tokens)
-            self._dirty()
+    def _rollback(self, num_tokens: int) -> None:
+        self.m.rollback(num_tokens)
 
     def is_final(self) -> bool:
         return bool(self.m.is_completed()) if hasattr(self.m, "is_completed") else bool(self.m.is_terminated())
@@ -83,6 +61,16 @@ class XgrammarCompiled(CompiledConstraint):
 class XgrammarBackend(GrammarBackend):
     name = "xgrammar"
     kinds = ("regex", "schema", "grammar")
+    known_gaps = XGRAMMAR_GAPS
+    grammar_syntax = "EBNF"
+
+    def check_grammar(self, text: str) -> None:
+        import xgrammar as xgr
+
+        try:
+            xgr.Grammar.from_ebnf(text)
+        except Exception as exc:  # noqa: BLE001 - the parser's message is the answer
+            raise CfsmError("invalid_grammar", f"xgrammar (EBNF): {native_message(exc)}") from None
 
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, **_):
         import xgrammar as xgr
@@ -100,13 +88,12 @@ class XgrammarBackend(GrammarBackend):
                 grammar = compiler.compile_regex(normalize_regex(constraint.text))
             elif constraint.kind == "schema":
                 obj = constraint.schema_obj()
-                ws = constraint.whitespace
-                seps = (", ", ": ") if ws == "spaced" else (",", ":")
+                ws = constraint.ws
                 grammar = compiler.compile_json_schema(
                     json.dumps(obj),
-                    any_whitespace=ws == "flexible",
-                    separators=None if ws == "flexible" else seps,
-                    max_whitespace_cnt=1 if ws == "flexible" else None,
+                    any_whitespace=ws.flexible,
+                    separators=None if ws.flexible else ws.separators,
+                    max_whitespace_cnt=1 if ws.flexible else None,
                     strict_mode=not constraint.spec,  # closed objects unless JSON Schema's reading is asked for
                 )
             else:
@@ -114,6 +101,5 @@ class XgrammarBackend(GrammarBackend):
         except CfsmError:
             raise
         except Exception as exc:  # noqa: BLE001
-            kind = "invalid_grammar" if constraint.kind == "grammar" else "unsupported_feature"
-            raise CfsmError(kind, f"xgrammar cannot compile this {constraint.kind}: {native_message(exc)}") from exc
+            raise self.compile_error(constraint, exc) from exc
         return XgrammarCompiled(constraint, grammar, ctx.vocab_size, ctx.emittable)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from ..backends import DEFAULT_BACKEND
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..limits import MAX_NEW_TOKENS as MAX_NEW_TOKENS_LIMIT
@@ -17,7 +18,7 @@ class GenerateRequest:
     prompt: str
     constraint: Constraint | None = None
     mode: str = "jump"
-    backend: str = "fsm"
+    backend: str = DEFAULT_BACKEND
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
@@ -27,6 +28,30 @@ class GenerateRequest:
     healing_tokens: int = 2
     top_k: int = 10
     trace_detail: bool = True  # per-step allowed samples and masks for the visualizer
+
+    @classmethod
+    def from_inputs(cls, prompt, constraint: Constraint | None, **inputs) -> GenerateRequest:
+        """The one place a request is built from user inputs (page, API, CLI flags, a
+        requests line): a missing or empty value takes the default, numbers are coerced,
+        the mode defaults to jump under a constraint and free without one, and the result
+        is validated. A bad value is `invalid_input`, never a TypeError."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(inputs) - set(known))
+        if unknown:
+            raise CfsmError("invalid_input", f"unknown request field(s): {', '.join(unknown)}")
+        kw: dict = {}
+        try:
+            for name, value in inputs.items():
+                if value is None or value == "":
+                    continue
+                default = known[name].default
+                kw[name] = type(default)(value) if isinstance(default, (bool, int, float, str)) else value
+        except (TypeError, ValueError) as exc:
+            raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
+        kw.setdefault("mode", "jump" if constraint is not None else "free")
+        req = cls(prompt="" if prompt is None else str(prompt), constraint=constraint, **kw)
+        req.validate()
+        return req
 
     def validate(self) -> None:
         if self.mode not in MODES:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from .runner import ModelRunner
+from .sampling import SamplePack
 from .sequence import Sequence
 
 MERGE_PADDED_TOKENS = 64
@@ -67,7 +68,7 @@ def step(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts) -> None:
         for s, st, p in staged:
             vals, at = flat[at : at + p.numel()], at + p.numel()
             try:
-                s.accept(st, vals)
+                s.accept(st, SamplePack.from_values(vals))
             except Exception as exc:  # noqa: BLE001
                 s.fail(exc)
     for group in plan_passes([s for s in seqs if not s.done and s.feed is not None]):

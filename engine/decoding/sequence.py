@@ -21,10 +21,11 @@ from ..backends import Matcher, TokenizerContext
 from ..errors import CfsmError
 from .request import GenerateRequest
 from .runner import Feed, ModelRunner
-from .trace import JumpRecord, StepRecord, Trace, TraceRecorder
+from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
+from .trace import JumpRecord, LiveToken, StepEvent, StepRecord, Trace, TraceRecorder
 from .validate import validate_output
 
-EventFn = Callable[[str, dict], None]
+EventFn = Callable[[str, Any], None]  # ("start", dict), ("step", StepEvent), ("end", dict)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -86,42 +87,6 @@ class TokenText:
 
     def pairs(self, ids: list[int]) -> list[list]:
         return [[t, self.text(t)] for t in ids]
-
-
-ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely first
-
-
-def select_pack(logits, mask, req: GenerateRequest, gen):
-    """Mask, pick a token and gather the trace's numbers, all on the device; returns one
-    tensor [choice, feasible mass, p(choice) masked, p(choice) raw, top-k raw values, ids,
-    top-k masked values, ids] so a whole batch is read back in one host transfer."""
-    import torch
-
-    logits = logits.float()
-    probs_raw = torch.softmax(logits, dim=-1)
-    if mask is not None:
-        masked = logits.masked_fill(~mask, float("-inf"))
-        feasible = (probs_raw * mask).sum()
-    else:
-        masked = logits
-        feasible = probs_raw.sum()
-    probs_masked = torch.softmax(masked, dim=-1)
-    if req.temperature <= 0:
-        choice = torch.argmax(masked)
-    else:
-        p = torch.softmax(masked / req.temperature, dim=-1)
-        if req.top_p < 1.0:
-            sp, si = torch.sort(p, descending=True)
-            keep = (torch.cumsum(sp, dim=-1) - sp) < req.top_p
-            sp = sp * keep
-            choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
-        else:
-            choice = torch.multinomial(p, 1, generator=gen)[0]
-    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
-    rv, ri = torch.topk(probs_raw, k)
-    mv, mi = torch.topk(probs_masked, k)
-    return torch.cat([choice.float().view(1), feasible.view(1), probs_masked[choice].view(1),
-                      probs_raw[choice].view(1), rv, ri.float(), mv, mi.float()])
 
 
 @dataclass
@@ -244,7 +209,7 @@ class Sequence:
         st.sample_s = time.perf_counter() - t  # on a GPU: launch time; the step's one sync comes later
         return pack
 
-    def accept(self, st: Staged, pack: list[float]) -> None:
+    def accept(self, st: Staged, pack: SamplePack) -> None:
         """Record the step, accept the chosen token and plan what comes next."""
         step = self._record(st, pack)
         tid = step.token_id
@@ -272,19 +237,17 @@ class Sequence:
         self._jump_or_feed(step.index, [tid])
         self._emit_step(step)
 
-    def _record(self, st: Staged, pack: list[float]) -> StepRecord:
-        k = (len(pack) - 4) // 4
-        tid = int(pack[0])
-        raw_v, raw_i = pack[4 : 4 + k], pack[4 + k : 4 + 2 * k]
-        m_v, m_i = pack[4 + 2 * k : 4 + 3 * k], pack[4 + 3 * k : 4 + 4 * k]
+    def _record(self, st: Staged, pack: SamplePack) -> StepRecord:
+        tid = pack.token_id
         t = self.texts.text
         top = self.req.top_k
-        self._likely = [(int(i), round(v, 6)) for v, i in zip(m_v, m_i, strict=True) if v > 0]
+        self._likely = [(i, round(v, 6)) for i, v in pack.masked_top if v > 0]
         step = StepRecord(
             index=len(self.rec.steps), char_state=st.state.get("char_state"), token_state=st.state.get("token_state"),
             allowed=st.allowed, token_id=tid, token_text=t(tid), origin="forced" if st.allowed == 1 else "model",
-            prob=round(pack[2], 6), raw_prob=round(pack[3], 6), feasible_mass=round(min(1.0, pack[1]), 6),
-            top_raw=[[int(i), t(int(i)), round(v, 6)] for v, i in zip(raw_v[:top], raw_i[:top], strict=True)],
+            prob=round(pack.prob, 6), raw_prob=round(pack.raw_prob, 6),
+            feasible_mass=round(min(1.0, pack.feasible_mass), 6),
+            top_raw=[[i, t(i), round(v, 6)] for i, v in pack.raw_top[:top]],
             top_masked=[[i, t(i), v] for i, v in self._likely[:top]],
             forward_ms=round(st.pending.forward_s * 1e3, 3), mask_us=round(st.mask_s * 1e6, 1),
             sample_us=round(st.sample_s * 1e6, 1), output_len=len(self.out_ids),
@@ -439,13 +402,9 @@ class Sequence:
         if self.on_event is None:
             return
         t = self.texts.text
-        self._emit("step", {
-            "step": step.to_json(),
-            "tokens": [[x, t(x), o, s] for x, o, s in zip(self.out_ids, self.origins, self.token_step, strict=False)],
-            "forward_passes": self.n.forward_passes,
-            "jumps": len(self.rec.jumps),
-            "elapsed_s": time.perf_counter() - self.t_start,
-        })
+        tokens = [LiveToken(x, t(x), o, s) for x, o, s in zip(self.out_ids, self.origins, self.token_step, strict=False)]
+        self._emit("step", StepEvent(step=step, tokens=tokens, forward_passes=self.n.forward_passes,
+                                     jumps=len(self.rec.jumps), elapsed_s=time.perf_counter() - self.t_start))
 
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""

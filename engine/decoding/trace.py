@@ -63,6 +63,28 @@ class StepRecord:
 
 
 @dataclass
+class LiveToken:
+    """An output token as a listener sees it while the run decodes."""
+
+    id: int
+    text: str
+    origin: str  # model | forced | jump
+    step: int  # the step that produced it (-1: the jump before the first step)
+
+
+@dataclass
+class StepEvent:
+    """What each decoding step tells a listener (the page streams it): the step, every
+    output token so far and the running counts. Not part of the trace file."""
+
+    step: StepRecord
+    tokens: list[LiveToken]
+    forward_passes: int
+    jumps: int
+    elapsed_s: float
+
+
+@dataclass
 class JumpRecord:
     """One jump-forward: the string, the re-tokenization and the prefill it cost."""
 

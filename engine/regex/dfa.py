@@ -35,6 +35,9 @@ class CharDFA:
     other_class: int | None
     trans: list[dict[int, int]]
     char_class: dict[str, int] = field(repr=False, default_factory=dict)
+    # The automaton as the trace and `cfsm compile` show it (serving.service.automaton_json),
+    # built once per automaton and kept with it so the byte-bounded cache counts it.
+    view: dict | None = field(repr=False, compare=False, default=None)
 
     @property
     def num_states(self) -> int:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ..constraint import WhitespacePolicy
 from ..errors import CfsmError
 from .ecma import ecma_schema
 from .formats import FORMATS
@@ -41,18 +42,19 @@ class Separators:
     key: str = ":"
     open_pad: str = ""
 
+    written: tuple[str, str] = (",", ":")  # the separators a literal value is spelt with
+
     @classmethod
     def of(cls, policy: str) -> Separators:
-        if policy == "spaced":
-            return cls(", ", ": ", "")
-        if policy == "flexible":
-            return cls("[ ]?,[ ]?", "[ ]?:[ ]?", "[ ]?")
-        return cls()
+        ws = WhitespacePolicy.of(policy)
+        if ws.flexible:
+            pad = ws.pattern
+            return cls(f"{pad},{pad}", f"{pad}:{pad}", pad, ws.separators)
+        return cls(ws.item, ws.key, "", ws.separators)
 
     def dumps(self, value) -> str:
         """A value as the regex for its one spelling under this policy."""
-        seps = (", ", ": ") if self.item == ", " else (",", ":")
-        return re.escape(json.dumps(value, separators=seps, ensure_ascii=False, allow_nan=False))
+        return re.escape(json.dumps(value, separators=self.written, ensure_ascii=False, allow_nan=False))
 
     def obj(self, body: str) -> str:
         return r"\{" + self.open_pad + body + self.open_pad + r"\}"

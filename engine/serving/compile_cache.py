@@ -151,7 +151,7 @@ FAILURE_TTL_S = 600.0
 def dfa_nbytes(dfa: CharDFA) -> int:
     """Approximate memory of an automaton with its compressed view and JSON (cached on it)."""
     edges = sum(len(row) for row in dfa.trans)
-    extra = 2 if "_automaton_json" in dfa.__dict__ else 1
+    extra = 2 if dfa.view is not None else 1
     return 200 * edges * extra + 64 * 1024
 
 
@@ -257,7 +257,7 @@ class CompileCache:
                 dfa = self.dfa(constraint)
             except CfsmError as exc:
                 # fsm and outlines need the automaton; native backends only lose the FSM view
-                if backend in ("fsm", "outlines") or constraint.kind == "regex":
+                if get_backend(backend).needs_automaton or constraint.kind == "regex":
                     raise
                 dfa_error = exc.message
         compiled = get_backend(backend).compile(constraint, self.ctx, dfa=dfa)

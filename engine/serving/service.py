@@ -4,7 +4,7 @@ benchmark and the app."""
 from __future__ import annotations
 
 from ..analysis.ideal import ideal_counts
-from ..backends import TokenizerContext
+from ..backends import DEFAULT_BACKEND, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.decoder import Decoder, GenerateRequest
 from ..decoding.model import load_model, load_tokenizer
@@ -20,9 +20,8 @@ MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
 def automaton_json(dfa: CharDFA) -> dict:
     """The DFA and its compressed view, as the trace and `cfsm compile` carry it (built
     once per automaton; callers get a shallow copy they may extend)."""
-    cached = dfa.__dict__.get("_automaton_json")
-    if cached is not None:
-        return dict(cached)
+    if dfa.view is not None:
+        return dict(dfa.view)
     cfsm = compressed_of(dfa)
     data = dfa.to_json()
     if len(data["transitions"]) > MAX_AUTOMATON_EDGES_IN_TRACE:
@@ -32,7 +31,7 @@ def automaton_json(dfa: CharDFA) -> dict:
     data["jumpable_states"] = cfsm.jumpable_states
     data["jump_strings"] = {str(s): cfsm.jump_string(s) for s in cfsm.jumpable_states}
     data["stats"] = cfsm.stats()
-    dfa.__dict__["_automaton_json"] = data
+    dfa.view = data
     return dict(data)
 
 
@@ -71,10 +70,34 @@ class Engine:
             self.decoder = Decoder(self.lm, self.ctx)
         return self.decoder
 
-    def compile(self, constraint: Constraint, backend: str = "fsm") -> CompileResult:
+    def compile(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> CompileResult:
         return self.cache.get(constraint, backend)
 
-    def compile_report(self, constraint: Constraint, backend: str = "fsm") -> dict:
+    def automaton(self, constraint: Constraint) -> CharDFA:
+        """The character DFA of a regex or schema (cached; built in the killable worker)."""
+        return self.cache.dfa(constraint)
+
+    def diagnose(self, constraint: Constraint, prompt: str | None = None, samples: int = 8,
+                 max_new_tokens: int = 256, seed: int = 0, threshold: int = 1) -> dict:
+        """The doctor's report (`cfsm doctor`, the Doctor tab). With a prompt, the model
+        writes the samples (greedy first, then sampled at 0.8, jump mode, default backend);
+        without one, or when none finishes, they are synthesized from the automaton."""
+        from ..analysis.doctor import diagnose
+
+        outputs = None
+        if prompt is not None:
+            outputs = []
+            for i in range(int(samples)):
+                req = GenerateRequest.from_inputs(prompt, constraint, mode="jump", seed=i,
+                                                  temperature=0.0 if i == 0 else 0.8,
+                                                  max_new_tokens=max_new_tokens, trace_detail=False)
+                tr = self.generate(req)
+                if tr["totals"]["finished"]:
+                    outputs.append(tr["text"])
+        return diagnose(constraint, self.ctx.tokenizer, self.ctx.vocab.token_bytes, samples=outputs,
+                        n=int(samples), seed=seed, threshold=threshold, dfa=self.automaton(constraint))
+
+    def compile_report(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> dict:
         res = self.compile(constraint, backend)
         out: dict = {
             "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace, "lenient": constraint.lenient,

@@ -95,6 +95,7 @@ def test_focus_layouts_always_draw_the_current_element_and_stub_what_is_outside(
     assert len(re.findall(r"^s\d+ \[id=", src, re.M)) <= FOCUS_NODES
 
 
+@pytest.mark.model
 def test_every_position_of_a_real_run_has_its_current_element_drawn(trace):
     b = step_bundle(trace)
     assert len(b["steps"]) == len(trace["steps"]) + 1  # the end is a position too
@@ -111,6 +112,7 @@ def test_every_position_of_a_real_run_has_its_current_element_drawn(trace):
     assert b["steps"][0]["J"] >= 1 and b["jumps"][0]
 
 
+@pytest.mark.model
 def test_allowed_tokens_are_listed_most_likely_first(trace):
     step = next(s for s in trace["steps"] if s["allowed"] > 5)
     probs = [row[3] for row in step["allowed_sample"]]
@@ -121,6 +123,7 @@ def test_allowed_tokens_are_listed_most_likely_first(trace):
     assert all(bits[i] for i in ids)
 
 
+@pytest.mark.model
 def test_token_strip_has_one_chip_per_token(trace):
     html = token_strip(trace, step=1)
     chips = re.findall(r'class="cfsm-chip[^"]*" data-origin="(\w+)" data-step="(-?\d+)"', html)
@@ -143,6 +146,7 @@ def test_byte_tokens_read_as_hex_and_show_the_character_they_complete():
     assert readable(b[:2]) == "<E6 97>" and readable(b"a" + b[:2]) == "a<E6 97>" and readable(b"><") == "><"
 
 
+@pytest.mark.model
 def test_jump_panel_and_caption_describe_the_jump(trace):
     j = trace["jumps"][0]
     html = jump_panel(trace, 0)
@@ -154,6 +158,7 @@ def test_jump_panel_and_caption_describe_the_jump(trace):
         assert f"{s0['allowed']:,}" in cap
 
 
+@pytest.mark.model
 def test_output_panel_shows_the_text_and_the_verdict(trace):
     html = output_panel(trace)
     import html as h
@@ -171,6 +176,7 @@ def test_mask_codec_round_trip():
     assert set(np.flatnonzero(bits)) == {0, 5, 1234, 49151}
 
 
+@pytest.mark.model
 def test_timeline_and_stat_cards_have_the_run_figures(trace):
     assert len(timeline(trace, 1).data) == 4
     t = trace["totals"]
@@ -180,6 +186,7 @@ def test_timeline_and_stat_cards_have_the_run_figures(trace):
     assert f"{100 * saved:.0f}%" in cards
 
 
+@pytest.mark.model
 def test_step_view_html_carries_its_bundle(trace):
     html = step_view_html(trace)
     data = json.loads(re.search(r'<script type="application/json" class="cfsm-bundle">(.*)</script>', html, re.S)
@@ -202,6 +209,7 @@ def _as_v1(trace: dict) -> dict:
     return old
 
 
+@pytest.mark.model
 def test_version_1_traces_still_load_and_render(trace):
     from engine.decoding.trace import TRACE_VERSION, validate_trace
 
@@ -219,6 +227,7 @@ def test_version_1_traces_still_load_and_render(trace):
         assert [r[0] for r in a.get("s", [])] == [r[0] for r in b.get("s", [])] and all(r[2] is None for r in a.get("s", []))
 
 
+@pytest.mark.model
 def test_traces_from_the_future_or_not_traces_are_refused(trace):
     from engine.decoding.trace import validate_trace
     from engine.errors import CfsmError
@@ -229,6 +238,7 @@ def test_traces_from_the_future_or_not_traces_are_refused(trace):
         assert ei.value.kind == "invalid_input"
 
 
+@pytest.mark.model
 def test_synthetic_trace_has_the_engine_trace_shape(trace):
     from cfsm.bench.scrub import synthetic_trace
 
@@ -240,6 +250,7 @@ def test_synthetic_trace_has_the_engine_trace_shape(trace):
 
 @pytest.mark.parametrize("rx,prompt,steps", [("hello world", "Say hello.", 0), ("(red|green|blue)", "What colour is grass?", 1),
                                              ("(yes|no)", "Answer.", 2)])
+@pytest.mark.model
 def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, steps):
     """The first things a beginner types: a constant (all one jump), a one-step choice that
     ends on a jump, a two-step choice. Every position, the end included, is drawn."""
@@ -256,6 +267,7 @@ def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, step
         assert "forced the whole output" in end["c"] and visible(tr["text"]) in end["c"]
 
 
+@pytest.mark.model
 def test_a_cancelled_run_has_a_view(engine):
     calls = []
     tr = engine.generate(GenerateRequest(prompt="Describe a wizard.", constraint=Constraint("regex", RX), mode="jump",
@@ -265,6 +277,7 @@ def test_a_cancelled_run_has_a_view(engine):
     assert len(b["steps"]) == len(tr["steps"]) + 1 and "cancelled" in b["steps"][-1]["c"]
 
 
+@pytest.mark.model
 def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
     from app.presets import presets
 
@@ -312,6 +325,7 @@ def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
         assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
 
 
+@pytest.mark.model
 def test_output_offsets_come_from_the_tokens_when_there_is_no_automaton(engine):
     tr = engine.generate(GenerateRequest(prompt="Say something.", mode="free", max_new_tokens=12))
     pos = positions(json.loads(json.dumps(tr)))

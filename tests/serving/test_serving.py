@@ -78,7 +78,7 @@ def test_stop_cancels_only_its_own_request(engine):
     def on_long_event(kind, data):
         if kind != "step":
             return
-        if data["step"]["index"] == 1:
+        if data.step.index == 1:
             short_thread.start()  # the short request arrives while the long one decodes
         if short_started.is_set():
             stop_long.set()  # the long request's user presses Stop

@@ -53,7 +53,7 @@ def test_error_without_json_is_one_line_on_stderr():
     assert r.stderr.strip().count("\n") == 0 and "invalid_regex" in r.stderr
 
 
-def test_compile_json_describes_the_automata(engine, capsys):
+def test_compile_json_describes_the_automata(compile_engine, capsys):
     # in-process: reuses the session's tokenizer cache
     assert main(["compile", "--regex", r'\{"a": [0-9]+, "b": (true|false)\}', "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
@@ -102,7 +102,7 @@ def test_lenient_warning_travels_to_the_trace_and_the_summary(engine, capsys):
 
 
 def test_run_summary_on_the_page_shows_warnings():
-    from app.main import summary_md
+    from viz.summaries import summary_md
 
     totals = {"output_tokens": 1, "forward_passes": 1, "wall_s": 0.1, "tokens_per_s": 10, "jumps": 0, "jumped_chars": 0,
               "finished": True, "reason": "complete"}

@@ -2,7 +2,8 @@
 
 import gradio as gr
 
-from app.main import compare_md, live_check, restore_inputs, scrub_slider
+from app.main import RESTORED_INPUTS, live_check, restore_inputs, scrub_slider
+from viz.summaries import compare_md
 
 
 def _run(text: str, wall: float, passes: int, finished: bool = True, reason: str = "complete") -> dict:
@@ -28,16 +29,20 @@ def test_an_uploaded_trace_restores_its_inputs():
              "request": {"prompt": "Hi", "max_new_tokens": 64, "temperature": 0.5, "top_p": 0.9, "seed": 7,
                          "constraint": {"kind": "schema", "text": "{}", "whitespace": "spaced", "lenient": True,
                                         "spec": True}}}
-    kind, tabs, rx, sch, gram, prompt, ws, lenient, spec, backend, mode, mx, temp, top_p, seed = restore_inputs(trace)
-    assert (kind, sch, prompt, ws, lenient, spec, backend, mode) == ("schema", "{}", "Hi", "spaced", True, True,
-                                                                     "xgrammar", "masked")
-    assert (mx, temp, top_p, seed) == (64, 0.5, 0.9, 7)
-    assert isinstance(rx, type(gr.skip())) and isinstance(gram, type(gr.skip()))
+    got = restore_inputs(trace)
+    assert {k: got[k] for k in ("kind", "sch", "prompt", "ws", "lenient", "spec", "backend", "mode")} == {
+        "kind": "schema", "sch": "{}", "prompt": "Hi", "ws": "spaced", "lenient": True, "spec": True,
+        "backend": "xgrammar", "mode": "masked"}
+    assert (got["max_new"], got["temp"], got["top_p"], got["seed"]) == (64, 0.5, 0.9, 7)
+    # the other two constraint boxes keep what they hold
+    row = RESTORED_INPUTS.set(**got)
+    assert isinstance(row[RESTORED_INPUTS.names.index("rx")], type(gr.skip()))
+    assert isinstance(row[RESTORED_INPUTS.names.index("gram")], type(gr.skip()))
 
 
 def test_a_free_run_upload_keeps_the_constraint_inputs():
     out = restore_inputs({"backend": None, "mode": "free", "request": {"prompt": "x", "constraint": None}})
-    assert isinstance(out[0], type(gr.skip())) and out[10] == "free"
+    assert "kind" not in out and "rx" not in out and out["mode"] == "free"
 
 
 def test_grammar_live_validation_parses_with_the_chosen_backend_and_hides_source_paths():

@@ -82,7 +82,7 @@ def test_what_if_says_whether_it_helps(ctx):
 
 
 def test_doctor_page_marks_the_node_a_cause_points_at():
-    from app.main import doctor_md
+    from viz.summaries import doctor_md
 
     rep = {"constraint": {"kind": "schema"}, "fsm": {"num_states": 1, "jumpable_states": 0, "jumpable_share": 0,
            "num_chains": 0, "longest_chain": 0}, "ideal_reduction": 1, "total_tokens": 1, "model_tokens": 1,
@@ -134,7 +134,7 @@ def test_doctor_agrees_with_what_jump_achieves(engine, paper_bench, character_re
     assert abs(predicted - achieved) / achieved <= 0.10, (predicted, achieved, tr["totals"])
 
 
-def test_doctor_cli(capsys, engine):
+def test_doctor_cli(capsys, compile_engine):
     from cfsm.cli import main
 
     assert main(["doctor", "--schema", json.dumps(ORDER), "--whitespace", "flexible", "--samples", "4", "--json"]) == 0

@@ -18,7 +18,7 @@ from engine.decoding.decoder import GenerateRequest
 
 pytestmark = pytest.mark.model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / ".venv" / "compat" / "transformers-oldest"
 REGEX = r'\{"name": "[A-Za-z ]{1,20}", "age": [0-9]{1,2}\}'
 PROMPTS = ["Describe Harry Potter as JSON.", "Describe Hermione Granger as JSON."]

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from cfsm.bench.decode import paper_items
 from cfsm.bench.jsonschemabench import summarize, walk_instance
 from engine.constraint import Constraint, reorder_like_schema
@@ -61,6 +63,7 @@ def test_html_report(tmp_path):
     assert "Compile coverage" in html and "plotly" in html.lower()
 
 
+@pytest.mark.model
 def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_output(engine):
     """Small tasks through outlines, transformers+xgrammar, transformers+llguidance and cfsm
     masked/jump: one row per (task, system), each output checked by the task's validator,

@@ -120,3 +120,25 @@ def test_outlines_takes_the_longer_alternative(ctx):
         ms = _matchers(ctx, rx)
         for b in ("fsm", "outlines", "xgrammar", "llguidance"):
             assert ab in set(ms[b].allowed_ids().tolist()), (rx, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_matcher_keeps_the_interface_contract(ctx, tokenizer, backend):
+    """accept_token refuses without moving; rollback undoes exactly what was accepted and
+    refuses to go past the start, leaving the state as it was (base.Matcher's contract)."""
+    m = get_backend(backend).compile(Constraint("regex", "ab[0-9]+"), ctx).matcher()
+    a, z = (tokenizer.encode(t, add_special_tokens=False) for t in ("a", "z"))
+    start = m.allowed_ids().tolist()
+    assert not m.accept_token(z[0])  # refused: nothing moves
+    assert m.allowed_ids().tolist() == start
+    assert m.accept_token(a[0])
+    after_a = m.allowed_ids().tolist()
+    assert after_a != start
+    with pytest.raises(ValueError):
+        m.rollback(2)
+    assert m.allowed_ids().tolist() == after_a  # the failed rollback changed nothing
+    m.rollback(0)
+    assert m.allowed_ids().tolist() == after_a
+    m.rollback(1)
+    assert m.allowed_ids().tolist() == start
+    assert m.accept_token(a[0]) and m.allowed_ids().tolist() == after_a

@@ -16,7 +16,7 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 def _free_port() -> int:

@@ -1,0 +1,72 @@
+"""Sampling on the device: mask, pick, and the numbers the trace keeps, packed into one
+flat tensor per request so a whole batch comes back in one host transfer. `SamplePack`
+names the layout on the host side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .request import GenerateRequest
+
+ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely first
+
+
+def select_pack(logits, mask, req: GenerateRequest, gen):
+    """Mask, pick a token and gather the trace's numbers, all on the device; returns one
+    flat tensor in `SamplePack`'s layout so a whole batch is read back in one host
+    transfer."""
+    import torch
+
+    logits = logits.float()
+    probs_raw = torch.softmax(logits, dim=-1)
+    if mask is not None:
+        masked = logits.masked_fill(~mask, float("-inf"))
+        feasible = (probs_raw * mask).sum()
+    else:
+        masked = logits
+        feasible = probs_raw.sum()
+    probs_masked = torch.softmax(masked, dim=-1)
+    if req.temperature <= 0:
+        choice = torch.argmax(masked)
+    else:
+        p = torch.softmax(masked / req.temperature, dim=-1)
+        if req.top_p < 1.0:
+            sp, si = torch.sort(p, descending=True)
+            keep = (torch.cumsum(sp, dim=-1) - sp) < req.top_p
+            sp = sp * keep
+            choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
+        else:
+            choice = torch.multinomial(p, 1, generator=gen)[0]
+    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
+    rv, ri = torch.topk(probs_raw, k)
+    mv, mi = torch.topk(probs_masked, k)
+    return torch.cat([choice.float().view(1), feasible.view(1), probs_masked[choice].view(1),
+                      probs_raw[choice].view(1), rv, ri.float(), mv, mi.float()])
+
+
+@dataclass(frozen=True)
+class SamplePack:
+    """One request's sampling numbers, read back from the host copy of `select_pack`'s
+    tensor: [choice, feasible mass, p(choice) masked, p(choice) raw, then k raw top-k
+    values, their ids, k masked top-k values, their ids]."""
+
+    token_id: int
+    feasible_mass: float
+    prob: float  # p(choice) after the mask
+    raw_prob: float  # p(choice) before it
+    raw_top: list[tuple[int, float]]  # (id, p) most likely first, before the mask
+    masked_top: list[tuple[int, float]]  # the same after the mask
+
+    HEAD = 4
+
+    @classmethod
+    def from_values(cls, vals: list[float]) -> SamplePack:
+        h = cls.HEAD
+        k = (len(vals) - h) // 4
+        if len(vals) != h + 4 * k:
+            raise ValueError(f"a sample pack of {len(vals)} values does not fit the layout")
+        raw_v, raw_i = vals[h : h + k], vals[h + k : h + 2 * k]
+        m_v, m_i = vals[h + 2 * k : h + 3 * k], vals[h + 3 * k :]
+        return cls(int(vals[0]), vals[1], vals[2], vals[3],
+                   [(int(i), v) for v, i in zip(raw_v, raw_i, strict=True)],
+                   [(int(i), v) for v, i in zip(m_v, m_i, strict=True)])
