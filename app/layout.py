@@ -102,19 +102,39 @@ def _constraint_inputs(P: dict, first: str) -> dict:
     w["preset"] = gr.Dropdown([*P, CUSTOM], value=first, label="Preset", elem_id="preset")
     with gr.Tabs(selected="regex") as w["ctabs"]:
         with gr.Tab("Regex", id="regex") as w["tab_rx"]:
-            w["rx"] = gr.Textbox(P[first]["text"], label="Regex (full match, Python syntax)", lines=4, elem_id="regex-input")
+            w["rx"] = gr.Textbox(
+                P[first]["text"],
+                label="Regex (full match, Python syntax)",
+                lines=4,
+                elem_id="regex-input",
+            )
             w["rx_err"] = gr.HTML("", elem_id="regex-error")
         with gr.Tab("JSON schema", id="schema") as w["tab_sch"]:
-            w["sch"] = gr.Code(P["Person (JSON schema)"]["text"], language="json", label="JSON schema", elem_id="schema-input")
+            w["sch"] = gr.Code(
+                P["Person (JSON schema)"]["text"],
+                language="json",
+                label="JSON schema",
+                elem_id="schema-input",
+            )
             w["sch_err"] = gr.HTML("", elem_id="schema-error")
         with gr.Tab("Grammar", id="grammar") as w["tab_g"]:
-            w["gram"] = gr.Textbox(P["Colour (EBNF grammar)"]["text"], lines=4, elem_id="grammar-input",
-                                   label="Grammar: EBNF for xgrammar, Lark for llguidance")
+            w["gram"] = gr.Textbox(
+                P["Colour (EBNF grammar)"]["text"],
+                lines=4,
+                elem_id="grammar-input",
+                label="Grammar: EBNF for xgrammar, Lark for llguidance",
+            )
             w["gram_err"] = gr.HTML("", elem_id="grammar-error")
-    w["prompt"] = gr.Textbox(P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt")
+    w["prompt"] = gr.Textbox(
+        P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt"
+    )
     with gr.Accordion("Test strings", open=False, elem_id="test-strings"):
-        w["ts_text"] = gr.Textbox("", lines=3, elem_id="test-strings-input",
-                                  label="One text per line: does the constraint accept it (with the chosen backend)?")
+        w["ts_text"] = gr.Textbox(
+            "",
+            lines=3,
+            elem_id="test-strings-input",
+            label="One text per line: does the constraint accept it (with the chosen backend)?",
+        )
         w["ts_btn"] = gr.Button("Check", size="sm", elem_id="test-strings-run")
         w["ts_out"] = gr.HTML("", elem_id="test-strings-output")
     return w
@@ -129,27 +149,48 @@ def _run_settings(modes, backends, wss) -> dict:
         w["backend"] = gr.Dropdown(backends, value=backends[0], label="Backend", elem_id="backend")
         w["mode"] = gr.Radio(modes, value="jump", label="Mode", elem_id="mode")
     with gr.Row():
-        w["ws"] = gr.Radio(wss, value="compact", label="JSON whitespace policy", elem_id="whitespace")
-        w["lenient"] = gr.Checkbox(False, label="Lenient: compile schema keywords the backend cannot enforce, with a "
-                                   "warning", elem_id="lenient")
-        w["spec"] = gr.Checkbox(False, label="Spec reading: open objects, 1.0 as an integer", elem_id="spec",
-                                info="JSON Schema's own reading; the default closes objects that list properties")
+        w["ws"] = gr.Radio(
+            wss, value="compact", label="JSON whitespace policy", elem_id="whitespace"
+        )
+        w["lenient"] = gr.Checkbox(
+            False,
+            label="Lenient: compile schema keywords the backend cannot enforce, with a warning",
+            elem_id="lenient",
+        )
+        w["spec"] = gr.Checkbox(
+            False,
+            label="Spec reading: open objects, 1.0 as an integer",
+            elem_id="spec",
+            info="JSON Schema's own reading; the default closes objects that list properties",
+        )
     with gr.Row():
         w["max_new"] = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
         w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
     with gr.Row():
         w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
         w["seed"] = gr.Number(0, precision=0, label="Seed")
-    w["model"] = gr.Textbox("embedded", label="Model: 'embedded' (SmolLM2-135M-Instruct), an HF id from the local "
-                            "cache, or a folder in the models dir", elem_id="model")
+    w["model"] = gr.Textbox(
+        "embedded",
+        label="Model: 'embedded' (SmolLM2-135M-Instruct), an HF id from the local "
+        "cache, or a folder in the models dir",
+        elem_id="model",
+    )
     return w
 
 
 def _step_view() -> dict:
     w: dict = {}
     with gr.Row():
-        w["scrub"] = gr.Slider(0, 1, value=0, step=1, label="Step (the last position is the end of the run)",
-                               elem_id="step-slider", interactive=False, scale=4)
+        w["scrub"] = gr.Slider(
+            0,
+            1,
+            value=0,
+            step=1,
+            label="Step (the last position is the end of the run)",
+            elem_id="step-slider",
+            interactive=False,
+            scale=4,
+        )
         with gr.Column(scale=1, min_width=160):
             w["play"] = gr.Button("\u25b6 Play", size="sm", elem_id="play")
             w["pause"] = gr.Button("\u23f8 Pause", size="sm", elem_id="pause")
@@ -184,7 +225,9 @@ def playground_tab(P: dict, status: str, modes, backends, wss) -> Playground:
             with gr.Row():
                 w["dl_trace"] = gr.File(label="Trace JSON", elem_id="dl-trace")
                 with gr.Column():
-                    w["up_trace"] = gr.File(label="Upload a trace to view it", file_types=[".json"], elem_id="up-trace")
+                    w["up_trace"] = gr.File(
+                        label="Upload a trace to view it", file_types=[".json"], elem_id="up-trace"
+                    )
                     w["up_err"] = gr.HTML("", elem_id="upload-error")
             w["permalink"] = gr.Markdown("", elem_id="permalink")
     return Playground(**w)
@@ -193,14 +236,20 @@ def playground_tab(P: dict, status: str, modes, backends, wss) -> Playground:
 def compare_tab(modes, backends, wss) -> Compare:
     w: dict = {}
     with gr.Tab("Compare", id="compare"):
-        gr.Markdown("The same prompt, constraint and sampling settings (from the Playground tab) in two "
-                    "configurations, side by side.")
+        gr.Markdown(
+            "The same prompt, constraint and sampling settings (from the Playground tab) in two "
+            "configurations, side by side."
+        )
         with gr.Row():
             for side, mode in (("a", "masked"), ("b", "jump")):
                 with gr.Column():
                     w[f"mode_{side}"] = gr.Radio(modes, value=mode, label=f"{side.upper()}: mode")
-                    w[f"backend_{side}"] = gr.Dropdown(backends, value=backends[0], label=f"{side.upper()}: backend")
-                    w[f"ws_{side}"] = gr.Radio(wss, value="compact", label=f"{side.upper()}: whitespace")
+                    w[f"backend_{side}"] = gr.Dropdown(
+                        backends, value=backends[0], label=f"{side.upper()}: backend"
+                    )
+                    w[f"ws_{side}"] = gr.Radio(
+                        wss, value="compact", label=f"{side.upper()}: whitespace"
+                    )
         w["btn"] = gr.Button("Compare", variant="primary", elem_id="compare-run")
         w["err"] = gr.HTML("")
         w["table"] = gr.Markdown("", elem_id="compare-table")
@@ -213,9 +262,11 @@ def compare_tab(modes, backends, wss) -> Compare:
 def doctor_tab() -> Doctor:
     w: dict = {}
     with gr.Tab("Doctor", id="doctor"):
-        gr.Markdown("Why does this constraint (from the Playground tab) get a poor jump-forward speedup, where, and "
-                    "what would change it. Samples are synthesized from the automaton, or generated by the model "
-                    "from the Playground prompt.")
+        gr.Markdown(
+            "Why does this constraint (from the Playground tab) get a poor jump-forward speedup, where, and "
+            "what would change it. Samples are synthesized from the automaton, or generated by the model "
+            "from the Playground prompt."
+        )
         with gr.Row():
             w["samples"] = gr.Slider(1, 20, value=6, step=1, label="Samples")
             w["with_model"] = gr.Checkbox(False, label="Generate samples with the model (slower)")

@@ -45,7 +45,9 @@ STREAM_EVERY_S = 0.25
 
 # The step view carries its data in an inert <script type="application/json">, read by the
 # page's script (viz/static/step_view.js); Gradio warns about any <script> in gr.HTML.
-warnings.filterwarnings("ignore", message="A `<script>` tag was found in the content of a `gr.HTML`")
+warnings.filterwarnings(
+    "ignore", message="A `<script>` tag was found in the content of a `gr.HTML`"
+)
 
 APP_CSS = """
 .cfsm-error{color:#b91c1c;font-weight:600;}
@@ -56,11 +58,14 @@ def _msg(exc: BaseException) -> str:
     if isinstance(exc, CfsmError):
         return f'<div class="cfsm-error" id="error-box">\u26a0 {html.escape(exc.kind)}: {html.escape(exc.message)}</div>'
     text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-    return f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {html.escape(text)}</div>'
+    return (
+        f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {html.escape(text)}</div>'
+    )
 
 
-def make_constraint(kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False,
-                    spec: bool = False) -> Constraint:
+def make_constraint(
+    kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False, spec: bool = False
+) -> Constraint:
     text = {"regex": rx, "schema": sch, "grammar": gram}.get(kind, "")
     return Constraint.from_inputs(kind, text or "", ws, lenient, spec)
 
@@ -77,8 +82,10 @@ def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) ->
             check_grammar(text, parser)
             if not takes:
                 choices = " or ".join(f"{n} ({s})" for n, s in GRAMMAR_SYNTAX.items())
-                return (f'<div class="cfsm-muted">valid {GRAMMAR_SYNTAX[parser]}; the {html.escape(backend)} backend '
-                        f"takes no grammars \u2014 choose {choices}</div>")
+                return (
+                    f'<div class="cfsm-muted">valid {GRAMMAR_SYNTAX[parser]}; the {html.escape(backend)} backend '
+                    f"takes no grammars \u2014 choose {choices}</div>"
+                )
         elif kind == "regex":
             validate_regex(text)
         elif kind == "schema":
@@ -101,7 +108,9 @@ def scrub_slider(n_steps: int) -> gr.Slider:
 def strings_checker(hub: EngineHub):
     """The Test strings panel's handler: each line checked with the chosen backend."""
 
-    def do_test_strings(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v, backend_v, model_t, lines):
+    def do_test_strings(
+        kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v, backend_v, model_t, lines
+    ):
         from engine.analysis.check import check_text
         from viz.highlight import test_strings_html
 
@@ -110,7 +119,9 @@ def strings_checker(hub: EngineHub):
             eng = hub.get(check_page_model(model_t))
             res = eng.compile(c, backend_v)
             texts = [t for t in (lines or "").split("\n") if t != ""][:50]
-            return test_strings_html([{"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)} for t in texts])
+            return test_strings_html(
+                [{"text": t, **check_text(res.compiled, res.dfa, eng.ctx, t)} for t in texts]
+            )
         except BaseException as exc:  # noqa: BLE001 - one line, the app keeps serving
             return _msg(exc)
 
@@ -137,26 +148,77 @@ class Row:
         return Row(*self.names, *other.names)
 
 
-RUN_OUTPUTS = Row("trace", "stop", "error", "summary", "cards", "timeline", "scrub", "permalink", "dl_trace", "view",
-                  "live")
+RUN_OUTPUTS = Row(
+    "trace",
+    "stop",
+    "error",
+    "summary",
+    "cards",
+    "timeline",
+    "scrub",
+    "permalink",
+    "dl_trace",
+    "view",
+    "live",
+)
 # The inputs an uploaded trace restores, and those a permalink or a preset sets.
-RESTORED_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "lenient", "spec", "backend", "mode",
-                      "max_new", "temp", "top_p", "seed")
-PERMALINK_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "backend", "mode", "max_new", "temp",
-                       "seed", "model", "preset")
+RESTORED_INPUTS = Row(
+    "kind",
+    "ctabs",
+    "rx",
+    "sch",
+    "gram",
+    "prompt",
+    "ws",
+    "lenient",
+    "spec",
+    "backend",
+    "mode",
+    "max_new",
+    "temp",
+    "top_p",
+    "seed",
+)
+PERMALINK_INPUTS = Row(
+    "kind",
+    "ctabs",
+    "rx",
+    "sch",
+    "gram",
+    "prompt",
+    "ws",
+    "backend",
+    "mode",
+    "max_new",
+    "temp",
+    "seed",
+    "model",
+    "preset",
+)
 PRESET_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend")
 
 
 def text_inputs(kind: str, text: str) -> dict:
     """The constraint kind, its tab and its text box (the other two boxes keep theirs)."""
-    return {"kind": kind, "ctabs": gr.Tabs(selected=kind), {"regex": "rx", "schema": "sch", "grammar": "gram"}[kind]: text}
+    return {
+        "kind": kind,
+        "ctabs": gr.Tabs(selected=kind),
+        {"regex": "rx", "schema": "sch", "grammar": "gram"}[kind]: text,
+    }
 
 
 def finished_run(trace: dict, collapse: bool, whole: bool) -> dict:
     """Every output a finished (or uploaded) run updates."""
-    return dict(trace=trace, error="", summary=summary_md(trace), cards=stat_cards(trace["totals"]),
-                timeline=timeline(trace), scrub=scrub_slider(len(trace["steps"])), view=step_view_html(trace, collapse, whole),
-                live="")
+    return dict(
+        trace=trace,
+        error="",
+        summary=summary_md(trace),
+        cards=stat_cards(trace["totals"]),
+        timeline=timeline(trace),
+        scrub=scrub_slider(len(trace["steps"])),
+        view=step_view_html(trace, collapse, whole),
+        live="",
+    )
 
 
 def live_update(ev: StepEvent) -> dict:
@@ -169,32 +231,87 @@ def run_streamer(hub: EngineHub):
     """The Run button's handler: compile (with progress), decode in a worker thread while
     streaming tokens, then the step view. Errors become one line; the app keeps serving."""
 
-    def do_run(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, backend_v, mode_v, max_v, temp_v, top_v, seed_v,
-               collapse_v, whole_v, lenient_v=False, spec_v=False, prev_trace=None):
+    def do_run(
+        kind,
+        rx_t,
+        sch_t,
+        gram_t,
+        ws_v,
+        prompt_t,
+        model_t,
+        backend_v,
+        mode_v,
+        max_v,
+        temp_v,
+        top_v,
+        seed_v,
+        collapse_v,
+        whole_v,
+        lenient_v=False,
+        spec_v=False,
+        prev_trace=None,
+    ):
         handle = RunHandle()
         out = RUN_OUTPUTS
         try:
-            constraint = None if mode_v == "free" else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
-            req = GenerateRequest.from_inputs(prompt_t, constraint, mode=mode_v, backend=backend_v, max_new_tokens=max_v,
-                                              temperature=temp_v, top_p=top_v, seed=seed_v)
-            yield out.set(stop=handle, error="", summary="Loading the model \u2026", live="",
-                          view=empty_view("Decoding \u2026 the step view of this run appears when it ends."))
+            constraint = (
+                None
+                if mode_v == "free"
+                else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
+            )
+            req = GenerateRequest.from_inputs(
+                prompt_t,
+                constraint,
+                mode=mode_v,
+                backend=backend_v,
+                max_new_tokens=max_v,
+                temperature=temp_v,
+                top_p=top_v,
+                seed=seed_v,
+            )
+            yield out.set(
+                stop=handle,
+                error="",
+                summary="Loading the model \u2026",
+                live="",
+                view=empty_view("Decoding \u2026 the step view of this run appears when it ends."),
+            )
             eng = hub.get(check_page_model(model_t))
             if constraint is not None:
                 yield from _compile_progress(eng, constraint, backend_v, handle, out)
             handle.set_phase("decoding")
             trace = yield from _decode_streaming(eng, req, handle, out)
-            link = permalink_md(kind, {"regex": rx_t, "schema": sch_t, "grammar": gram_t}[kind], ws_v, prompt_t, model_t,
-                                backend_v, mode_v, max_v, temp_v, seed_v)
-            yield out.set(permalink=link, dl_trace=write_trace_file(trace), **finished_run(trace, collapse_v, whole_v))
+            link = permalink_md(
+                kind,
+                {"regex": rx_t, "schema": sch_t, "grammar": gram_t}[kind],
+                ws_v,
+                prompt_t,
+                model_t,
+                backend_v,
+                mode_v,
+                max_v,
+                temp_v,
+                seed_v,
+            )
+            yield out.set(
+                permalink=link,
+                dl_trace=write_trace_file(trace),
+                **finished_run(trace, collapse_v, whole_v),
+            )
         except GeneratorExit:
             handle.event.set()
             raise
         except BaseException as exc:  # noqa: BLE001 - the page shows one line and keeps serving
             handle.event.set()
             # the previous run's view comes back (the click dimmed it): a failed run loses nothing
-            yield out.set(error=_msg(exc), summary="", live="",
-                          view=step_view_html(prev_trace, collapse_v, whole_v) if prev_trace else empty_view(NO_RUN))
+            yield out.set(
+                error=_msg(exc),
+                summary="",
+                live="",
+                view=step_view_html(prev_trace, collapse_v, whole_v)
+                if prev_trace
+                else empty_view(NO_RUN),
+            )
 
     return do_run
 
@@ -204,7 +321,9 @@ def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHand
     fut = eng.cache.submit(constraint, backend)
     t0 = time.time()
     while not fut.done():
-        yield out.set(summary=f"Compiling the {constraint.kind} for {backend} \u2026 {time.time() - t0:.1f} s")
+        yield out.set(
+            summary=f"Compiling the {constraint.kind} for {backend} \u2026 {time.time() - t0:.1f} s"
+        )
         time.sleep(0.3)
     eng.cache.get(constraint, backend)  # raises the compile error, if any
 
@@ -215,7 +334,9 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
 
     def work():
         try:
-            box["trace"] = eng.generate(req, on_event=lambda k, d: events.put((k, d)), should_stop=handle.event.is_set)
+            box["trace"] = eng.generate(
+                req, on_event=lambda k, d: events.put((k, d)), should_stop=handle.event.is_set
+            )
         except BaseException as exc:  # noqa: BLE001 - shown in the page
             box["error"] = exc
         finally:
@@ -251,11 +372,18 @@ def restore_inputs(trace: dict) -> dict:
         out.update(text_inputs(c["kind"], c.get("text", "")))
     if "prompt" in r:
         out["prompt"] = r["prompt"]
-    choices = (("ws", c.get("whitespace"), WS), ("backend", trace.get("backend"), BACKENDS),
-               ("mode", trace.get("mode"), MODES))
+    choices = (
+        ("ws", c.get("whitespace"), WS),
+        ("backend", trace.get("backend"), BACKENDS),
+        ("mode", trace.get("mode"), MODES),
+    )
     out.update({name: v for name, v, allowed in choices if v in allowed})
-    numbers = (("max_new", "max_new_tokens", 1, 512), ("temp", "temperature", 0, 2), ("top_p", "top_p", 0.05, 1),
-               ("seed", "seed", 0, 2**31))
+    numbers = (
+        ("max_new", "max_new_tokens", 1, 512),
+        ("temp", "temperature", 0, 2),
+        ("top_p", "top_p", 0.05, 1),
+        ("seed", "seed", 0, 2**31),
+    )
     for name, key, lo, hi in numbers:
         x = _num(r.get(key), lo, hi, None)
         if x is not None:
@@ -281,12 +409,27 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
 
 def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
     ui.status_timer.tick(hub.status, None, ui.status, show_progress="hidden", queue=False)
-    for box, err, k in ((ui.rx, ui.rx_err, "regex"), (ui.sch, ui.sch_err, "schema"), (ui.gram, ui.gram_err, "grammar")):
-        box.change(lambda text, w, b, k=k: live_check(k, text, w, b), [box, ui.ws, ui.backend], err,
-                   show_progress="hidden", queue=False, trigger_mode="always_last")  # no backlog while typing
+    for box, err, k in (
+        (ui.rx, ui.rx_err, "regex"),
+        (ui.sch, ui.sch_err, "schema"),
+        (ui.gram, ui.gram_err, "grammar"),
+    ):
+        box.change(
+            lambda text, w, b, k=k: live_check(k, text, w, b),
+            [box, ui.ws, ui.backend],
+            err,
+            show_progress="hidden",
+            queue=False,
+            trigger_mode="always_last",
+        )  # no backlog while typing
         box.input(lambda: CUSTOM, None, ui.preset, queue=False)
-    ui.backend.change(lambda text, w, b: live_check("grammar", text, w, b), [ui.gram, ui.ws, ui.backend], ui.gram_err,
-                      show_progress="hidden", queue=False)
+    ui.backend.change(
+        lambda text, w, b: live_check("grammar", text, w, b),
+        [ui.gram, ui.ws, ui.backend],
+        ui.gram_err,
+        show_progress="hidden",
+        queue=False,
+    )
     ui.prompt.input(lambda: CUSTOM, None, ui.preset, queue=False)
     ui.tab_rx.select(lambda: "regex", None, ui.kind, queue=False)
     ui.tab_sch.select(lambda: "schema", None, ui.kind, queue=False)
@@ -296,12 +439,33 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         p = P.get(name)
         if not p:
             return PRESET_INPUTS.set()
-        return PRESET_INPUTS.set(**text_inputs(p["kind"], p["text"]), prompt=p["prompt"], ws=p["whitespace"],
-                                 mode=p["mode"], backend=p.get("backend", DEFAULT_BACKEND))
+        return PRESET_INPUTS.set(
+            **text_inputs(p["kind"], p["text"]),
+            prompt=p["prompt"],
+            ws=p["whitespace"],
+            mode=p["mode"],
+            backend=p.get("backend", DEFAULT_BACKEND),
+        )
 
     ui.preset.input(on_preset, ui.preset, PRESET_INPUTS.widgets(ui), queue=False)
-    ui.ts_btn.click(strings_checker(hub), [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.lenient, ui.spec, ui.backend, ui.model,
-                                              ui.ts_text], ui.ts_out, concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
+    ui.ts_btn.click(
+        strings_checker(hub),
+        [
+            ui.kind,
+            ui.rx,
+            ui.sch,
+            ui.gram,
+            ui.ws,
+            ui.lenient,
+            ui.spec,
+            ui.backend,
+            ui.model,
+            ui.ts_text,
+        ],
+        ui.ts_out,
+        concurrency_limit=DECODE_SLOTS,
+        concurrency_id="decode",
+    )
 
 
 def _wire_run(ui: Playground, hub: EngineHub) -> None:
@@ -309,19 +473,47 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
     ui.run_btn.click(None, js="() => { window.cfsm && window.cfsm.stale(); }", queue=False)
     run_evt = ui.run_btn.click(
         run_streamer(hub),
-        [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.prompt, ui.model, ui.backend, ui.mode, ui.max_new, ui.temp, ui.top_p,
-         ui.seed, ui.collapse, ui.whole, ui.lenient, ui.spec, ui.trace],
-        outputs, concurrency_limit=DECODE_SLOTS, concurrency_id="decode",
+        [
+            ui.kind,
+            ui.rx,
+            ui.sch,
+            ui.gram,
+            ui.ws,
+            ui.prompt,
+            ui.model,
+            ui.backend,
+            ui.mode,
+            ui.max_new,
+            ui.temp,
+            ui.top_p,
+            ui.seed,
+            ui.collapse,
+            ui.whole,
+            ui.lenient,
+            ui.spec,
+            ui.trace,
+        ],
+        outputs,
+        concurrency_limit=DECODE_SLOTS,
+        concurrency_id="decode",
     )
+
     def on_stop(h, trace, collapse_v, whole_v):
         """Cancel the run and say what was stopped; the previous run's view comes back (the
         click dimmed it and the run had replaced it with a placeholder)."""
         if h is None or h.phase == "done":
             return (h.stop() if h is not None else "") or gr.skip(), gr.skip()
-        return h.stop() or gr.skip(), step_view_html(trace, collapse_v, whole_v) if trace else empty_view(NO_RUN)
+        return h.stop() or gr.skip(), step_view_html(
+            trace, collapse_v, whole_v
+        ) if trace else empty_view(NO_RUN)
 
-    ui.stop_btn.click(on_stop, [ui.stop, ui.trace, ui.collapse, ui.whole], [ui.stop_msg, ui.view],
-                      cancels=[run_evt], queue=False)
+    ui.stop_btn.click(
+        on_stop,
+        [ui.stop, ui.trace, ui.collapse, ui.whole],
+        [ui.stop_msg, ui.view],
+        cancels=[run_evt],
+        queue=False,
+    )
     ui.run_btn.click(lambda: "", None, ui.stop_msg, queue=False)
     # scrubbing and playing happen in the browser (viz/static/step_view.js): no server round trip
     ui.scrub.change(None, [ui.scrub], None, js="(k) => { window.cfsm && window.cfsm.show(k); }")
@@ -342,10 +534,16 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
                 return upload.set()
             p = Path(f if isinstance(f, str) else f.name)
             if p.stat().st_size > MAX_UPLOAD_BYTES:
-                raise CfsmError("input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
+                raise CfsmError(
+                    "input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB"
+                )
             trace = validate_trace(p.read_text(encoding="utf-8"))
-            return upload.set(**finished_run(trace, collapse_v, whole_v), up_trace=None, up_err="",
-                              **restore_inputs(trace))
+            return upload.set(
+                **finished_run(trace, collapse_v, whole_v),
+                up_trace=None,
+                up_err="",
+                **restore_inputs(trace),
+            )
         except BaseException as exc:  # noqa: BLE001
             return upload.set(up_trace=None, up_err=_msg(exc))
 
@@ -353,42 +551,125 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
 
 
 def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
-    def do_compare(kind, rx_t, sch_t, gram_t, prompt_t, model_t, max_v, temp_v, top_v, seed_v, ma, ba, wa, mb, bb, wb):
+    def do_compare(
+        kind,
+        rx_t,
+        sch_t,
+        gram_t,
+        prompt_t,
+        model_t,
+        max_v,
+        temp_v,
+        top_v,
+        seed_v,
+        ma,
+        ba,
+        wa,
+        mb,
+        bb,
+        wb,
+    ):
         try:
             eng = hub.get(check_page_model(model_t))
             traces = []
             for m, b, w in ((ma, ba, wa), (mb, bb, wb)):
                 c = None if m == "free" else make_constraint(kind, rx_t, sch_t, gram_t, w)
-                traces.append(eng.generate(GenerateRequest.from_inputs(
-                    prompt_t, c, mode=m, backend=b, max_new_tokens=max_v, temperature=temp_v, top_p=top_v,
-                    seed=seed_v, trace_detail=False)))
+                traces.append(
+                    eng.generate(
+                        GenerateRequest.from_inputs(
+                            prompt_t,
+                            c,
+                            mode=m,
+                            backend=b,
+                            max_new_tokens=max_v,
+                            temperature=temp_v,
+                            top_p=top_v,
+                            seed=seed_v,
+                            trace_detail=False,
+                        )
+                    )
+                )
             a, b = traces
-            md = compare_md(a, b, f"{ma} / {ba} / {wa}", f"{mb} / {bb} / {wb}", float(temp_v), int(seed_v or 0))
+            md = compare_md(
+                a, b, f"{ma} / {ba} / {wa}", f"{mb} / {bb} / {wb}", float(temp_v), int(seed_v or 0)
+            )
             return "", md, token_strip(a), token_strip(b)
         except BaseException as exc:  # noqa: BLE001
             return _msg(exc), "", "", ""
 
-    cmp.btn.click(do_compare, [ui.kind, ui.rx, ui.sch, ui.gram, ui.prompt, ui.model, ui.max_new, ui.temp, ui.top_p, ui.seed,
-                               cmp.mode_a, cmp.backend_a, cmp.ws_a, cmp.mode_b, cmp.backend_b, cmp.ws_b],
-                  [cmp.err, cmp.table, cmp.strip_a, cmp.strip_b], concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
+    cmp.btn.click(
+        do_compare,
+        [
+            ui.kind,
+            ui.rx,
+            ui.sch,
+            ui.gram,
+            ui.prompt,
+            ui.model,
+            ui.max_new,
+            ui.temp,
+            ui.top_p,
+            ui.seed,
+            cmp.mode_a,
+            cmp.backend_a,
+            cmp.ws_a,
+            cmp.mode_b,
+            cmp.backend_b,
+            cmp.ws_b,
+        ],
+        [cmp.err, cmp.table, cmp.strip_a, cmp.strip_b],
+        concurrency_limit=DECODE_SLOTS,
+        concurrency_id="decode",
+    )
 
 
 def _wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
-    def do_doctor(kind, rx_t, sch_t, gram_t, ws_v, prompt_t, model_t, n, with_model, lenient_v=False, spec_v=False):
+    def do_doctor(
+        kind,
+        rx_t,
+        sch_t,
+        gram_t,
+        ws_v,
+        prompt_t,
+        model_t,
+        n,
+        with_model,
+        lenient_v=False,
+        spec_v=False,
+    ):
         try:
             c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
             if c.kind == "grammar":
-                raise CfsmError("unsupported_feature", "the doctor needs a regex or a JSON schema: a grammar has "
-                                "no finite automaton to analyse")
+                raise CfsmError(
+                    "unsupported_feature",
+                    "the doctor needs a regex or a JSON schema: a grammar has "
+                    "no finite automaton to analyse",
+                )
             eng = hub.get(check_page_model(model_t))
             rep = eng.diagnose(c, (prompt_t or "") if with_model else None, int(n))
             return "", doctor_md(rep, c.text), doctor_plot(rep)
         except BaseException as exc:  # noqa: BLE001
             return _msg(exc), "", None
 
-    doc.btn.click(do_doctor, [ui.kind, ui.rx, ui.sch, ui.gram, ui.ws, ui.prompt, ui.model, doc.samples, doc.with_model,
-                              ui.lenient, ui.spec],
-                  [doc.err, doc.md, doc.plot], concurrency_limit=DECODE_SLOTS, concurrency_id="decode")
+    doc.btn.click(
+        do_doctor,
+        [
+            ui.kind,
+            ui.rx,
+            ui.sch,
+            ui.gram,
+            ui.ws,
+            ui.prompt,
+            ui.model,
+            doc.samples,
+            doc.with_model,
+            ui.lenient,
+            ui.spec,
+        ],
+        [doc.err, doc.md, doc.plot],
+        concurrency_limit=DECODE_SLOTS,
+        concurrency_id="decode",
+    )
 
 
 def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
@@ -398,10 +679,16 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
             return PERMALINK_INPUTS.set()
         k = q.get("kind", "regex") if q.get("kind") in KINDS else "regex"
         out = {**text_inputs(k, q.get("c", "")), "preset": CUSTOM}
-        out.update({name: q[key] for name, key in (("prompt", "prompt"), ("model", "model")) if key in q})
+        out.update(
+            {name: q[key] for name, key in (("prompt", "prompt"), ("model", "model")) if key in q}
+        )
         choices = (("ws", "ws", WS), ("backend", "backend", BACKENDS), ("mode", "mode", MODES))
         out.update({name: q[key] for name, key, allowed in choices if q.get(key) in allowed})
-        for name, key, lo, hi in (("max_new", "max", 1, 512), ("temp", "temp", 0, 2), ("seed", "seed", 0, 2**31)):
+        for name, key, lo, hi in (
+            ("max_new", "max", 1, 512),
+            ("temp", "temp", 0, 2),
+            ("seed", "seed", 0, 2**31),
+        ):
             x = _num(q.get(key), lo, hi, None)
             if x is not None:
                 out[name] = x
@@ -411,26 +698,60 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
 
 
 def _wire_api(hub: EngineHub) -> None:
-    def api_compile(kind: str, constraint: str, whitespace: str = "compact", backend: str = DEFAULT_BACKEND,
-                    lenient: bool = False, spec: bool = False) -> dict:
+    def api_compile(
+        kind: str,
+        constraint: str,
+        whitespace: str = "compact",
+        backend: str = DEFAULT_BACKEND,
+        lenient: bool = False,
+        spec: bool = False,
+    ) -> dict:
         """Compile a regex/schema/grammar; returns the automaton description (engine JSON)."""
         try:
             eng = hub.get()
-            return eng.compile_report(make_constraint(kind, constraint, constraint, constraint, whitespace, lenient, spec),
-                                      backend)
+            return eng.compile_report(
+                make_constraint(
+                    kind, constraint, constraint, constraint, whitespace, lenient, spec
+                ),
+                backend,
+            )
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
-    def api_run(prompt: str, kind: str, constraint: str, whitespace: str = "compact", backend: str = DEFAULT_BACKEND,
-                mode: str = "jump", max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
-                lenient: bool = False, spec: bool = False) -> dict:
+    def api_run(
+        prompt: str,
+        kind: str,
+        constraint: str,
+        whitespace: str = "compact",
+        backend: str = DEFAULT_BACKEND,
+        mode: str = "jump",
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        seed: int = 0,
+        lenient: bool = False,
+        spec: bool = False,
+    ) -> dict:
         """Decode under a constraint; returns the engine's trace JSON."""
         try:
             eng = hub.get()
-            c = None if mode == "free" else make_constraint(kind, constraint, constraint, constraint, whitespace, lenient, spec)
-            return eng.generate(GenerateRequest.from_inputs(prompt, c, mode=mode, backend=backend,
-                                                            max_new_tokens=max_new_tokens, temperature=temperature,
-                                                            seed=seed))
+            c = (
+                None
+                if mode == "free"
+                else make_constraint(
+                    kind, constraint, constraint, constraint, whitespace, lenient, spec
+                )
+            )
+            return eng.generate(
+                GenerateRequest.from_inputs(
+                    prompt,
+                    c,
+                    mode=mode,
+                    backend=backend,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                )
+            )
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
 
@@ -447,13 +768,24 @@ def _num(v, lo, hi, default):
 
 
 def permalink_md(kind, text, ws, prompt, model, backend, mode, max_v, temp, seed) -> str:
-    q = {"kind": kind, "c": text, "ws": ws, "prompt": prompt, "backend": backend, "mode": mode,
-         "max": int(max_v), "temp": temp, "seed": int(seed or 0)}
+    q = {
+        "kind": kind,
+        "c": text,
+        "ws": ws,
+        "prompt": prompt,
+        "backend": backend,
+        "mode": mode,
+        "max": int(max_v),
+        "temp": temp,
+        "seed": int(seed or 0),
+    }
     if model and model != "embedded":
         q["model"] = model
     url = "?" + urllib.parse.urlencode(q)
     if len(url) > 8000:
-        return "Permalink unavailable: the inputs are too long for a URL (download the trace instead)."
+        return (
+            "Permalink unavailable: the inputs are too long for a URL (download the trace instead)."
+        )
     return f"[Permalink to these inputs]({url})"
 
 
@@ -463,12 +795,27 @@ def write_trace_file(trace: dict) -> str:
     return str(path)
 
 
-def serve(host: str = "127.0.0.1", port: int = 7860, model: str | None = None, device: str | None = None,
-          prevent_thread_lock: bool = False, max_states: int | None = None, compile_timeout_s: float | None = None):
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    model: str | None = None,
+    device: str | None = None,
+    prevent_thread_lock: bool = False,
+    max_states: int | None = None,
+    compile_timeout_s: float | None = None,
+):
     hub = EngineHub(model, device, max_states=max_states, compile_timeout_s=compile_timeout_s)
     hub.start()
     demo = build_demo(hub)
     demo.queue(default_concurrency_limit=2, max_size=32)
-    demo.launch(server_name=host, server_port=port, css=APP_CSS, head=head_html(), show_error=False,
-                prevent_thread_lock=prevent_thread_lock, quiet=True, ssr_mode=False)
+    demo.launch(
+        server_name=host,
+        server_port=port,
+        css=APP_CSS,
+        head=head_html(),
+        show_error=False,
+        prevent_thread_lock=prevent_thread_lock,
+        quiet=True,
+        ssr_mode=False,
+    )
     return demo, hub

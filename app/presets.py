@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-_BENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "paper-bench" / "sglang_json_benchmark.json"
+_BENCH = (
+    Path(__file__).resolve().parent.parent.parent
+    / "shared"
+    / "paper-bench"
+    / "sglang_json_benchmark.json"
+)
 
 # fallbacks so the app works without ../shared (the regexes are the SGLang benchmark's data)
 _CHARACTER_RX = (
@@ -61,32 +66,84 @@ def presets() -> dict[str, dict]:
     b = _bench()
     char = b.get("character", {})
     city = b.get("city", {})
-    char_prompt = char.get("prompt_template", "{name} is a character in Harry Potter. Please fill in the following information about this character.\n")
-    city_prompt = city.get("prompt_template", "Please extract the information of a city from the following wikipedia page.\nPage begin.\n{document}Page end.\nHere is the name, country, and symbol of the city in JSON format.\n")
+    char_prompt = char.get(
+        "prompt_template",
+        "{name} is a character in Harry Potter. Please fill in the following information about this character.\n",
+    )
+    city_prompt = city.get(
+        "prompt_template",
+        "Please extract the information of a city from the following wikipedia page.\nPage begin.\n{document}Page end.\nHere is the name, country, and symbol of the city in JSON format.\n",
+    )
     return {
-        "SGLang character (regex)": {"kind": "regex", "text": char.get("regex", _CHARACTER_RX), "whitespace": "compact",
-                                     "prompt": char_prompt.format(name="Hermione Granger"), "mode": "jump"},
-        "SGLang city (regex)": {"kind": "regex", "text": city.get("regex", _CITY_RX), "whitespace": "compact",
-                                "prompt": city_prompt.format(document=PARIS), "mode": "jump"},
-        "Person (JSON schema)": {"kind": "schema", "text": json.dumps(PERSON_SCHEMA, indent=2), "whitespace": "spaced",
-                                 "prompt": "Invent a person who lives in Tokyo and describe them as JSON.", "mode": "jump"},
-        "Date (regex)": {"kind": "regex", "text": r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "whitespace": "compact",
-                         "prompt": "On what date did Apollo 11 land on the Moon? Answer as YYYY-MM-DD.", "mode": "jump"},
-        "IPv4 address (regex)": {"kind": "regex", "text": r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])",
-                                 "whitespace": "compact", "prompt": "What is the usual IP address of a home router?", "mode": "jump"},
-        "Enum with shared prefixes (regex)": {"kind": "regex", "text": r"Status: (international|internal|interview|intern)\.",
-                                              "whitespace": "compact", "prompt": "Pick a status word starting with 'inter'.", "mode": "jump"},
-        "CJK (regex)": {"kind": "regex", "text": r"城市：(北京|上海|广州|深圳)。人口：[0-9]{3,4}万。", "whitespace": "compact",
-                        "prompt": "用中文回答：中国最大的城市是哪个？人口多少？", "mode": "jump"},
-        "Flexible whitespace: poor speedup (JSON schema)": {"kind": "schema", "text": json.dumps(ORDER_SCHEMA, indent=2),
-                                                             "whitespace": "flexible",
-                                                             "prompt": "Write a JSON order with id 1042 that was shipped by express with two books.",
-                                                             "mode": "jump"},
-        "Same order, compact separators (JSON schema)": {"kind": "schema", "text": json.dumps(ORDER_SCHEMA, indent=2),
-                                                          "whitespace": "compact",
-                                                          "prompt": "Write a JSON order with id 1042 that was shipped by express with two books.",
-                                                          "mode": "jump"},
-        "Colour (EBNF grammar)": {"kind": "grammar", "text": 'root ::= "The colour is " ("red" | "green" | "blue") "."',
-                                  "whitespace": "compact", "prompt": "What colour is the sky?", "mode": "jump",
-                                  "backend": "xgrammar"},
+        "SGLang character (regex)": {
+            "kind": "regex",
+            "text": char.get("regex", _CHARACTER_RX),
+            "whitespace": "compact",
+            "prompt": char_prompt.format(name="Hermione Granger"),
+            "mode": "jump",
+        },
+        "SGLang city (regex)": {
+            "kind": "regex",
+            "text": city.get("regex", _CITY_RX),
+            "whitespace": "compact",
+            "prompt": city_prompt.format(document=PARIS),
+            "mode": "jump",
+        },
+        "Person (JSON schema)": {
+            "kind": "schema",
+            "text": json.dumps(PERSON_SCHEMA, indent=2),
+            "whitespace": "spaced",
+            "prompt": "Invent a person who lives in Tokyo and describe them as JSON.",
+            "mode": "jump",
+        },
+        "Date (regex)": {
+            "kind": "regex",
+            "text": r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])",
+            "whitespace": "compact",
+            "prompt": "On what date did Apollo 11 land on the Moon? Answer as YYYY-MM-DD.",
+            "mode": "jump",
+        },
+        "IPv4 address (regex)": {
+            "kind": "regex",
+            "text": r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])",
+            "whitespace": "compact",
+            "prompt": "What is the usual IP address of a home router?",
+            "mode": "jump",
+        },
+        "Enum with shared prefixes (regex)": {
+            "kind": "regex",
+            "text": r"Status: (international|internal|interview|intern)\.",
+            "whitespace": "compact",
+            "prompt": "Pick a status word starting with 'inter'.",
+            "mode": "jump",
+        },
+        "CJK (regex)": {
+            "kind": "regex",
+            "text": r"城市：(北京|上海|广州|深圳)。人口：[0-9]{3,4}万。",
+            "whitespace": "compact",
+            "prompt": "用中文回答：中国最大的城市是哪个？人口多少？",
+            "mode": "jump",
+        },
+        "Flexible whitespace: poor speedup (JSON schema)": {
+            "kind": "schema",
+            "text": json.dumps(ORDER_SCHEMA, indent=2),
+            "whitespace": "flexible",
+            "prompt": "Write a JSON order with id 1042 that was shipped by express with two books.",
+            "mode": "jump",
+        },
+        "Same order, compact separators (JSON schema)": {
+            "kind": "schema",
+            "text": json.dumps(ORDER_SCHEMA, indent=2),
+            "whitespace": "compact",
+            "prompt": "Write a JSON order with id 1042 that was shipped by express with two books.",
+            "mode": "jump",
+        },
+        "Colour (EBNF grammar)": {
+            "kind": "grammar",
+            "text": 'root ::= "The colour is " ("red" | "green" | "blue") "."',
+            "whitespace": "compact",
+            "prompt": "What colour is the sky?",
+            "mode": "jump",
+            "backend": "xgrammar",
+        },
     }

@@ -30,8 +30,10 @@ class RunHandle:
         self.event.set()
         took = time.time() - self.t0
         if self.phase == "compiling":
-            return (f"Stopped while compiling {self.detail} ({took:.1f} s in). The compile goes on in the background "
-                    "until it finishes or hits its time limit; a later run with the same constraint reuses its result.")
+            return (
+                f"Stopped while compiling {self.detail} ({took:.1f} s in). The compile goes on in the background "
+                "until it finishes or hits its time limit; a later run with the same constraint reuses its result."
+            )
         if self.phase == "decoding":
             return f"Stopped after {took:.1f} s of decoding; only this run was cancelled."
         if self.phase == "done":
@@ -41,7 +43,9 @@ class RunHandle:
 
 def models_dir() -> Path:
     """The only folder from which the page may load local models (CFSM_MODELS_DIR)."""
-    root = os.environ.get("CFSM_MODELS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cfsm-lab", "models")
+    root = os.environ.get("CFSM_MODELS_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "cfsm-lab", "models"
+    )
     return Path(root)
 
 
@@ -73,10 +77,14 @@ def check_page_model(name: str) -> str:
 class EngineHub:
     """Loads engines once, in background threads, and reports progress."""
 
-    def __init__(self, default_model: str | None = None, device: str | None = None, **limits) -> None:
+    def __init__(
+        self, default_model: str | None = None, device: str | None = None, **limits
+    ) -> None:
         self.default = default_model or "embedded"
         self.device = device
-        self.limits = {k: v for k, v in limits.items() if v is not None}  # Engine's max_states, compile_timeout_s
+        self.limits = {
+            k: v for k, v in limits.items() if v is not None
+        }  # Engine's max_states, compile_timeout_s
         self._engines: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._started: dict[str, float] = {}
@@ -94,7 +102,9 @@ class EngineHub:
         try:
             from engine.serving.service import Engine
 
-            eng = Engine(None if name == "embedded" else name, self.device, continuous=True, **self.limits)
+            eng = Engine(
+                None if name == "embedded" else name, self.device, continuous=True, **self.limits
+            )
             with self._lock:
                 if len(self._engines) >= MAX_MODELS:
                     oldest = next(k for k in self._engines if k != self.default)

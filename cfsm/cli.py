@@ -14,9 +14,11 @@ from engine.decoding.request import MODES
 from engine.errors import CfsmError
 from engine.limits import COMPILE_TIMEOUT_S, MAX_STATES
 
-SPEC_HELP = ("read the schema as JSON Schema does: objects accept keys they do not list unless "
-             "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
-             "reading, closed objects and one spelling per number)")
+SPEC_HELP = (
+    "read the schema as JSON Schema does: objects accept keys they do not list unless "
+    "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
+    "reading, closed objects and one spelling per number)"
+)
 
 
 def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
@@ -24,11 +26,21 @@ def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> N
     g.add_argument("--regex", help="regular expression (Python syntax, full match)")
     g.add_argument("--schema", help="JSON schema: a file path or inline JSON")
     if grammar:
-        g.add_argument("--grammar", help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text")
-    p.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES,
-                   help="whitespace policy for JSON schemas (same for every backend)")
-    p.add_argument("--lenient", action="store_true",
-                   help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing")
+        g.add_argument(
+            "--grammar",
+            help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text",
+        )
+    p.add_argument(
+        "--whitespace",
+        default="compact",
+        choices=WHITESPACE_POLICIES,
+        help="whitespace policy for JSON schemas (same for every backend)",
+    )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing",
+    )
     p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
 
@@ -38,14 +50,26 @@ def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema")
     p.add_argument("--grammar")
     p.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES)
-    p.add_argument("--lenient", action="store_true", help="compile unenforceable schema keywords with a warning")
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="compile unenforceable schema keywords with a warning",
+    )
     p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="HF model id (from the local cache) or local path; default: embedded SmolLM2-135M-Instruct")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="HF model id (from the local cache) or local path; default: embedded SmolLM2-135M-Instruct",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder (off by default)")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow model code from the model folder (off by default)",
+    )
 
 
 def _constraint_from(args, obj: dict | None = None):
@@ -60,11 +84,19 @@ def _constraint_from(args, obj: dict | None = None):
     text = src[kind]
     if kind == "schema":
         text = json.dumps(text) if isinstance(text, (dict, bool)) else load_schema_arg(text)
-    elif kind == "grammar" and isinstance(text, str) and "\n" not in text and len(text) < 4096 and Path(text).is_file():
+    elif (
+        kind == "grammar"
+        and isinstance(text, str)
+        and "\n" not in text
+        and len(text) < 4096
+        and Path(text).is_file()
+    ):
         text = Path(text).read_text(encoding="utf-8")
     lenient = src.get("lenient", getattr(args, "lenient", False))
     spec = src.get("spec", getattr(args, "spec", False))
-    return Constraint.from_inputs(kind, text, src.get("whitespace"), lenient, spec, require_text=False)
+    return Constraint.from_inputs(
+        kind, text, src.get("whitespace"), lenient, spec, require_text=False
+    )
 
 
 def cmd_jump(args) -> int:
@@ -81,8 +113,14 @@ def cmd_compile(args) -> int:
     from engine.serving.service import Engine
 
     constraint = _constraint_from(args)
-    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False,
-                 max_states=args.max_states, compile_timeout_s=args.timeout)
+    eng = Engine(
+        args.model,
+        args.device,
+        args.trust_remote_code,
+        load_weights=False,
+        max_states=args.max_states,
+        compile_timeout_s=args.timeout,
+    )
     try:
         rep = eng.compile_report(constraint, args.backend)
     finally:
@@ -93,15 +131,26 @@ def cmd_compile(args) -> int:
         st = rep.get("stats", {})
         print(f"backend {rep['backend']}: compiled in {rep['compile_seconds']} s")
         if st:
-            print(f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} ({st['jumpable_share']:.0%}), "
-                  f"chains {st['num_chains']}, longest chain {st['longest_chain']} chars")
+            print(
+                f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} ({st['jumpable_share']:.0%}), "
+                f"chains {st['num_chains']}, longest chain {st['longest_chain']} chars"
+            )
             for c in rep["chains"][:20]:
                 print(f"  {c['from']:>4} -> {c['to']:<4} {c['string']!r}")
     return 0
 
 
-REQUEST_FIELDS = ("mode", "backend", "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
-                  "jump_threshold", "healing_tokens")
+REQUEST_FIELDS = (
+    "mode",
+    "backend",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "raw_prompt",
+    "jump_threshold",
+    "healing_tokens",
+)
 
 
 def _request_from(obj: dict, args):
@@ -109,7 +158,9 @@ def _request_from(obj: dict, args):
     from engine.decoding.request import GenerateRequest
 
     if not isinstance(obj, dict):
-        raise CfsmError("invalid_input", f"a request must be a JSON object, not {type(obj).__name__}")
+        raise CfsmError(
+            "invalid_input", f"a request must be a JSON object, not {type(obj).__name__}"
+        )
     inputs = {k: obj[k] for k in REQUEST_FIELDS if k in obj}
     return GenerateRequest.from_inputs(obj.get("prompt", ""), _constraint_from(None, obj), **inputs)
 
@@ -126,11 +177,20 @@ def _generate_many(lines: list[dict], args) -> int:
     def one(obj: dict) -> dict:
         try:
             tr = eng.generate(_request_from(obj, args))
-            return tr if args.json else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
+            return (
+                tr
+                if args.json
+                else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
+            )
         except CfsmError as exc:
             return exc.to_json()
         except Exception as exc:  # noqa: BLE001 - one line's failure is that line's error object
-            return {"error": {"kind": "internal", "message": " ".join(f"{type(exc).__name__}: {exc}".split())}}
+            return {
+                "error": {
+                    "kind": "internal",
+                    "message": " ".join(f"{type(exc).__name__}: {exc}".split()),
+                }
+            }
 
     for obj in lines:  # compile first, one at a time: queueing for the compile pool is no timeout
         try:
@@ -158,9 +218,27 @@ def cmd_generate(args) -> int:
         return _generate_many(_read_jsonl(args.requests), args)
     if args.prompt is None:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
-    obj = {k: getattr(args, k) for k in ("prompt", "regex", "schema", "grammar", "whitespace", "mode", "backend",
-                                          "max_new_tokens", "temperature", "top_p", "seed", "raw_prompt",
-                                          "jump_threshold", "healing_tokens", "lenient", "spec")}
+    obj = {
+        k: getattr(args, k)
+        for k in (
+            "prompt",
+            "regex",
+            "schema",
+            "grammar",
+            "whitespace",
+            "mode",
+            "backend",
+            "max_new_tokens",
+            "temperature",
+            "top_p",
+            "seed",
+            "raw_prompt",
+            "jump_threshold",
+            "healing_tokens",
+            "lenient",
+            "spec",
+        )
+    }
     req = _request_from(obj, args)
     eng = Engine(args.model, args.device, args.trust_remote_code)
     try:
@@ -172,11 +250,17 @@ def cmd_generate(args) -> int:
     else:
         print(tr["text"])
         t = tr["totals"]
-        print(f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
-              f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})"
-              + (", spec reading" if ((tr.get("request") or {}).get("constraint") or {}).get("spec") else "")
-              + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or []),
-              file=sys.stderr)
+        print(
+            f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
+            f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})"
+            + (
+                ", spec reading"
+                if ((tr.get("request") or {}).get("constraint") or {}).get("spec")
+                else ""
+            )
+            + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or []),
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -190,7 +274,9 @@ def cmd_bench(args) -> int:
 
         eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        res = run(eng, backends, per_subset=args.per_subset, log=(lambda *_: None) if args.json else print)
+        res = run(
+            eng, backends, per_subset=args.per_subset, log=(lambda *_: None) if args.json else print
+        )
         eng.close()
         out = Path(args.out or "bench-results/jsonschemabench.json")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +284,11 @@ def cmd_bench(args) -> int:
         from .bench.report import write_report
 
         html = write_report(res, out.with_suffix(".html"))
-        print(json.dumps({k: v for k, v in res.items() if k != "rows"}) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
+        print(
+            json.dumps({k: v for k, v in res.items() if k != "rows"})
+            if args.json
+            else "\n" + format_table(res) + f"\nreport: {html}"
+        )
         return 0
     if args.names is None:
         args.names = 5 if args.suite == "peers" else 10
@@ -229,13 +319,21 @@ def _bench_peers(args) -> int:
     from engine.serving.service import Engine
 
     if importlib.util.find_spec("outlines") is None:
-        raise CfsmError("invalid_input", "the peers benchmark needs the `peers` extra: pip install -e '.[peers]'")
+        raise CfsmError(
+            "invalid_input",
+            "the peers benchmark needs the `peers` extra: pip install -e '.[peers]'",
+        )
     from .bench.peers import default_tasks, format_table, run_peers
     from .bench.peers_report import write_peers_report
 
     eng = Engine(args.model, args.device, args.trust_remote_code)
     try:
-        res = run_peers(eng, default_tasks(args.names), args.max_new_tokens, log=(lambda *_: None) if args.json else print)
+        res = run_peers(
+            eng,
+            default_tasks(args.names),
+            args.max_new_tokens,
+            log=(lambda *_: None) if args.json else print,
+        )
     finally:
         eng.close()
     out = Path(args.out or "bench-results/peers.json")
@@ -251,13 +349,22 @@ def _bench_conformance(args) -> int:
     from .bench.conformance_report import write_conformance_report
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    res = run(backends, args.whitespace, args.lenient, spec=args.spec, log=(lambda *_: None) if args.json else print)
+    res = run(
+        backends,
+        args.whitespace,
+        args.lenient,
+        spec=args.spec,
+        log=(lambda *_: None) if args.json else print,
+    )
     out = Path(args.out or "bench-results/conformance.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res))
     html = write_conformance_report(res, out.with_suffix(".html"))
-    print(json.dumps({b: r["totals"] for b, r in res["backends"].items()}) if args.json
-          else "\n" + format_table(res) + f"\nreport: {html}")
+    print(
+        json.dumps({b: r["totals"] for b, r in res["backends"].items()})
+        if args.json
+        else "\n" + format_table(res) + f"\nreport: {html}"
+    )
     return 0
 
 
@@ -266,10 +373,18 @@ def cmd_doctor(args) -> int:
     from engine.serving.service import Engine
 
     constraint = _constraint_from(args)
-    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=args.prompt is not None)
+    eng = Engine(
+        args.model, args.device, args.trust_remote_code, load_weights=args.prompt is not None
+    )
     try:
-        rep = eng.diagnose(constraint, args.prompt, args.samples, args.max_new_tokens, args.seed,
-                           args.jump_threshold)
+        rep = eng.diagnose(
+            constraint,
+            args.prompt,
+            args.samples,
+            args.max_new_tokens,
+            args.seed,
+            args.jump_threshold,
+        )
     finally:
         eng.close()
     print(json.dumps(rep, ensure_ascii=False) if args.json else format_report(rep))
@@ -286,7 +401,10 @@ def cmd_check(args) -> int:
     else:
         if not args.text:
             raise CfsmError("invalid_input", "give at least one --text (or --requests FILE.jsonl)")
-        base = {k: getattr(args, k) for k in ("regex", "schema", "grammar", "whitespace", "lenient", "spec")}
+        base = {
+            k: getattr(args, k)
+            for k in ("regex", "schema", "grammar", "whitespace", "lenient", "spec")
+        }
         if _constraint_from(None, base) is None:
             raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
         items = [{**base, "backend": args.backend, "text": t} for t in args.text]
@@ -300,9 +418,15 @@ def cmd_check(args) -> int:
                 try:
                     c = _constraint_from(None, obj)
                     if c is None or not isinstance(obj.get("text"), str):
-                        raise CfsmError("invalid_input", "each line needs regex, schema or grammar, and text")
+                        raise CfsmError(
+                            "invalid_input", "each line needs regex, schema or grammar, and text"
+                        )
                     res = eng.compile(c, b)
-                    out = {"backend": b, "text": obj["text"], **check_text(res.compiled, res.dfa, eng.ctx, obj["text"])}
+                    out = {
+                        "backend": b,
+                        "text": obj["text"],
+                        **check_text(res.compiled, res.dfa, eng.ctx, obj["text"]),
+                    }
                 except CfsmError as exc:
                     worst = 2
                     out = {"backend": b, **exc.to_json()}
@@ -327,26 +451,40 @@ def _read_jsonl(path: str) -> list[dict]:
 def cmd_serve(args) -> int:
     from app.main import serve
 
-    serve(host=args.host, port=args.port, model=args.model, device=args.device, max_states=args.max_states,
-          compile_timeout_s=args.timeout)
+    serve(
+        host=args.host,
+        port=args.port,
+        model=args.model,
+        device=args.device,
+        max_states=args.max_states,
+        compile_timeout_s=args.timeout,
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cfsm", description="Constrained decoding with a compressed FSM and jump-forward")
+    p = argparse.ArgumentParser(
+        prog="cfsm", description="Constrained decoding with a compressed FSM and jump-forward"
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
 
     j = sub.add_parser("jump", help="jump-forward continuation of regex prefixes")
     j.add_argument("--regex", required=True)
-    j.add_argument("--prefix", action="append", help="a prefix (repeatable); default: the empty prefix")
-    j.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")
+    j.add_argument(
+        "--prefix", action="append", help="a prefix (repeatable); default: the empty prefix"
+    )
+    j.add_argument(
+        "--json", action="store_true", help="errors as JSON on stdout (output is always JSON)"
+    )
     j.set_defaults(func=cmd_jump)
 
     c = sub.add_parser("compile", help="compile a constraint and describe its automata")
     _add_constraint_args(c, grammar=True)
     c.add_argument("--backend", default=DEFAULT_BACKEND)
     c.add_argument("--max-states", type=int, default=MAX_STATES)
-    c.add_argument("--timeout", type=float, default=COMPILE_TIMEOUT_S, help="compile time limit in seconds")
+    c.add_argument(
+        "--timeout", type=float, default=COMPILE_TIMEOUT_S, help="compile time limit in seconds"
+    )
     c.add_argument("--json", action="store_true")
     _add_model_args(c)
     c.set_defaults(func=cmd_compile)
@@ -361,9 +499,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--raw-prompt", action="store_true", help="send the prompt as is (no chat template)")
-    g.add_argument("--jump-threshold", type=int, default=1, help="jump only strings longer than this many characters")
-    g.add_argument("--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary")
+    g.add_argument(
+        "--raw-prompt", action="store_true", help="send the prompt as is (no chat template)"
+    )
+    g.add_argument(
+        "--jump-threshold",
+        type=int,
+        default=1,
+        help="jump only strings longer than this many characters",
+    )
+    g.add_argument(
+        "--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary"
+    )
     g.add_argument("--json", action="store_true", help="print the full trace")
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)
@@ -371,7 +518,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="explain a poor jump-forward speedup and what to change")
     _add_constraint_args(d)
     d.add_argument("--samples", type=int, default=8, help="sample outputs to analyse")
-    d.add_argument("--prompt", default=None, help="generate the samples with the model from this prompt (default: synthesize them from the automaton)")
+    d.add_argument(
+        "--prompt",
+        default=None,
+        help="generate the samples with the model from this prompt (default: synthesize them from the automaton)",
+    )
     d.add_argument("--max-new-tokens", type=int, default=256)
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--jump-threshold", type=int, default=1)
@@ -380,31 +531,65 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument("--suite", default="paper-character", choices=["paper-character", "paper", "batch", "scrub", "jsonschemabench", "conformance", "peers"],
-                   help="paper-character: masked vs jump per backend on --names names; paper: the character "
-                        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
-                        "conformance: the JSON-Schema test suite through every backend (no model); peers: outlines, "
-                        "transformers+xgrammar, transformers+llguidance, cfsm masked and jump side by side")
-    b.add_argument("--names", type=int, default=None, help="how many character names (default 10; peers: 5)")
-    b.add_argument("--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)")
+    b.add_argument(
+        "--suite",
+        default="paper-character",
+        choices=[
+            "paper-character",
+            "paper",
+            "batch",
+            "scrub",
+            "jsonschemabench",
+            "conformance",
+            "peers",
+        ],
+        help="paper-character: masked vs jump per backend on --names names; paper: the character "
+        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
+        "conformance: the JSON-Schema test suite through every backend (no model); peers: outlines, "
+        "transformers+xgrammar, transformers+llguidance, cfsm masked and jump side by side",
+    )
+    b.add_argument(
+        "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"
+    )
+    b.add_argument(
+        "--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)"
+    )
     b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
     b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
     b.add_argument("--max-new-tokens", type=int, default=256)
-    b.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES,
-                   help="conformance: how instances are written and schemas compiled")
-    b.add_argument("--lenient", action="store_true", help="conformance: compile unenforceable keywords with warnings")
+    b.add_argument(
+        "--whitespace",
+        default="compact",
+        choices=WHITESPACE_POLICIES,
+        help="conformance: how instances are written and schemas compiled",
+    )
+    b.add_argument(
+        "--lenient",
+        action="store_true",
+        help="conformance: compile unenforceable keywords with warnings",
+    )
     b.add_argument("--spec", action="store_true", help="conformance: " + SPEC_HELP)
-    b.add_argument("--out", default=None, help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)")
+    b.add_argument(
+        "--out",
+        default=None,
+        help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)",
+    )
     b.add_argument("--json", action="store_true")
     _add_model_args(b)
     b.set_defaults(func=cmd_bench)
 
-    k = sub.add_parser("check", help="does a constraint accept a text? (per backend; no model weights)")
+    k = sub.add_parser(
+        "check", help="does a constraint accept a text? (per backend; no model weights)"
+    )
     _add_optional_constraint_args(k)
     k.add_argument("--backend", default=DEFAULT_BACKEND, help=f"{', '.join(BACKENDS)} or all")
     k.add_argument("--text", action="append", help="a text to check (repeatable)")
-    k.add_argument("--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text")
-    k.add_argument("--json", action="store_true", help="errors as JSON on stdout (output is always JSON)")
+    k.add_argument(
+        "--requests", default=None, help="JSONL: regex/schema/grammar, backend, whitespace, text"
+    )
+    k.add_argument(
+        "--json", action="store_true", help="errors as JSON on stdout (output is always JSON)"
+    )
     _add_model_args(k)
     k.set_defaults(func=cmd_check)
 
@@ -413,8 +598,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=7860)
     s.add_argument("--model", default=None)
     s.add_argument("--device", default=None)
-    s.add_argument("--max-states", type=int, default=None, help="DFA state limit per constraint (default 10,000)")
-    s.add_argument("--timeout", type=float, default=None, help="compile time limit in seconds (default 20)")
+    s.add_argument(
+        "--max-states",
+        type=int,
+        default=None,
+        help="DFA state limit per constraint (default 10,000)",
+    )
+    s.add_argument(
+        "--timeout", type=float, default=None, help="compile time limit in seconds (default 20)"
+    )
     s.set_defaults(func=cmd_serve)
     return p
 

@@ -31,7 +31,10 @@ class WhitespacePolicy:
     @classmethod
     def of(cls, name: str) -> WhitespacePolicy:
         if name not in WHITESPACE_POLICIES:
-            raise CfsmError("invalid_input", f"whitespace policy must be one of {WHITESPACE_POLICIES}, not {name!r}")
+            raise CfsmError(
+                "invalid_input",
+                f"whitespace policy must be one of {WHITESPACE_POLICIES}, not {name!r}",
+            )
         spaced = name == "spaced"
         return cls(name, ", " if spaced else ",", ": " if spaced else ":", name == "flexible")
 
@@ -54,7 +57,9 @@ class Constraint:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise CfsmError("invalid_input", f"constraint kind must be one of {KINDS}, not {self.kind!r}")
+            raise CfsmError(
+                "invalid_input", f"constraint kind must be one of {KINDS}, not {self.kind!r}"
+            )
         WhitespacePolicy.of(self.whitespace)  # an unknown policy says so
 
     @property
@@ -62,25 +67,42 @@ class Constraint:
         return WhitespacePolicy.of(self.whitespace)
 
     @classmethod
-    def from_inputs(cls, kind: str, text: str, whitespace: str = "compact", lenient: bool = False,
-                    spec: bool = False, require_text: bool = True) -> Constraint:
+    def from_inputs(
+        cls,
+        kind: str,
+        text: str,
+        whitespace: str = "compact",
+        lenient: bool = False,
+        spec: bool = False,
+        require_text: bool = True,
+    ) -> Constraint:
         """A constraint from what a user typed (page, API, CLI, a requests line): lenient and
         the spec reading apply to schemas only; an empty field and an oversized grammar are
         refused by name."""
         if kind not in KINDS:
-            raise CfsmError("invalid_input", f"constraint kind must be one of {KINDS}, not {kind!r}")
+            raise CfsmError(
+                "invalid_input", f"constraint kind must be one of {KINDS}, not {kind!r}"
+            )
         if not isinstance(text, str):
             raise CfsmError("invalid_input", f"the {kind} must be text, not {type(text).__name__}")
         if require_text and not text.strip():
             raise CfsmError("invalid_input", f"the {kind} is empty")
         if kind == "grammar" and len(text) > MAX_GRAMMAR_CHARS:
-            raise CfsmError("input_too_large", f"grammar is longer than {MAX_GRAMMAR_CHARS} characters")
+            raise CfsmError(
+                "input_too_large", f"grammar is longer than {MAX_GRAMMAR_CHARS} characters"
+            )
         schema = kind == "schema"
-        return cls(kind, text, whitespace or "compact", bool(lenient) and schema, bool(spec) and schema)
+        return cls(
+            kind, text, whitespace or "compact", bool(lenient) and schema, bool(spec) and schema
+        )
 
     @property
     def key(self) -> str:
-        h = hashlib.sha256(f"{self.kind}\x00{self.whitespace}\x00{int(self.lenient)}{int(self.spec)}\x00{self.text}".encode("utf-8", "surrogatepass"))
+        h = hashlib.sha256(
+            f"{self.kind}\x00{self.whitespace}\x00{int(self.lenient)}{int(self.spec)}\x00{self.text}".encode(
+                "utf-8", "surrogatepass"
+            )
+        )
         return h.hexdigest()[:20]
 
     @property
@@ -104,7 +126,9 @@ class Constraint:
         """What the regex path leaves unenforced (only ever non-empty when lenient)."""
         if self.kind != "schema":
             return []
-        return list(compile_schema_regex(self.text, self.whitespace, self.lenient, self.spec).warnings)
+        return list(
+            compile_schema_regex(self.text, self.whitespace, self.lenient, self.spec).warnings
+        )
 
 
 def load_schema_arg(arg: str) -> str:
@@ -115,14 +139,20 @@ def load_schema_arg(arg: str) -> str:
     p = Path(arg)
     if p.exists():
         if p.stat().st_size > MAX_SCHEMA_CHARS:
-            raise CfsmError("input_too_large", f"schema file {arg} is larger than {MAX_SCHEMA_CHARS} bytes")
+            raise CfsmError(
+                "input_too_large", f"schema file {arg} is larger than {MAX_SCHEMA_CHARS} bytes"
+            )
         return p.read_text(encoding="utf-8")
-    raise CfsmError("invalid_schema", f"--schema {arg!r} is neither inline JSON nor an existing file")
+    raise CfsmError(
+        "invalid_schema", f"--schema {arg!r} is neither inline JSON nor an existing file"
+    )
 
 
 def parse_schema(text: str) -> dict | bool:
     if len(text) > MAX_SCHEMA_CHARS:
-        raise CfsmError("input_too_large", f"schema is {len(text)} characters; the limit is {MAX_SCHEMA_CHARS}")
+        raise CfsmError(
+            "input_too_large", f"schema is {len(text)} characters; the limit is {MAX_SCHEMA_CHARS}"
+        )
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -140,20 +170,26 @@ def parse_schema(text: str) -> dict | bool:
     return obj
 
 
-def schema_to_regex(text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False) -> str:
+def schema_to_regex(
+    text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False
+) -> str:
     """JSON schema -> regex by the project's own exact compiler (engine/schema_regex.py)."""
     return compile_schema_regex(text, whitespace, lenient, spec).regex
 
 
 @functools.lru_cache(maxsize=64)
-def compile_schema_regex(text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False):
+def compile_schema_regex(
+    text: str, whitespace: str = "compact", lenient: bool = False, spec: bool = False
+):
     """The regex and the warnings of what `lenient` let through unenforced (memoized: the
     page, the backends and the doctor ask for the same schema's regex many times)."""
     from .schema.to_regex import schema_regex
 
     rx = schema_regex(parse_schema(text), whitespace, lenient, spec)
     if len(rx.regex) > 25 * MAX_SCHEMA_CHARS:
-        raise CfsmError("input_too_large", f"the schema's regex is {len(rx.regex):,} characters long")
+        raise CfsmError(
+            "input_too_large", f"the schema's regex is {len(rx.regex):,} characters long"
+        )
     return rx
 
 
@@ -182,7 +218,9 @@ def reorder_like_schema(doc, schema):
 
 
 def _property_order(schema: dict) -> dict:
-    props = dict(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else {}
+    props = (
+        dict(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else {}
+    )
     for kw in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(kw) or []:
             if isinstance(sub, dict):

@@ -20,8 +20,8 @@ def _float(name: str, default: float) -> float:
         return default
 
 
-MAX_STATES = _int("CFSM_MAX_STATES", 10_000)                    # DFA states
-COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)       # building the automaton
+MAX_STATES = _int("CFSM_MAX_STATES", 10_000)  # DFA states
+COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)  # building the automaton
 MAX_PROMPT_CHARS = _int("CFSM_MAX_PROMPT_CHARS", 20_000)
 MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)
 MAX_REGEX_CHARS = _int("CFSM_MAX_REGEX_CHARS", 20_000)

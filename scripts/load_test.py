@@ -41,9 +41,22 @@ def run_one(c, i: int, mode: str = "jump", max_new: int = 96) -> tuple[int, floa
     """One request; its client id is inside its constraint, so another client's output
     (or a grammar state mixed up with another's) cannot pass for it."""
     t0 = time.perf_counter()
-    tr = c.predict(f"Client {i}: describe your day as JSON.", "regex", regex_for(i), "compact", "fsm", mode,
-                   max_new, 0.0, i, api_name="/run")
-    if not tr["text"].startswith(f"client {i} says: ") or tr["request"]["prompt"] != f"Client {i}: describe your day as JSON.":
+    tr = c.predict(
+        f"Client {i}: describe your day as JSON.",
+        "regex",
+        regex_for(i),
+        "compact",
+        "fsm",
+        mode,
+        max_new,
+        0.0,
+        i,
+        api_name="/run",
+    )
+    if (
+        not tr["text"].startswith(f"client {i} says: ")
+        or tr["request"]["prompt"] != f"Client {i}: describe your day as JSON."
+    ):
         raise CrossTalk(tr["text"][:80])
     if tr["totals"]["finished"] and not re.fullmatch(regex_for(i), tr["text"]):
         raise ValueError(f"finished output outside the constraint: {tr['text'][:80]!r}")
@@ -82,9 +95,17 @@ def throughput(url: str, clients: int, per_client: int, deadline_s: float, mode:
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {"clients": clients, "requests": len(toks), "output_tokens": sum(toks), "wall_s": round(wall, 2),
-            "tokens_per_s": round(sum(toks) / wall, 2), "p50_s": round(statistics.median(lat), 3) if lat else None,
-            "errors": len(errors), "crosstalk": crosstalk, "error_samples": errors[:3]}
+    return {
+        "clients": clients,
+        "requests": len(toks),
+        "output_tokens": sum(toks),
+        "wall_s": round(wall, 2),
+        "tokens_per_s": round(sum(toks) / wall, 2),
+        "p50_s": round(statistics.median(lat), 3) if lat else None,
+        "errors": len(errors),
+        "crosstalk": crosstalk,
+        "error_samples": errors[:3],
+    }
 
 
 def short_under_long(url: str) -> dict:
@@ -93,19 +114,43 @@ def short_under_long(url: str) -> dict:
 
     c = Client(url, verbose=False)
     solo = statistics.median(run_short(c) for _ in range(3))
-    job = Client(url, verbose=False).submit("Write a long story about the sea.", "regex", "[a-z ,.]{1,400}", "compact",
-                                            "fsm", "masked", 400, 0.0, 0, api_name="/run")
+    job = Client(url, verbose=False).submit(
+        "Write a long story about the sea.",
+        "regex",
+        "[a-z ,.]{1,400}",
+        "compact",
+        "fsm",
+        "masked",
+        400,
+        0.0,
+        0,
+        api_name="/run",
+    )
     time.sleep(1.0)  # the long request is decoding
     during = statistics.median(run_short(c) for _ in range(3))
     long_tr = job.result()
-    return {"short_solo_s": round(solo, 3), "short_during_long_s": round(during, 3),
-            "ratio": round(during / solo, 2), "long_output_tokens": long_tr["totals"]["output_tokens"]}
+    return {
+        "short_solo_s": round(solo, 3),
+        "short_during_long_s": round(during, 3),
+        "ratio": round(during / solo, 2),
+        "long_output_tokens": long_tr["totals"]["output_tokens"],
+    }
 
 
 def run_short(c) -> float:
     t0 = time.perf_counter()
-    tr = c.predict("Is water wet?", "regex", r"The answer is (yes|no)\.", "compact", "fsm", "jump", 12, 0.0, 0,
-                   api_name="/run")
+    tr = c.predict(
+        "Is water wet?",
+        "regex",
+        r"The answer is (yes|no)\.",
+        "compact",
+        "fsm",
+        "jump",
+        12,
+        0.0,
+        0,
+        api_name="/run",
+    )
     assert tr["totals"]["finished"], tr["totals"]
     return time.perf_counter() - t0
 
@@ -113,41 +158,69 @@ def run_short(c) -> float:
 def dropped_run_then_alive(url: str) -> bool:
     from gradio_client import Client
 
-    job = Client(url, verbose=False).submit("Write a long story.", "regex", "[a-z ]{1,400}", "compact", "fsm",
-                                            "masked", 400, 0.0, 0, api_name="/run")
+    job = Client(url, verbose=False).submit(
+        "Write a long story.",
+        "regex",
+        "[a-z ]{1,400}",
+        "compact",
+        "fsm",
+        "masked",
+        400,
+        0.0,
+        0,
+        api_name="/run",
+    )
     time.sleep(1.0)
     job.cancel()
-    tr = Client(url, verbose=False).predict("Ok?", "regex", "(ok)", "compact", "fsm", "jump", 4, 0.0, 0,
-                                            api_name="/run")
+    tr = Client(url, verbose=False).predict(
+        "Ok?", "regex", "(ok)", "compact", "fsm", "jump", 4, 0.0, 0, api_name="/run"
+    )
     return tr["text"] == "ok"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--url", default=None, help="a running server (default: start one on a free loopback port)")
+    ap.add_argument(
+        "--url", default=None, help="a running server (default: start one on a free loopback port)"
+    )
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--requests", type=int, default=4, help="requests per client in the concurrent phase")
+    ap.add_argument(
+        "--requests", type=int, default=4, help="requests per client in the concurrent phase"
+    )
     ap.add_argument("--seconds", type=float, default=240, help="time limit of each phase")
     ap.add_argument("--mode", default="jump", choices=["jump", "masked"])
     ap.add_argument("--out", default=None, help="also write the report (JSON) here")
     args = ap.parse_args()
     with served(args.url) as (url, _pid):
-        run_short(__import__("gradio_client").Client(url, verbose=False))  # model loaded, caches warm
+        run_short(
+            __import__("gradio_client").Client(url, verbose=False)
+        )  # model loaded, caches warm
         solo = throughput(url, 1, args.requests * 2, args.seconds, args.mode)
         together = throughput(url, args.clients, args.requests, args.seconds, args.mode)
         latency = short_under_long(url)
         alive = dropped_run_then_alive(url)
     ratio = together["tokens_per_s"] / max(1e-9, solo["tokens_per_s"])
-    report = {"mode": args.mode, "solo": solo, "together": together, "throughput_ratio": round(ratio, 2), "latency": latency,
-              "alive_after_dropped_run": alive,
-              "targets": {"throughput_ratio>=2.5": ratio >= 2.5, "short_latency_ratio<=2": latency["ratio"] <= 2.0,
-                          "no_errors": together["errors"] + solo["errors"] == 0,
-                          "no_crosstalk": together["crosstalk"] + solo["crosstalk"] == 0}}
+    report = {
+        "mode": args.mode,
+        "solo": solo,
+        "together": together,
+        "throughput_ratio": round(ratio, 2),
+        "latency": latency,
+        "alive_after_dropped_run": alive,
+        "targets": {
+            "throughput_ratio>=2.5": ratio >= 2.5,
+            "short_latency_ratio<=2": latency["ratio"] <= 2.0,
+            "no_errors": together["errors"] + solo["errors"] == 0,
+            "no_crosstalk": together["crosstalk"] + solo["crosstalk"] == 0,
+        },
+    }
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:
         Path(args.out).write_text(text)
-    return 0 if report["targets"]["no_errors"] and report["targets"]["no_crosstalk"] and alive else 1
+    return (
+        0 if report["targets"]["no_errors"] and report["targets"]["no_crosstalk"] and alive else 1
+    )
 
 
 if __name__ == "__main__":

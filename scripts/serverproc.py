@@ -34,14 +34,21 @@ def served(url: str | None, env: dict | None = None):
         yield url, None
         return
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cfsm", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cfsm", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.time() + 300
         while time.time() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), timeout=1),
+            ):
                 break
             if proc.poll() is not None:
                 raise SystemExit("the server exited while starting")

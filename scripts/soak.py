@@ -51,20 +51,41 @@ def main() -> int:
             rx = regex_for(i)
             try:
                 rep = c.predict("regex", rx, "compact", "fsm", api_name="/compile")
-                tr = c.predict(f"Write entry {i}.", "regex", rx, "compact", "fsm", "jump", 24, 0.0, i, api_name="/run")
+                tr = c.predict(
+                    f"Write entry {i}.",
+                    "regex",
+                    rx,
+                    "compact",
+                    "fsm",
+                    "jump",
+                    24,
+                    0.0,
+                    i,
+                    api_name="/run",
+                )
                 assert rep["num_states"] > 100 and tr["text"], (rep["num_states"], tr["text"])
             except Exception as exc:  # noqa: BLE001
                 errors += 1
                 print(f"request {i}: {' '.join(str(exc).split())[:200]}", file=sys.stderr)
             if (i + 1) % args.every == 0:
-                samples.append({"requests": i + 1, "rss_gib": round(rss_tree_bytes(pid) / GIB, 3),
-                                "elapsed_s": round(time.time() - t0, 1)})
+                samples.append(
+                    {
+                        "requests": i + 1,
+                        "rss_gib": round(rss_tree_bytes(pid) / GIB, 3),
+                        "elapsed_s": round(time.time() - t0, 1),
+                    }
+                )
                 print(json.dumps(samples[-1]), file=sys.stderr)
     last, prev = samples[-1]["rss_gib"], samples[-2]["rss_gib"] if len(samples) > 1 else None
     growth = None if prev is None else round(100 * (last - prev) / prev, 1)
-    report = {"requests": args.n, "errors": errors, "samples": samples, "final_rss_gib": last,
-              "growth_last_interval_pct": growth,
-              "targets": {"rss<3GiB": last < 3.0, "growth<10%": growth is not None and growth < 10}}
+    report = {
+        "requests": args.n,
+        "errors": errors,
+        "samples": samples,
+        "final_rss_gib": last,
+        "growth_last_interval_pct": growth,
+        "targets": {"rss<3GiB": last < 3.0, "growth<10%": growth is not None and growth < 10},
+    }
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

@@ -62,8 +62,13 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """`-m "not model"` must load no weights: a test that asks for the loaded model
     without the marker is a collection error, not a silent slow test."""
-    bad = [it.nodeid for it in items if "engine" in getattr(it, "fixturenames", ())
-           and it.get_closest_marker("model") is None]
+    bad = [
+        it.nodeid
+        for it in items
+        if "engine" in getattr(it, "fixturenames", ()) and it.get_closest_marker("model") is None
+    ]
     if bad:
-        raise pytest.UsageError("tests use the `engine` fixture (model weights) without @pytest.mark.model: "
-                                + ", ".join(bad[:10]))
+        raise pytest.UsageError(
+            "tests use the `engine` fixture (model weights) without @pytest.mark.model: "
+            + ", ".join(bad[:10])
+        )

@@ -18,6 +18,8 @@ def test_setup_script_is_valid_bash_and_shared():
 
 def test_setup_script_is_idempotent():
     # make test ran it already: a second run must be a quick no-op that still succeeds
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup.sh")], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr
     assert "installing" not in r.stdout

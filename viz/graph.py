@@ -45,7 +45,9 @@ class GraphView:
     edges: list[dict]
     accepting: set[int]
     initial: int
-    inside: dict[int, tuple[int, int]] = field(default_factory=dict)  # state -> (edge index, chars in)
+    inside: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # state -> (edge index, chars in)
     hop_edge: dict[tuple[int, int], int] = field(default_factory=dict)  # (a, b) -> edge index
     succ: dict[int, list[int]] = field(default_factory=dict)
     pred: dict[int, list[int]] = field(default_factory=dict)
@@ -95,11 +97,21 @@ def graph_view(automaton: dict, collapse: bool = True) -> GraphView:
             continue
         merged.setdefault((a, b), []).append(e["label"])
     for (a, b), labels in merged.items():
-        label = labels[0] if len(labels) == 1 else "|".join(labels[:3]) + ("|\u2026" if len(labels) > 3 else "")
+        label = (
+            labels[0]
+            if len(labels) == 1
+            else "|".join(labels[:3]) + ("|\u2026" if len(labels) > 3 else "")
+        )
         hop_edge[(a, b)] = len(edges)
         edges.append({"from": a, "to": b, "label": label, "chain": False})
-    view = GraphView(states=[s for s in range(automaton["num_states"]) if s not in hidden], edges=edges,
-                     accepting=set(automaton["accepting"]), initial=automaton["initial"], inside=hidden, hop_edge=hop_edge)
+    view = GraphView(
+        states=[s for s in range(automaton["num_states"]) if s not in hidden],
+        edges=edges,
+        accepting=set(automaton["accepting"]),
+        initial=automaton["initial"],
+        inside=hidden,
+        hop_edge=hop_edge,
+    )
     for e in edges:
         view.succ.setdefault(e["from"], []).append(e["to"])
         view.pred.setdefault(e["to"], []).append(e["from"])
@@ -150,21 +162,30 @@ def focus_nodes(view: GraphView, seeds: list[int], limit: int = FOCUS_NODES) -> 
 def covers(view: GraphView, keep: set[int], el: str) -> bool:
     """A focus layout serves a step when its current element and what follows it are drawn."""
     nodes = view.nodes_of(el)
-    return all(n in keep for n in nodes) and all(t in keep for t in view.succ.get(nodes[-1], ())[:6])
+    return all(n in keep for n in nodes) and all(
+        t in keep for t in view.succ.get(nodes[-1], ())[:6]
+    )
 
 
-def plan_focus(view: GraphView, current: list[str], limit: int = FOCUS_NODES) -> tuple[list[set[int]], list[int]]:
+def plan_focus(
+    view: GraphView, current: list[str], limit: int = FOCUS_NODES
+) -> tuple[list[set[int]], list[int]]:
     """Focus layouts for a run: reuse the last one while it covers the step, else centre a
     new one on the current element. Returns the layouts and each step's layout index."""
     layouts: list[set[int]] = []
     which: list[int] = []
     for el in current:
-        hit = next((i for i in ([len(layouts) - 1] if layouts else []) if covers(view, layouts[i], el)), None)
+        hit = next(
+            (i for i in ([len(layouts) - 1] if layouts else []) if covers(view, layouts[i], el)),
+            None,
+        )
         if hit is None:
             hit = next((i for i, k in enumerate(layouts) if covers(view, k, el)), None)
         if hit is None:
             keep = focus_nodes(view, view.nodes_of(el), limit)
-            hit = next((i for i, k in enumerate(layouts) if k == keep), None)  # never the same layout twice
+            hit = next(
+                (i for i, k in enumerate(layouts) if k == keep), None
+            )  # never the same layout twice
             if hit is None:
                 layouts.append(keep)
                 hit = len(layouts) - 1
@@ -173,7 +194,12 @@ def plan_focus(view: GraphView, current: list[str], limit: int = FOCUS_NODES) ->
 
 
 def _esc_label(s: str, limit: int = 18) -> str:
-    vis = s.replace("\\", "\\\\").replace("\n", "\u21b5").replace("\t", "\u21e5").replace(" ", "\u2423")
+    vis = (
+        s.replace("\\", "\\\\")
+        .replace("\n", "\u21b5")
+        .replace("\t", "\u21e5")
+        .replace(" ", "\u2423")
+    )
     vis = vis.replace('"', '\\"')
     if len(vis) > limit:
         vis = vis[: limit - 1] + "\u2026"
@@ -191,7 +217,10 @@ def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
     ]
     states = view.states if keep is None else [s for s in view.states if s in keep]
     if keep is None or view.initial in keep:
-        lines += ['__start [shape=point, width=0.08, label=""];', f'__start -> s{view.initial} [id="start"];']
+        lines += [
+            '__start [shape=point, width=0.08, label=""];',
+            f'__start -> s{view.initial} [id="start"];',
+        ]
     for s in states:
         shape = "doublecircle" if s in view.accepting else "circle"
         lines.append(f's{s} [id="s{s}", label="{s}", shape={shape}];')
@@ -203,11 +232,17 @@ def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
                 if s in keep:
                     outside[s] = outside.get(s, 0) + 1
             continue
-        style = ', color="#64748b", fontcolor="#0f172a", penwidth=1.6' if e["chain"] else ', color="#94a3b8"'
+        style = (
+            ', color="#64748b", fontcolor="#0f172a", penwidth=1.6'
+            if e["chain"]
+            else ', color="#94a3b8"'
+        )
         lines.append(f's{a} -> s{b} [id="e{i}", label="{_esc_label(e["label"])}"{style}];')
     for s, k in sorted(outside.items()):
-        lines.append(f'more{s} [id="more{s}", shape=box, style="dashed,rounded", fontsize=9, color="#94a3b8", '
-                     f'fontcolor="#64748b", label="+{k} edge{"s" if k > 1 else ""}"];')
+        lines.append(
+            f'more{s} [id="more{s}", shape=box, style="dashed,rounded", fontsize=9, color="#94a3b8", '
+            f'fontcolor="#64748b", label="+{k} edge{"s" if k > 1 else ""}"];'
+        )
         lines.append(f's{s} -> more{s} [style=dashed, color="#cbd5e1", arrowhead=none];')
     lines.append("}")
     return "\n".join(lines)
@@ -221,7 +256,7 @@ def render_svg(dot: str) -> str:
         import graphviz
 
         svg = graphviz.Source(dot).pipe(format="svg", engine="dot").decode("utf-8")
-        svg = svg[svg.index("<svg"):]
+        svg = svg[svg.index("<svg") :]
         svg = re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)
         _LAYOUTS[key] = svg
         while len(_LAYOUTS) > _LAYOUT_CAP:
@@ -235,5 +270,11 @@ def mark_svg(svg: str, marks: dict[str, str]) -> str:
     """A layout with one step's marks (element id -> class) and the mark CSS inlined, built
     in Python the way the page's script marks its SVG: for tests and for static exports."""
     for el, cls in marks.items():
-        svg = re.sub(rf'(<g id="{re.escape(el)}" class=")([^"]*)"', lambda m, c=cls: f'{m.group(1)}{m.group(2)} {c}"', svg)
-    return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + "<style>" + MARK_CSS + "</style>", svg, count=1)
+        svg = re.sub(
+            rf'(<g id="{re.escape(el)}" class=")([^"]*)"',
+            lambda m, c=cls: f'{m.group(1)}{m.group(2)} {c}"',
+            svg,
+        )
+    return re.sub(
+        r"(<svg[^>]*>)", lambda m: m.group(1) + "<style>" + MARK_CSS + "</style>", svg, count=1
+    )

@@ -53,8 +53,10 @@ def regex_span_html(pattern: str, place: str) -> str:
     if not m:
         return ""
     a, b = int(m.group(1)), int(m.group(2))
-    return (f"<pre>{html.escape(pattern[:a])}<mark id='doctor-mark'>{html.escape(pattern[a:b])}</mark>"
-            f"{html.escape(pattern[b:])}</pre>")
+    return (
+        f"<pre>{html.escape(pattern[:a])}<mark id='doctor-mark'>{html.escape(pattern[a:b])}</mark>"
+        f"{html.escape(pattern[b:])}</pre>"
+    )
 
 
 def test_strings_html(results: list[dict]) -> str:
@@ -64,8 +66,10 @@ def test_strings_html(results: list[dict]) -> str:
     for r in results:
         text = r.get("text", "")
         if "error" in r:
-            rows.append(f"<div class='cfsm-error'>\u26a0 {html.escape(r['error'].get('kind', ''))}: "
-                        f"{html.escape(r['error'].get('message', ''))}</div>")
+            rows.append(
+                f"<div class='cfsm-error'>\u26a0 {html.escape(r['error'].get('kind', ''))}: "
+                f"{html.escape(r['error'].get('message', ''))}</div>"
+            )
             break
         data = text.encode("utf-8")
         at = r.get("rejected_at")
@@ -73,14 +77,25 @@ def test_strings_html(results: list[dict]) -> str:
             badge, body = "<b style='color:#15803d'>\u2713 match</b>", html.escape(text)
         elif at is None:
             badge = "<b style='color:#b45309'>\u2026 prefix</b>"
-            body = html.escape(text) + "<mark class='ts-end' title='more is needed here'>\u2423</mark>"
+            body = (
+                html.escape(text) + "<mark class='ts-end' title='more is needed here'>\u2423</mark>"
+            )
         else:
             head, bad = data[:at].decode("utf-8", "replace"), data[at:].decode("utf-8", "replace")
             badge = f"<b style='color:#b91c1c'>\u2717 leaves at byte {at}</b>"
-            body = (f"{html.escape(head)}<mark class='ts-reject' style='background:#fecaca'>"
-                    f"{html.escape(bad[:1] or ' ')}</mark>{html.escape(bad[1:])}")
+            body = (
+                f"{html.escape(head)}<mark class='ts-reject' style='background:#fecaca'>"
+                f"{html.escape(bad[:1] or ' ')}</mark>{html.escape(bad[1:])}"
+            )
         expected = ", ".join(r.get("expected") or [])
-        hint = f" <span class='cfsm-muted'>expected: {html.escape(expected)}</span>" if expected and not r.get("accepted") else ""
-        warn = "".join(f"<div class='cfsm-muted'>\u26a0 {html.escape(w)}</div>" for w in r.get("warnings") or [])
+        hint = (
+            f" <span class='cfsm-muted'>expected: {html.escape(expected)}</span>"
+            if expected and not r.get("accepted")
+            else ""
+        )
+        warn = "".join(
+            f"<div class='cfsm-muted'>\u26a0 {html.escape(w)}</div>"
+            for w in r.get("warnings") or []
+        )
         rows.append(f"<div class='ts-row'>{badge} <code>{body}</code>{hint}{warn}</div>")
     return "<div id='test-strings-result'>" + "".join(rows) + "</div>"

@@ -55,10 +55,14 @@ CSS = """
 
 
 def legend() -> str:
-    return '<div class="cfsm-legend">' + "".join(
-        f'<span><span class="cfsm-chip" style="background:{ORIGIN_COLOURS[o]};border-color:{ORIGIN_BORDER[o]}">{o}</span></span>'
-        for o in ("model", "forced", "jump")
-    ) + "</div>"
+    return (
+        '<div class="cfsm-legend">'
+        + "".join(
+            f'<span><span class="cfsm-chip" style="background:{ORIGIN_COLOURS[o]};border-color:{ORIGIN_BORDER[o]}">{o}</span></span>'
+            for o in ("model", "forced", "jump")
+        )
+        + "</div>"
+    )
 
 
 def chip_labels(tokens: list[dict]) -> list[tuple[str, str]]:
@@ -96,7 +100,9 @@ def token_strip(trace: dict, step: int | None = None) -> str:
     for t, (label, note) in zip(tokens, chip_labels(tokens), strict=True):
         o = t.get("origin", "model")
         p = probs.get(t.get("step"))
-        title = f"id {t['id']} | step {t.get('step')} | {o}" + (f" | p={p:.3f}" if isinstance(p, (int, float)) and o != "jump" else "")
+        title = f"id {t['id']} | step {t.get('step')} | {o}" + (
+            f" | p={p:.3f}" if isinstance(p, (int, float)) and o != "jump" else ""
+        )
         title += f" | {note}" if note else ""
         cls = "cfsm-chip"
         if step is not None and t.get("step") is not None:
@@ -114,7 +120,8 @@ def token_strip(trace: dict, step: int | None = None) -> str:
 
 def _tok_row(tokens: list, marks: dict[int, str]) -> str:
     return "".join(
-        f'<span class="cfsm-tok {marks.get(i, "")}" title="id {t[0]}">{esc(visible(t[1]))}</span>' for i, t in enumerate(tokens)
+        f'<span class="cfsm-tok {marks.get(i, "")}" title="id {t[0]}">{esc(visible(t[1]))}</span>'
+        for i, t in enumerate(tokens)
     )
 
 
@@ -157,7 +164,7 @@ def jump_panel(trace: dict, step: int | None) -> str:
         f'<div class="cfsm-muted">before (last tokens){more}</div><div>{_tok_row(before[tail:], marks_before)}</div>',
         f'<div class="cfsm-muted">after re-tokenizing the output{more}</div><div>{_tok_row(after[tail:], marks_after)}</div>',
         f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in one pass: {j.get("prefilled", 0)} tokens'
-        f' \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize {j.get("retokenize_us", 0)} \u00b5s</div>',
+        f" \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize {j.get('retokenize_us', 0)} \u00b5s</div>",
     ]
     return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
 
@@ -178,18 +185,30 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
     if trace.get("mode") == "free":
         return f"Step {step}: no constraint; the model picked {tok} (p={s.get('prob', 0):.2f})."
     if s["origin"] == "forced":
-        return (f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the model still "
-                "needs a forward pass to read it.")
+        return (
+            f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the model still "
+            "needs a forward pass to read it."
+        )
     if "verifies" in s:
-        kept = " and kept it." if s.get("verified") else f" and chose {tok} instead (healing the token boundary)."
-        return (f"Step {step}: the jumped text ended in {_q(s['verifies'][1])}, which a longer token could extend, so "
-                f"the model re-decided it ({_g('back-off')}) from the same prefill pass" + kept)
+        kept = (
+            " and kept it."
+            if s.get("verified")
+            else f" and chose {tok} instead (healing the token boundary)."
+        )
+        return (
+            f"Step {step}: the jumped text ended in {_q(s['verifies'][1])}, which a longer token could extend, so "
+            f"the model re-decided it ({_g('back-off')}) from the same prefill pass" + kept
+        )
     if step == 0:
-        return (f"Step 0, the first token: the constraint allows {allowed:,} of {vocab:,} tokens and the model "
-                f"chose {tok}.")
-    out = (f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep {mass:.0%} of the model's "
-           f"probability, the {_g('feasible-mass', 'feasible mass')}); the model chose {tok} "
-           f"(p={s.get('prob', 0):.2f} after masking).")
+        return (
+            f"Step 0, the first token: the constraint allows {allowed:,} of {vocab:,} tokens and the model "
+            f"chose {tok}."
+        )
+    out = (
+        f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep {mass:.0%} of the model's "
+        f"probability, the {_g('feasible-mass', 'feasible mass')}); the model chose {tok} "
+        f"(p={s.get('prob', 0):.2f} after masking)."
+    )
     if mass < 0.2:
         out += " Low feasible mass: the constraint is fighting what the model wants to write."
     return out
@@ -201,10 +220,16 @@ def caption(trace: dict, step: int | None) -> str:
     if not steps or step is None or step >= len(steps):
         t = trace.get("totals", {})
         first = jump_for_step(trace, 0) if not steps else None
-        lead = (f"The constraint forced the whole output, {_q(first['string'])}, in one {_g('jump', 'jump-forward')}. "
-                if first is not None else "")
-        return (lead + f"Decoding ended: {esc(t.get('reason', '?'))} after {t.get('output_tokens', 0)} tokens and "
-                f"{t.get('forward_passes', 0)} forward passes.")
+        lead = (
+            f"The constraint forced the whole output, {_q(first['string'])}, in one {_g('jump', 'jump-forward')}. "
+            if first is not None
+            else ""
+        )
+        return (
+            lead
+            + f"Decoding ended: {esc(t.get('reason', '?'))} after {t.get('output_tokens', 0)} tokens and "
+            f"{t.get('forward_passes', 0)} forward passes."
+        )
     parts = [_choice_sentence(trace, steps[step], step)]
     j = jump_for_step(trace, step)
     if j is not None:
@@ -213,25 +238,54 @@ def caption(trace: dict, step: int | None) -> str:
             f"{when} the automaton had exactly one way forward for {len(j['string'])} characters (a "
             f"{_g('chain')}), so {_q(j['string'])} was appended without decoding ({_g('jump', 'jump-forward')}); "
             f"{_g('re-tokenization', 're-tokenizing')} kept {j.get('reused_output_tokens', 0)} cached tokens and "
-            f"prefilled {j.get('prefilled', 0)} in one pass.")
+            f"prefilled {j.get('prefilled', 0)} in one pass."
+        )
     return " ".join(parts)
 
 
 GLOSSARY = [
-    ("chain", "Chain", "A run of states with exactly one way forward each. The graph draws it as one thick edge "
-     "labelled with its text; a state inside it is not drawn, the chain is highlighted instead."),
-    ("jumpable", "Jumpable state", "A state where a chain starts: the constraint alone decides the next characters, "
-     "so they need no sampling."),
-    ("jump", "Jump-forward", "Appending a chain's text in one go instead of decoding it token by token; the model "
-     "reads the appended tokens in a single forward pass (prefill)."),
-    ("re-tokenization", "Re-tokenization", "After a jump the output text is tokenized again, because the model would "
-     "have split it differently; only the tokens that changed are recomputed."),
-    ("back-off", "Back-off", "The last jumped token may be the start of a longer token; it is removed and re-decided "
-     "by the model so the token boundary is the one the model would pick."),
-    ("feasible-mass", "Feasible mass", "The share of the model's probability that falls on tokens the constraint "
-     "allows. Low values mean the constraint fights the model."),
-    ("mask", "Allowed-token mask", "Which tokens of the vocabulary the constraint allows at this step; the rest get "
-     "probability zero."),
+    (
+        "chain",
+        "Chain",
+        "A run of states with exactly one way forward each. The graph draws it as one thick edge "
+        "labelled with its text; a state inside it is not drawn, the chain is highlighted instead.",
+    ),
+    (
+        "jumpable",
+        "Jumpable state",
+        "A state where a chain starts: the constraint alone decides the next characters, "
+        "so they need no sampling.",
+    ),
+    (
+        "jump",
+        "Jump-forward",
+        "Appending a chain's text in one go instead of decoding it token by token; the model "
+        "reads the appended tokens in a single forward pass (prefill).",
+    ),
+    (
+        "re-tokenization",
+        "Re-tokenization",
+        "After a jump the output text is tokenized again, because the model would "
+        "have split it differently; only the tokens that changed are recomputed.",
+    ),
+    (
+        "back-off",
+        "Back-off",
+        "The last jumped token may be the start of a longer token; it is removed and re-decided "
+        "by the model so the token boundary is the one the model would pick.",
+    ),
+    (
+        "feasible-mass",
+        "Feasible mass",
+        "The share of the model's probability that falls on tokens the constraint "
+        "allows. Low values mean the constraint fights the model.",
+    ),
+    (
+        "mask",
+        "Allowed-token mask",
+        "Which tokens of the vocabulary the constraint allows at this step; the rest get "
+        "probability zero.",
+    ),
 ]
 
 
@@ -255,14 +309,20 @@ def output_panel(trace: dict) -> str:
     for JSON, a pretty-printed copy. The step view dims what comes after the current step."""
     text = trace.get("text", "")
     valid, why = trace.get("valid"), trace.get("validation") or ""
-    cls, mark = {True: ("ok", "\u2713 valid"), False: ("bad", "\u2717 invalid")}.get(valid, ("unk", "? not checked"))
+    cls, mark = {True: ("ok", "\u2713 valid"), False: ("bad", "\u2717 invalid")}.get(
+        valid, ("unk", "? not checked")
+    )
     badge = f'<span id="output-valid" class="cfsm-badge {cls}" data-valid="{esc(str(valid).lower())}">{mark}</span>'
-    parts = [f'<div class="cfsm-out-head"><b>Output</b> {badge} <span class="cfsm-muted">{esc(why)}</span></div>',
-             f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span class="rest"></span></pre>']
-    kind = (((trace.get("request") or {}).get("constraint") or {}).get("kind"))
+    parts = [
+        f'<div class="cfsm-out-head"><b>Output</b> {badge} <span class="cfsm-muted">{esc(why)}</span></div>',
+        f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span class="rest"></span></pre>',
+    ]
+    kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
     pj = pretty_json(text) if kind == "schema" else None
     if pj is not None and pj != text:
-        parts.append(f'<details><summary>Pretty-printed JSON</summary><pre class="cfsm-output">{esc(pj)}</pre></details>')
+        parts.append(
+            f'<details><summary>Pretty-printed JSON</summary><pre class="cfsm-output">{esc(pj)}</pre></details>'
+        )
     return '<div id="output-panel" class="cfsm-panel">' + "".join(parts) + "</div>"
 
 
@@ -271,17 +331,30 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     out = max(1, totals.get("output_tokens", 0))
     base = baseline_passes or out + 1  # masked decoding: one pass per output token, plus the prompt
     passes = totals.get("forward_passes", 0)
-    cards = [("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),
-             ("forward passes saved vs masked", f"{100 * (1 - passes / base):.0f}%", 1 - passes / base),
-             ("output tokens jumped", f"{100 * totals.get('jumped_tokens', 0) / out:.0f}%",
-              totals.get("jumped_tokens", 0) / out)]
+    cards = [
+        ("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),
+        ("forward passes saved vs masked", f"{100 * (1 - passes / base):.0f}%", 1 - passes / base),
+        (
+            "output tokens jumped",
+            f"{100 * totals.get('jumped_tokens', 0) / out:.0f}%",
+            totals.get("jumped_tokens", 0) / out,
+        ),
+    ]
     if "grammar_us_per_step" in totals:
-        over = totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
+        over = (
+            totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
+        )
         cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
     if "compile_s" in totals:
         cards.append(("compile", f"{1000 * totals['compile_s']:.0f} ms", None))
     body = "".join(
         f'<div class="cfsm-card"><div class="v">{v}</div><div class="l">{esc(label)}</div>'
-        + (f'<div class="bar"><span style="width:{max(0.0, min(1.0, f)) * 100:.0f}%"></span></div>' if f is not None else "")
-        + "</div>" for label, v, f in cards)
+        + (
+            f'<div class="bar"><span style="width:{max(0.0, min(1.0, f)) * 100:.0f}%"></span></div>'
+            if f is not None
+            else ""
+        )
+        + "</div>"
+        for label, v, f in cards
+    )
     return f'<div id="stat-cards" class="cfsm-cards">{body}</div>'

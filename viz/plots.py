@@ -20,18 +20,65 @@ def timeline(trace: dict, step: int | None = None):
 
     steps = trace.get("steps", [])
     x = [s["index"] for s in steps]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, specs=[[{"secondary_y": True}], [{"secondary_y": True}]],
-                        vertical_spacing=0.08)
-    fig.add_trace(go.Bar(x=x, y=[s.get("forward_ms", 0) for s in steps], name="forward ms", marker_color="#94a3b8"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=[s.get("mask_us", 0) for s in steps], name="mask \u00b5s", mode="lines", line=dict(color="#f97316")),
-                  row=1, col=1, secondary_y=True)
-    fig.add_trace(go.Scatter(x=x, y=[s.get("allowed", 0) for s in steps], name="allowed", mode="lines", line=dict(color="#2563eb")),
-                  row=2, col=1)
-    fig.add_trace(go.Scatter(x=x, y=[s.get("feasible_mass", 0) for s in steps], name="feasible mass", mode="lines",
-                             line=dict(color="#16a34a")), row=2, col=1, secondary_y=True)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        specs=[[{"secondary_y": True}], [{"secondary_y": True}]],
+        vertical_spacing=0.08,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[s.get("forward_ms", 0) for s in steps],
+            name="forward ms",
+            marker_color="#94a3b8",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[s.get("mask_us", 0) for s in steps],
+            name="mask \u00b5s",
+            mode="lines",
+            line=dict(color="#f97316"),
+        ),
+        row=1,
+        col=1,
+        secondary_y=True,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[s.get("allowed", 0) for s in steps],
+            name="allowed",
+            mode="lines",
+            line=dict(color="#2563eb"),
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[s.get("feasible_mass", 0) for s in steps],
+            name="feasible mass",
+            mode="lines",
+            line=dict(color="#16a34a"),
+        ),
+        row=2,
+        col=1,
+        secondary_y=True,
+    )
     if step is not None:
         fig.add_vline(x=step, line_color="#f97316", line_dash="dot")
     fig.update_yaxes(type="log", row=2, col=1, secondary_y=False)
-    fig.update_layout(height=320, margin=dict(l=30, r=30, t=30, b=20), legend=dict(orientation="h", y=1.15),
-                      title="Per-step timeline")
+    fig.update_layout(
+        height=320,
+        margin=dict(l=30, r=30, t=30, b=20),
+        legend=dict(orientation="h", y=1.15),
+        title="Per-step timeline",
+    )
     return fig

@@ -81,15 +81,19 @@ def positions(trace: dict) -> list[tuple[int | None, int]]:
     return out
 
 
-def graph_plan(trace: dict, view: GraphView, where: list[str], whole: bool) -> tuple[list[str], list[int], str]:
+def graph_plan(
+    trace: dict, view: GraphView, where: list[str], whole: bool
+) -> tuple[list[str], list[int], str]:
     """The layouts a run needs, each position's layout, and a note about the view."""
     n = len(view.states)
     if n <= MAX_FULL_NODES or (whole and n <= WHOLE_LIMIT):
         return [render_svg(dot_source(view))], [0] * len(where), ""
     note = ""
     if whole:
-        note = (f"Whole automaton is off for this constraint: {n:,} states remain after collapsing chains (the limit "
-                f"is {WHOLE_LIMIT}; beyond it `dot` takes seconds and the drawing cannot be read). Showing focus views.")
+        note = (
+            f"Whole automaton is off for this constraint: {n:,} states remain after collapsing chains (the limit "
+            f"is {WHOLE_LIMIT}; beyond it `dot` takes seconds and the drawing cannot be read). Showing focus views."
+        )
     keeps, which = plan_focus(view, where)
     return [render_svg(dot_source(view, k)) for k in keeps], which, note
 
@@ -100,7 +104,15 @@ def _allowed(s: dict, view: GraphView | None) -> list[list]:
         tid, text, nxt = row[0], row[1], row[2]
         p = row[3] if len(row) > 3 else None
         el = view.element(nxt) if view is not None and nxt is not None else None
-        out.append([int(tid), visible(str(text)), None if p is None else float(p), None if nxt is None else int(nxt), el])
+        out.append(
+            [
+                int(tid),
+                visible(str(text)),
+                None if p is None else float(p),
+                None if nxt is None else int(nxt),
+                el,
+            ]
+        )
     return out
 
 
@@ -109,24 +121,41 @@ def _top(s: dict) -> list[list]:
     masked = {i: p for i, _t, p in s.get("top_masked", [])}
     text = {i: t for i, t, _ in s.get("top_raw", []) + s.get("top_masked", [])}
     ids = list(dict.fromkeys([i for i, _t, _p in s.get("top_raw", [])] + list(masked)))
-    return [[visible(str(text[i])), int(i), float(raw.get(i, 0.0)), float(masked.get(i, 0.0))] for i in ids]
+    return [
+        [visible(str(text[i])), int(i), float(raw.get(i, 0.0)), float(masked.get(i, 0.0))]
+        for i in ids
+    ]
 
 
-def _step_entry(trace: dict, k: int, pos: tuple, view: GraphView | None, upto: list[int], which: list[int]) -> dict:
+def _step_entry(
+    trace: dict, k: int, pos: tuple, view: GraphView | None, upto: list[int], which: list[int]
+) -> dict:
     steps = trace.get("steps", [])
     state, off = pos
     e: dict = {"c": caption(trace, k if k < len(steps) else None), "o": off}
     if view is not None:
-        e.update(el=view.element(state), state=state, pos=view.position(state), L=which[k],
-                 t=upto[min(off, len(upto) - 1)])
+        e.update(
+            el=view.element(state),
+            state=state,
+            pos=view.position(state),
+            L=which[k],
+            t=upto[min(off, len(upto) - 1)],
+        )
     j = jump_for_step(trace, k) if k < len(steps) else None
     e["j"] = jump_panel(trace, k) if j is not None else ""
     e["J"] = sum(1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k)
     if k < len(steps):
         s = steps[k]
-        e.update(m=s.get("mask_key") or ("*" if trace.get("mode") == "free" else None), k=int(s["token_id"]),
-                 a=int(s.get("allowed", 0)), mass=float(s.get("feasible_mass") or 0), s=_allowed(s, view), top=_top(s),
-                 text=visible(str(s["token_text"])), free=trace.get("mode") == "free")
+        e.update(
+            m=s.get("mask_key") or ("*" if trace.get("mode") == "free" else None),
+            k=int(s["token_id"]),
+            a=int(s.get("allowed", 0)),
+            mass=float(s.get("feasible_mass") or 0),
+            s=_allowed(s, view),
+            top=_top(s),
+            text=visible(str(s["token_text"])),
+            free=trace.get("mode") == "free",
+        )
     return e
 
 
@@ -139,19 +168,30 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False) -> dict
     if view is not None:
         path = auto.get("path") or [auto["initial"]]
         trail_els, upto = trail(view, path)
-        layouts, which, note = graph_plan(trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole)
+        layouts, which, note = graph_plan(
+            trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole
+        )
         for j in trace.get("jumps", []):
             a = j.get("char_start", 0)
-            els, _ = trail(view, path[a: a + len(j["string"]) + 1])
+            els, _ = trail(view, path[a : a + len(j["string"]) + 1])
             jumps.append([e for e in els if e.startswith("e")])
     vocab = int(trace.get("model", {}).get("vocab_size", 0)) or 1
     masks = {k: mask_png(v, vocab) for k, v in (trace.get("masks") or {}).items()}
     if trace.get("mode") == "free":
         masks["*"] = mask_png(None, vocab, allowed_all=True)
     return {
-        "run": uuid.uuid4().hex[:12], "n": len(trace.get("steps", [])), "vocab": vocab, "maskWidth": MASK_WIDTH,
-        "text": trace.get("text", ""), "layouts": layouts, "note": note, "trail": trail_els, "jumps": jumps,
-        "masks": masks, "noJump": _no_jump(trace), "markCss": MARK_CSS,
+        "run": uuid.uuid4().hex[:12],
+        "n": len(trace.get("steps", [])),
+        "vocab": vocab,
+        "maskWidth": MASK_WIDTH,
+        "text": trace.get("text", ""),
+        "layouts": layouts,
+        "note": note,
+        "trail": trail_els,
+        "jumps": jumps,
+        "masks": masks,
+        "noJump": _no_jump(trace),
+        "markCss": MARK_CSS,
         "steps": [_step_entry(trace, k, pos, view, upto, which) for k, pos in enumerate(where)],
     }
 
@@ -184,11 +224,17 @@ LEGEND = (
 def step_view_html(trace: dict, collapse: bool = True, whole: bool = False) -> str:
     """The step view's skeleton plus its bundle; the page's script fills it in."""
     b = step_bundle(trace, collapse, whole)
-    data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # inert in <script>
-    graph = ('<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button data-z="out" '
-             'title="zoom out">\u2212</button><button data-z="fit">fit</button><button data-z="cur">current</button>'
-             '<a id="dl-svg" download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph"></div>' + LEGEND
-             if b["layouts"] else f'<div id="fsm-graph" class="cfsm-muted">{esc(_no_graph(trace))}</div>')
+    data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace(
+        "<", "\\u003c"
+    )  # inert in <script>
+    graph = (
+        '<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button data-z="out" '
+        'title="zoom out">\u2212</button><button data-z="fit">fit</button><button data-z="cur">current</button>'
+        '<a id="dl-svg" download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph"></div>'
+        + LEGEND
+        if b["layouts"]
+        else f'<div id="fsm-graph" class="cfsm-muted">{esc(_no_graph(trace))}</div>'
+    )
     return (
         f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}">'
         '<div id="caption" class="cfsm-caption"></div>'

@@ -19,14 +19,20 @@ def summary_md(trace: dict) -> str:
     ]
     valid, why = trace.get("valid"), trace.get("validation") or ""
     if valid is not None or why:
-        mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(valid, "? not checked")  # glyphs every font has
+        mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(
+            valid, "? not checked"
+        )  # glyphs every font has
         parts.append(f"**{mark}**: {html.escape(str(why))}")
     for w in trace.get("warnings") or []:
         parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
     if ((trace.get("request") or {}).get("constraint") or {}).get("spec"):
-        parts.append("Spec reading: objects accepted unlisted keys, integers could be written `1.0`.")
+        parts.append(
+            "Spec reading: objects accepted unlisted keys, integers could be written `1.0`."
+        )
     if ideal:
-        parts.append(f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token).")
+        parts.append(
+            f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token)."
+        )
     return "  \n".join(parts)
 
 
@@ -35,11 +41,16 @@ def live_figures(ev: StepEvent) -> tuple[dict, dict, str]:
     figures for the stat cards, and a one-line summary."""
     tokens = [asdict(t) for t in ev.tokens]
     el = max(1e-6, ev.elapsed_s)
-    totals = {"output_tokens": len(tokens), "forward_passes": ev.forward_passes,
-              "tokens_per_s": round(len(tokens) / el, 1),
-              "jumped_tokens": sum(1 for t in tokens if t["origin"] == "jump")}
-    line = (f"Decoding \u2026 step {ev.step.index} \u00b7 {len(tokens)} tokens \u00b7 "
-            f"{ev.forward_passes} forward passes \u00b7 {ev.jumps} jumps")
+    totals = {
+        "output_tokens": len(tokens),
+        "forward_passes": ev.forward_passes,
+        "tokens_per_s": round(len(tokens) / el, 1),
+        "jumped_tokens": sum(1 for t in tokens if t["origin"] == "jump"),
+    }
+    line = (
+        f"Decoding \u2026 step {ev.step.index} \u00b7 {len(tokens)} tokens \u00b7 "
+        f"{ev.forward_passes} forward passes \u00b7 {ev.jumps} jumps"
+    )
     return {"tokens": tokens, "steps": []}, totals, line
 
 
@@ -48,21 +59,31 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
     ta, tb = a["totals"], b["totals"]
     speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
     rows = [
-        "| | A | B |", "|---|---|---|",
+        "| | A | B |",
+        "|---|---|---|",
         f"| config | {cfg_a} | {cfg_b} |",
         f"| output | `{a['text'][:80]!r}` | `{b['text'][:80]!r}` |",
         f"| tokens | {ta['output_tokens']} | {tb['output_tokens']} |",
         f"| forward passes | {ta['forward_passes']} | {tb['forward_passes']} |",
         f"| wall time | {ta['wall_s']} s | {tb['wall_s']} s |",
-        f"| finished | {ta['finished']} ({ta['reason']}) | {tb['finished']} ({tb['reason']}) |", "",
+        f"| finished | {ta['finished']} ({ta['reason']}) | {tb['finished']} ({tb['reason']}) |",
+        "",
     ]
-    caveats = [f"{n} did not finish ({t['reason']})" for n, t in (("A", ta), ("B", tb)) if not t["finished"]]
+    caveats = [
+        f"{n} did not finish ({t['reason']})"
+        for n, t in (("A", ta), ("B", tb))
+        if not t["finished"]
+    ]
     if a["text"] != b["text"]:
         caveats.append("the outputs differ, so the runs did different work")
     if temperature > 0:
-        caveats.append(f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives other outputs")
-    verdict = (f"B is {speed:.2f}x {'faster' if speed >= 1 else 'slower'} than A in wall time, with "
-               f"{ta['forward_passes'] / max(1, tb['forward_passes']):.2f}x fewer forward passes")
+        caveats.append(
+            f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives other outputs"
+        )
+    verdict = (
+        f"B is {speed:.2f}x {'faster' if speed >= 1 else 'slower'} than A in wall time, with "
+        f"{ta['forward_passes'] / max(1, tb['forward_passes']):.2f}x fewer forward passes"
+    )
     if caveats:
         rows.append(f"**{verdict}, but {'; '.join(caveats)}: read the ratio with care.**")
     else:
@@ -79,31 +100,50 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"{rep['total_tokens']} output tokens, {rep['model_tokens']} chosen by the model, over {rep['samples']['count']} "
         f"{rep['samples']['source']} samples. Compressed FSM: {f['num_states']} states, {f['jumpable_states']} jumpable "
         f"({f['jumpable_share']:.0%}), {f['num_chains']} chains, longest {f['longest_chain']} characters.",
-        "", "| share | cause | where | suggestion |", "|---:|---|---|---|",
+        "",
+        "| share | cause | where | suggestion |",
+        "|---:|---|---|---|",
     ]
     for c in rep["causes"]:
         where = ", ".join(f"`{p}`" for p in c["places"][:3])
-        out.append(f"| {c['share']:.0%} | **{c['title']}**: {c['why']} | {where} | {c['suggestion']} |")
+        out.append(
+            f"| {c['share']:.0%} | **{c['title']}**: {c['why']} | {where} | {c['suggestion']} |"
+        )
     b = rep["token_boundaries"]
-    out.append(f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): {b['suggestion']}")
+    out.append(
+        f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): {b['suggestion']}"
+    )
     if rep["what_if"]:
         out += ["", "#### What if", "| change | before | after | verdict |", "|---|---:|---:|---|"]
         for w in rep["what_if"]:
             if "error" in w:
                 out.append(f"| {w['change']} | | {w['error']} | |")
             else:
-                out.append(f"| {w['change']} | {w['ideal_reduction_before']}x | **{w['ideal_reduction_after']}x** | "
-                           f"{w['advice']} |")
-    top = next((c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None)
+                out.append(
+                    f"| {w['change']} | {w['ideal_reduction_before']}x | **{w['ideal_reduction_after']}x** | "
+                    f"{w['advice']} |"
+                )
+    top = next(
+        (c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None
+    )
     if top is not None and source:
         from viz.highlight import regex_span_html, schema_node_html
 
         place = top["places"][0]
-        mark = schema_node_html(source, place) if rep["constraint"]["kind"] == "schema" else regex_span_html(source, place)
+        mark = (
+            schema_node_html(source, place)
+            if rep["constraint"]["kind"] == "schema"
+            else regex_span_html(source, place)
+        )
         if mark:
             out += ["", f"#### Where \u201c{top['title']}\u201d points: `{place}`", mark]
     if rep["samples"]["texts"]:
-        out += ["", "Sample: `" + rep["samples"]["texts"][0][:200].replace("`", "'").replace("\n", "\u21b5") + "`"]
+        out += [
+            "",
+            "Sample: `"
+            + rep["samples"]["texts"][0][:200].replace("`", "'").replace("\n", "\u21b5")
+            + "`",
+        ]
     return "\n".join(out)
 
 
@@ -111,7 +151,19 @@ def doctor_plot(rep: dict):
     import plotly.graph_objects as go
 
     cs = rep["causes"]
-    fig = go.Figure(go.Bar(x=[c["share"] * 100 for c in cs], y=[c["title"] for c in cs], orientation="h", marker_color="#2563eb"))
-    fig.update_layout(height=80 + 40 * len(cs), margin=dict(l=10, r=10, t=30, b=30), xaxis_title="% of model-chosen tokens",
-                      yaxis=dict(autorange="reversed"), title="Where the forward passes go")
+    fig = go.Figure(
+        go.Bar(
+            x=[c["share"] * 100 for c in cs],
+            y=[c["title"] for c in cs],
+            orientation="h",
+            marker_color="#2563eb",
+        )
+    )
+    fig.update_layout(
+        height=80 + 40 * len(cs),
+        margin=dict(l=10, r=10, t=30, b=30),
+        xaxis_title="% of model-chosen tokens",
+        yaxis=dict(autorange="reversed"),
+        title="Where the forward passes go",
+    )
     return fig

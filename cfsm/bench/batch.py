@@ -15,14 +15,32 @@ from engine.decoding.decoder import Decoder
 from engine.decoding.request import GenerateRequest
 
 
-def run_batch(dec: Decoder, prompts: list[str], compiled: CompiledConstraint, mode: str = "jump",
-              max_new_tokens: int = 256, jump_threshold: int = 1, healing_tokens: int = 0) -> dict:
+def run_batch(
+    dec: Decoder,
+    prompts: list[str],
+    compiled: CompiledConstraint,
+    mode: str = "jump",
+    max_new_tokens: int = 256,
+    jump_threshold: int = 1,
+    healing_tokens: int = 0,
+) -> dict:
     """Decode all prompts together (greedy). Returns texts, per-request latency and totals."""
-    seqs = [dec.sequence(GenerateRequest(prompt=p, constraint=compiled.constraint, mode=mode,
-                                         backend=compiled.backend, max_new_tokens=max_new_tokens,
-                                         jump_threshold=jump_threshold, healing_tokens=healing_tokens,
-                                         trace_detail=False), compiled)
-            for p in prompts]
+    seqs = [
+        dec.sequence(
+            GenerateRequest(
+                prompt=p,
+                constraint=compiled.constraint,
+                mode=mode,
+                backend=compiled.backend,
+                max_new_tokens=max_new_tokens,
+                jump_threshold=jump_threshold,
+                healing_tokens=healing_tokens,
+                trace_detail=False,
+            ),
+            compiled,
+        )
+        for p in prompts
+    ]
     t0 = time.perf_counter()
     counts = dec.run_many(seqs)
     wall = time.perf_counter() - t0

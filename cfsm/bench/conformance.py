@@ -19,12 +19,29 @@ from engine.backends import TokenizerContext, get_backend
 from engine.constraint import Constraint, dump_as_generated
 from engine.errors import CfsmError
 
-SUITE = Path(__file__).resolve().parents[3] / "shared" / "bench-data" / "json-schema-test-suite" / "draft2020-12"
+SUITE = (
+    Path(__file__).resolve().parents[3]
+    / "shared"
+    / "bench-data"
+    / "json-schema-test-suite"
+    / "draft2020-12"
+)
 # format.json tests `format` as an annotation (anything passes); generation asserts
 # formats, as optional/format/*.json does, so that file is the rule here.
 SKIP = {"format.json"}
-COUNTERS = ("schemas", "compiled", "refused", "warned", "valid", "valid_accepted", "valid_rejected",
-            "invalid", "invalid_rejected", "invalid_accepted", "invalid_accepted_unwarned")
+COUNTERS = (
+    "schemas",
+    "compiled",
+    "refused",
+    "warned",
+    "valid",
+    "valid_accepted",
+    "valid_rejected",
+    "invalid",
+    "invalid_rejected",
+    "invalid_accepted",
+    "invalid_accepted_unwarned",
+)
 
 
 # backends run one schema at a time in a forked child, with a time and memory limit
@@ -41,13 +58,22 @@ def _child(run: ConformanceRun, group: dict, send) -> None:
     try:
         send.send(run.evaluate(group))
     except MemoryError:
-        send.send({"refused": "crash: out of memory", "crash": f"MemoryError past {CHILD_MEMORY_BYTES >> 30} GB"})
+        send.send(
+            {
+                "refused": "crash: out of memory",
+                "crash": f"MemoryError past {CHILD_MEMORY_BYTES >> 30} GB",
+            }
+        )
     send.close()
 
 
 def suite_files(root: Path = SUITE) -> list[Path]:
     files = sorted(p for p in root.glob("*.json") if p.name not in SKIP)
-    return files + sorted((root / "optional" / "format").glob("*.json")) + sorted((root / "optional").glob("*.json"))
+    return (
+        files
+        + sorted((root / "optional" / "format").glob("*.json"))
+        + sorted((root / "optional").glob("*.json"))
+    )
 
 
 def serialize(data, schema, whitespace: str) -> str | None:
@@ -66,9 +92,22 @@ class ConformanceRun:
     """One backend over the suite; counts per file and in total, and keeps the cases a
     user would want to see (invalid accepted, valid rejected)."""
 
-    def __init__(self, backend: str, ctx: TokenizerContext, whitespace: str, lenient: bool, spec: bool = False,
-                 timeout_s: float = ISOLATED_TIMEOUT_S) -> None:
-        self.backend, self.ctx, self.whitespace, self.lenient, self.spec = backend, ctx, whitespace, lenient, spec
+    def __init__(
+        self,
+        backend: str,
+        ctx: TokenizerContext,
+        whitespace: str,
+        lenient: bool,
+        spec: bool = False,
+        timeout_s: float = ISOLATED_TIMEOUT_S,
+    ) -> None:
+        self.backend, self.ctx, self.whitespace, self.lenient, self.spec = (
+            backend,
+            ctx,
+            whitespace,
+            lenient,
+            spec,
+        )
         self.impl = get_backend(backend)
         self.isolate, self.timeout_s = self.impl.compile_isolated, timeout_s
         self.totals = dict.fromkeys(COUNTERS, 0)
@@ -93,8 +132,14 @@ class ConformanceRun:
             self._bump(counts, "refused")
             self.refusals[out["refused"]] = self.refusals.get(out["refused"], 0) + 1
             if "crash" in out and len(self.cases) < 400:
-                self.cases.append({"file": name, "group": group["description"], "crash": out["crash"],
-                                   "schema": json.dumps(schema)[:400]})
+                self.cases.append(
+                    {
+                        "file": name,
+                        "group": group["description"],
+                        "crash": out["crash"],
+                        "schema": json.dumps(schema)[:400],
+                    }
+                )
             return
         self._bump(counts, "compiled")
         if out["warned"]:
@@ -102,8 +147,17 @@ class ConformanceRun:
         for valid, accepted, desc, text in out["tests"]:
             self.record(counts, valid, accepted, out["warned"])
             if accepted != valid and len(self.cases) < 400:
-                self.cases.append({"file": name, "group": group["description"], "test": desc, "valid": valid,
-                                   "text": text[:300], "schema": json.dumps(schema)[:400], "warned": out["warned"]})
+                self.cases.append(
+                    {
+                        "file": name,
+                        "group": group["description"],
+                        "test": desc,
+                        "valid": valid,
+                        "text": text[:300],
+                        "schema": json.dumps(schema)[:400],
+                        "warned": out["warned"],
+                    }
+                )
 
     def evaluate(self, group: dict) -> dict:
         """Compile one group's schema and walk its instances: {"refused": keyword} (and
@@ -142,10 +196,14 @@ class ConformanceRun:
             if recv.poll(self.timeout_s):
                 return recv.recv()
             return {"refused": "compile_timeout"}
-        except EOFError:  # the child died: out of memory (an abort past the limit) or a library panic
+        except (
+            EOFError
+        ):  # the child died: out of memory (an abort past the limit) or a library panic
             proc.join(1)
-            why = f"the compiling process died (exit code {proc.exitcode}; the memory limit is " \
-                  f"{CHILD_MEMORY_BYTES >> 30} GB more than the benchmark's)"
+            why = (
+                f"the compiling process died (exit code {proc.exitcode}; the memory limit is "
+                f"{CHILD_MEMORY_BYTES >> 30} GB more than the benchmark's)"
+            )
             return {"refused": "crash: process died", "crash": why}
         finally:
             proc.kill()
@@ -167,22 +225,42 @@ class ConformanceRun:
             part = parts["optional" if name.startswith("optional") else "required"]
             for k, v in counts.items():
                 part[k] += v
-        return {"backend": self.backend, "totals": self.totals, **parts, "files": self.files,
-                "refusals": dict(sorted(self.refusals.items(), key=lambda kv: -kv[1])), "cases": self.cases}
+        return {
+            "backend": self.backend,
+            "totals": self.totals,
+            **parts,
+            "files": self.files,
+            "refusals": dict(sorted(self.refusals.items(), key=lambda kv: -kv[1])),
+            "cases": self.cases,
+        }
 
 
-def run(backends: list[str], whitespace: str = "compact", lenient: bool = False, root: Path = SUITE,
-        log=print, spec: bool = False) -> dict:
+def run(
+    backends: list[str],
+    whitespace: str = "compact",
+    lenient: bool = False,
+    root: Path = SUITE,
+    log=print,
+    spec: bool = False,
+) -> dict:
     if not root.exists():
         raise CfsmError("invalid_input", f"the JSON-Schema test suite is not at {root}")
     from engine.tokens.byte_tokenizer import byte_tokenizer
 
     ctx = TokenizerContext(byte_tokenizer())
-    out = {"suite": "conformance", "whitespace": whitespace, "lenient": lenient, "spec": spec, "backends": {}}
+    out = {
+        "suite": "conformance",
+        "whitespace": whitespace,
+        "lenient": lenient,
+        "spec": spec,
+        "backends": {},
+    }
     for b in backends:
         t0 = time.perf_counter()
         r = ConformanceRun(b, ctx, whitespace, lenient, spec)
-        if r.isolate:  # the backend's per-tokenizer tables, built once here rather than in every child
+        if (
+            r.isolate
+        ):  # the backend's per-tokenizer tables, built once here rather than in every child
             r.evaluate({"schema": {"type": "null"}, "tests": []})
         for path in suite_files(root):
             t1 = time.perf_counter()
@@ -195,15 +273,23 @@ def run(backends: list[str], whitespace: str = "compact", lenient: bool = False,
 
 
 def format_table(res: dict) -> str:
-    head = f"{'backend':<20} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} {'valid ok':>9} " \
-           f"{'valid rej':>14} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
+    head = (
+        f"{'backend':<20} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} {'valid ok':>9} "
+        f"{'valid rej':>14} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
+    )
     rows = [head]
     for b, r in res["backends"].items():
-        for label, t in [(b, r["totals"]), ("  required", r.get("required")), ("  optional", r.get("optional"))]:
+        for label, t in [
+            (b, r["totals"]),
+            ("  required", r.get("required")),
+            ("  optional", r.get("optional")),
+        ]:
             if t is None:
                 continue
             share = f"{t['valid_rejected']} ({100 * t['valid_rejected'] / max(t['valid'], 1):.1f}%)"
-            rows.append(f"{label:<20} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} {t['warned']:>6} "
-                        f"{t['valid_accepted']:>9} {share:>14} {t['invalid_rejected']:>8} "
-                        f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}")
+            rows.append(
+                f"{label:<20} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} {t['warned']:>6} "
+                f"{t['valid_accepted']:>9} {share:>14} {t['invalid_rejected']:>8} "
+                f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}"
+            )
     return "\n".join(rows)

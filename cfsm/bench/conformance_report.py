@@ -7,15 +7,26 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-_COLS = ("schemas", "compiled", "refused", "warned", "valid_accepted", "valid_rejected", "invalid_rejected",
-         "invalid_accepted", "invalid_accepted_unwarned")
+_COLS = (
+    "schemas",
+    "compiled",
+    "refused",
+    "warned",
+    "valid_accepted",
+    "valid_rejected",
+    "invalid_rejected",
+    "invalid_accepted",
+    "invalid_accepted_unwarned",
+)
 
 
 def _row(name: str, c: dict) -> str:
     cells = []
     for k in _COLS:
         bad = k == "invalid_accepted_unwarned" and c[k]
-        cells.append(f"<td style='text-align:right;{'color:#b91c1c;font-weight:bold' if bad else ''}'>{c[k]}</td>")
+        cells.append(
+            f"<td style='text-align:right;{'color:#b91c1c;font-weight:bold' if bad else ''}'>{c[k]}</td>"
+        )
     return f"<tr><td>{html.escape(name)}</td>{''.join(cells)}</tr>"
 
 
@@ -31,23 +42,33 @@ def _table(rows: list[str]) -> str:
 
 
 def conformance_html(res: dict) -> str:
-    parts = ["<html><head><meta charset='utf-8'><title>cfsm conformance</title></head><body style='font-family:sans-serif'>",
-             "<h1>JSON-Schema test suite (draft 2020-12) through every backend</h1>",
-             f"<p>whitespace: {html.escape(res['whitespace'])}, lenient: {res['lenient']}, "
-             f"spec reading: {res.get('spec', False)}. Instances written compact, keys "
-             "in schema order; walked byte by byte through each backend's matcher. The suite's required tests "
-             "and its optional/ folder (formats, ECMA-262 regex details) are also counted apart.</p>",
-             _table([row for b, r in res["backends"].items() for row in _split_rows(b, r)])]
+    parts = [
+        "<html><head><meta charset='utf-8'><title>cfsm conformance</title></head><body style='font-family:sans-serif'>",
+        "<h1>JSON-Schema test suite (draft 2020-12) through every backend</h1>",
+        f"<p>whitespace: {html.escape(res['whitespace'])}, lenient: {res['lenient']}, "
+        f"spec reading: {res.get('spec', False)}. Instances written compact, keys "
+        "in schema order; walked byte by byte through each backend's matcher. The suite's required tests "
+        "and its optional/ folder (formats, ECMA-262 regex details) are also counted apart.</p>",
+        _table([row for b, r in res["backends"].items() for row in _split_rows(b, r)]),
+    ]
     for b, r in res["backends"].items():
-        parts.append(f"<h2>{html.escape(b)}</h2><p>refused, by keyword: " + ", ".join(
-            f"{html.escape(k)} {n}" for k, n in r["refusals"].items()) + "</p>")
+        parts.append(
+            f"<h2>{html.escape(b)}</h2><p>refused, by keyword: "
+            + ", ".join(f"{html.escape(k)} {n}" for k, n in r["refusals"].items())
+            + "</p>"
+        )
         parts.append(_table([_row(f, c) for f, c in r["files"].items()]))
         cases = [c for c in r["cases"] if "crash" not in c]
         if cases:
-            parts.append("<details><summary>disagreements with the suite</summary><ul>" + "".join(
-                f"<li>{'valid rejected' if c['valid'] else 'INVALID ACCEPTED'} {html.escape(c['file'])}: "
-                f"{html.escape(c['group'])} / {html.escape(c['test'])}: <code>{html.escape(c['text'])}</code></li>"
-                for c in cases) + "</ul></details>")
+            parts.append(
+                "<details><summary>disagreements with the suite</summary><ul>"
+                + "".join(
+                    f"<li>{'valid rejected' if c['valid'] else 'INVALID ACCEPTED'} {html.escape(c['file'])}: "
+                    f"{html.escape(c['group'])} / {html.escape(c['test'])}: <code>{html.escape(c['text'])}</code></li>"
+                    for c in cases
+                )
+                + "</ul></details>"
+            )
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -13,7 +13,9 @@ from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 
-PAPER_BENCH = Path(__file__).resolve().parents[3] / "shared" / "paper-bench" / "sglang_json_benchmark.json"
+PAPER_BENCH = (
+    Path(__file__).resolve().parents[3] / "shared" / "paper-bench" / "sglang_json_benchmark.json"
+)
 
 
 def _paper_bench() -> dict:
@@ -32,12 +34,21 @@ def paper_items(task: str, names: int) -> tuple[str, list[tuple[str, str]]]:
         items = [(n, data["prompt_template"].format(name=n)) for n in data["names"][:names]]
     else:
         docs = json.loads(CITY_DOCS.read_text(encoding="utf-8"))["documents"]
-        items = [(city, data["prompt_template"].format(document=doc)) for city, doc in list(docs.items())[:names]]
+        items = [
+            (city, data["prompt_template"].format(document=doc))
+            for city, doc in list(docs.items())[:names]
+        ]
     return data["regex"], items
 
 
-def run_paper_character(engine, names: int, backends: list[str], max_new_tokens: int = 256, log=print,
-                        task: str = "character") -> dict:
+def run_paper_character(
+    engine,
+    names: int,
+    backends: list[str],
+    max_new_tokens: int = 256,
+    log=print,
+    task: str = "character",
+) -> dict:
     regex, items = paper_items(task, names)
     constraint = Constraint("regex", regex)
     picked = [label for label, _ in items]
@@ -45,14 +56,24 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
     for b in backends:
         engine.compile(constraint, b)  # compile outside the timed runs
     # warm-up: first forward passes are slower (allocator, caches)
-    engine.generate(GenerateRequest(prompt="Hello", constraint=constraint, mode="jump", max_new_tokens=16))
+    engine.generate(
+        GenerateRequest(prompt="Hello", constraint=constraint, mode="jump", max_new_tokens=16)
+    )
     for backend in backends:
         for name, prompt in items:
             pair = {}
             for mode in ("masked", "jump"):
-                tr = engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, mode=mode, backend=backend,
-                                                     max_new_tokens=max_new_tokens, temperature=0.0,
-                                                     trace_detail=False))
+                tr = engine.generate(
+                    GenerateRequest(
+                        prompt=prompt,
+                        constraint=constraint,
+                        mode=mode,
+                        backend=backend,
+                        max_new_tokens=max_new_tokens,
+                        temperature=0.0,
+                        trace_detail=False,
+                    )
+                )
                 t = tr["totals"]
                 pair[mode] = {
                     "forward_passes": t["forward_passes"],
@@ -62,14 +83,21 @@ def run_paper_character(engine, names: int, backends: list[str], max_new_tokens:
                     "grammar_us_per_step": t["grammar_us_per_step"],
                     "sample_us_per_step": t["sample_us_per_step"],
                     "forward_ms_per_pass": t["forward_ms_per_pass"],
-                    "valid": tr["valid"] is True,  # engine.decoding.validate: re.fullmatch of a finished output
+                    "valid": tr["valid"]
+                    is True,  # engine.decoding.validate: re.fullmatch of a finished output
                     "finished": t["finished"],
                 }
-            row = {"backend": backend, "name": name, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()}}
+            row = {
+                "backend": backend,
+                "name": name,
+                **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
+            }
             rows.append(row)
-            log(f"{backend:10s} {name:20s} masked {pair['masked']['forward_passes']:4d} passes {pair['masked']['wall_s']:6.2f}s | "
+            log(
+                f"{backend:10s} {name:20s} masked {pair['masked']['forward_passes']:4d} passes {pair['masked']['wall_s']:6.2f}s | "
                 f"jump {pair['jump']['forward_passes']:3d} passes (ideal {pair['jump']['ideal_forward_passes']}) "
-                f"{pair['jump']['wall_s']:5.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']}")
+                f"{pair['jump']['wall_s']:5.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']}"
+            )
     summary = {}
     for backend in backends:
         rs = [r for r in rows if r["backend"] == backend]
@@ -126,40 +154,89 @@ def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=pri
         for mode in ("masked", "jump"):
             r = run_batch(dec, prompts, compiled, mode=mode, max_new_tokens=max_new_tokens)
             lat = sorted(r["latency_s"])
-            pair[mode] = {"tokens_per_s": r["tokens_per_s"], "wall_s": r["wall_s"], "output_tokens": r["output_tokens"],
-                          "latency_p50_s": lat[len(lat) // 2], "latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
-                          "batched_passes": r["batched_passes"], "jump_prefill_passes": r["jump_prefill_passes"],
-                          "valid": sum(1 for t, f in zip(r["texts"], r["finished"], strict=True) if f and re.fullmatch(regex, t))}
-        rows.append({"batch_size": b, **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
-                     "throughput_speedup": round(pair["jump"]["tokens_per_s"] / max(1e-9, pair["masked"]["tokens_per_s"]), 2)})
-        log(f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 {pair['masked']['latency_p50_s']:.2f}s | "
-            f"jump {pair['jump']['tokens_per_s']:7.1f} tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']} of {b}")
+            pair[mode] = {
+                "tokens_per_s": r["tokens_per_s"],
+                "wall_s": r["wall_s"],
+                "output_tokens": r["output_tokens"],
+                "latency_p50_s": lat[len(lat) // 2],
+                "latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
+                "batched_passes": r["batched_passes"],
+                "jump_prefill_passes": r["jump_prefill_passes"],
+                "valid": sum(
+                    1
+                    for t, f in zip(r["texts"], r["finished"], strict=True)
+                    if f and re.fullmatch(regex, t)
+                ),
+            }
+        rows.append(
+            {
+                "batch_size": b,
+                **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
+                "throughput_speedup": round(
+                    pair["jump"]["tokens_per_s"] / max(1e-9, pair["masked"]["tokens_per_s"]), 2
+                ),
+            }
+        )
+        log(
+            f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 {pair['masked']['latency_p50_s']:.2f}s | "
+            f"jump {pair['jump']['tokens_per_s']:7.1f} tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']} of {b}"
+        )
     return {"suite": "batch", "device": dec.lm.device, "rows": rows}
 
 
 def format_batch_table(result: dict) -> str:
-    lines = ["| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in result["rows"]:
-        lines.append(f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | {r['throughput_speedup']}x | "
-                     f"{r['masked_latency_p50_s']} / {r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / {r['jump_latency_p95_s']} s | "
-                     f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | "
-                     f"{r['masked_valid']} / {r['jump_valid']} |")
+        lines.append(
+            f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | {r['throughput_speedup']}x | "
+            f"{r['masked_latency_p50_s']} / {r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / {r['jump_latency_p95_s']} s | "
+            f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | "
+            f"{r['masked_valid']} / {r['jump_valid']} |"
+        )
     return "\n".join(lines)
 
 
 def format_table(result: dict) -> str:
-    hdr = ("backend", "masked fp", "jump fp", "ideal fp", "fp ratio", "jump/ideal", "masked s", "jump s", "speedup",
-           "grammar us/step (m/j)", "overhead % (m/j)", "apply+sample us (m/j)", "valid m/j")
+    hdr = (
+        "backend",
+        "masked fp",
+        "jump fp",
+        "ideal fp",
+        "fp ratio",
+        "jump/ideal",
+        "masked s",
+        "jump s",
+        "speedup",
+        "grammar us/step (m/j)",
+        "overhead % (m/j)",
+        "apply+sample us (m/j)",
+        "valid m/j",
+    )
     lines = [" | ".join(hdr), " | ".join("---" for _ in hdr)]
     for b, s in result["summary"].items():
-        lines.append(" | ".join(str(x) for x in (
-            b, s["masked_forward_passes"], s["jump_forward_passes"], s["ideal_forward_passes"], f"{s['pass_reduction']}x",
-            s["jump_over_ideal"], s["masked_wall_s"], s["jump_wall_s"], f"{s['wall_speedup']}x",
-            f"{s['grammar_us_per_step_masked']}/{s['grammar_us_per_step_jump']}",
-            f"{s['grammar_overhead_pct_masked']}/{s['grammar_overhead_pct_jump']}",
-            f"{s['mask_apply_sample_us_per_step_masked']}/{s['mask_apply_sample_us_per_step_jump']}",
-            f"{s['valid_masked']}/{s['runs']} {s['valid_jump']}/{s['runs']}")))
+        lines.append(
+            " | ".join(
+                str(x)
+                for x in (
+                    b,
+                    s["masked_forward_passes"],
+                    s["jump_forward_passes"],
+                    s["ideal_forward_passes"],
+                    f"{s['pass_reduction']}x",
+                    s["jump_over_ideal"],
+                    s["masked_wall_s"],
+                    s["jump_wall_s"],
+                    f"{s['wall_speedup']}x",
+                    f"{s['grammar_us_per_step_masked']}/{s['grammar_us_per_step_jump']}",
+                    f"{s['grammar_overhead_pct_masked']}/{s['grammar_overhead_pct_jump']}",
+                    f"{s['mask_apply_sample_us_per_step_masked']}/{s['mask_apply_sample_us_per_step_jump']}",
+                    f"{s['valid_masked']}/{s['runs']} {s['valid_jump']}/{s['runs']}",
+                )
+            )
+        )
     return "\n".join("| " + line + " |" for line in lines)
 
 
@@ -172,12 +249,19 @@ def main(args) -> int:
     log = (lambda *_: None) if args.json else print
     try:
         if args.suite == "batch":
-            result = run_batch_suite(eng, tuple(int(x) for x in args.batch_sizes.split(",")), args.max_new_tokens, log=log)
+            result = run_batch_suite(
+                eng,
+                tuple(int(x) for x in args.batch_sizes.split(",")),
+                args.max_new_tokens,
+                log=log,
+            )
         elif args.suite == "paper":
             result = {"suite": "paper", "tasks": {}}
             for task, n in (("character", args.names), ("city", args.names)):
                 log(f"--- {task}")
-                result["tasks"][task] = run_paper_character(eng, n, backends, args.max_new_tokens, log=log, task=task)
+                result["tasks"][task] = run_paper_character(
+                    eng, n, backends, args.max_new_tokens, log=log, task=task
+                )
         else:
             result = run_paper_character(eng, args.names, backends, args.max_new_tokens, log=log)
     finally:

@@ -13,8 +13,18 @@ from engine.errors import CfsmError
 from engine.serving.compile_cache import CompileCache
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "bench-data" / "jsonschemabench"
-SUBSETS = ["Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Github_ultra", "Glaiveai2K",
-           "JsonSchemaStore", "Kubernetes", "Snowplow", "WashingtonPost"]
+SUBSETS = [
+    "Github_trivial",
+    "Github_easy",
+    "Github_medium",
+    "Github_hard",
+    "Github_ultra",
+    "Glaiveai2K",
+    "JsonSchemaStore",
+    "Kubernetes",
+    "Snowplow",
+    "WashingtonPost",
+]
 FALLBACK = ("xgrammar", "llguidance", "outlines")
 
 
@@ -46,7 +56,12 @@ def walk_instance(compiled, tokenizer, token_bytes, text: str) -> dict:
             accepted = False
             break
         pos += len(token_bytes[t] or b"")
-    return {"accepted": accepted and m.is_final(), "mask_s": times, "covered": covered, "bytes": len(data)}
+    return {
+        "accepted": accepted and m.is_final(),
+        "mask_s": times,
+        "covered": covered,
+        "bytes": len(data),
+    }
 
 
 def _compile(cache: CompileCache, ctx, c: Constraint, backend: str, timeout_s: float):
@@ -67,7 +82,9 @@ def _compile(cache: CompileCache, ctx, c: Constraint, backend: str, timeout_s: f
         raise CfsmError("compile_timeout", f"{backend} took longer than {timeout_s:g} s") from None
 
 
-def run(engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.0, log=print) -> dict:
+def run(
+    engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.0, log=print
+) -> dict:
     if not DATA.exists():
         raise CfsmError("invalid_input", f"benchmark data not found at {DATA}")
     ctx = engine.ctx
@@ -93,24 +110,48 @@ def run(engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.
                     res.update({"compiled": False, "error": exc.kind, "message": exc.message[:200]})
                     comp = None
                 except Exception as exc:  # noqa: BLE001 - a library crash is a compile failure too
-                    res.update({"compiled": False, "error": "compile_failed", "message": str(exc)[:200]})
+                    res.update(
+                        {"compiled": False, "error": "compile_failed", "message": str(exc)[:200]}
+                    )
                     comp = None
                 if comp is not None and record is not None:
                     rs = record["schema"]
                     # the record's schema may differ slightly: compile it too when it does
-                    if json.dumps(rs, sort_keys=True) != json.dumps(json.loads(schema_text), sort_keys=True):
+                    if json.dumps(rs, sort_keys=True) != json.dumps(
+                        json.loads(schema_text), sort_keys=True
+                    ):
                         try:
-                            comp = _compile(cache, ctx, Constraint("schema", json.dumps(rs), "compact"), b, timeout_s)
+                            comp = _compile(
+                                cache,
+                                ctx,
+                                Constraint("schema", json.dumps(rs), "compact"),
+                                b,
+                                timeout_s,
+                            )
                         except Exception:  # noqa: BLE001
                             comp = None
                     if comp is not None:
-                        masks, cov, chars, ok_valid, n_valid, bad_accepted, n_invalid = [], 0, 0, 0, 0, [], 0
+                        masks, cov, chars, ok_valid, n_valid, bad_accepted, n_invalid = (
+                            [],
+                            0,
+                            0,
+                            0,
+                            0,
+                            [],
+                            0,
+                        )
                         for i, test in enumerate(record["tests"]):
                             text = dump_as_generated(test["data"], rs)
                             try:
                                 w = walk_instance(comp, tok, ctx.vocab.token_bytes, text)
                             except Exception as exc:  # noqa: BLE001
-                                w = {"accepted": False, "mask_s": [], "covered": 0, "bytes": len(text), "error": str(exc)[:100]}
+                                w = {
+                                    "accepted": False,
+                                    "mask_s": [],
+                                    "covered": 0,
+                                    "bytes": len(text),
+                                    "error": str(exc)[:100],
+                                }
                             if test["valid"]:
                                 n_valid += 1
                                 ok_valid += int(w["accepted"])
@@ -122,15 +163,32 @@ def run(engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.
                                 n_invalid += 1
                                 if w["accepted"]:
                                     bad_accepted.append(i)
-                        res.update({"valid": n_valid, "valid_accepted": ok_valid, "invalid": n_invalid,
-                                    "invalid_accepted": bad_accepted, "mask_us": [round(x * 1e6, 1) for x in masks],
-                                    "jump_covered_bytes": cov, "instance_bytes": chars})
+                        res.update(
+                            {
+                                "valid": n_valid,
+                                "valid_accepted": ok_valid,
+                                "invalid": n_invalid,
+                                "invalid_accepted": bad_accepted,
+                                "mask_us": [round(x * 1e6, 1) for x in masks],
+                                "jump_covered_bytes": cov,
+                                "instance_bytes": chars,
+                            }
+                        )
                 cache.close()
                 row["backends"][b] = res
             rows.append(row)
-            log(f"{subset:15s} {f.stem:28s} " + " ".join(
-                f"{b}:{'ok' if r['compiled'] else r['error'][:12]}" + (f"({r['valid_accepted']}/{r['valid']}v,{len(r['invalid_accepted'])}/{r['invalid']}i)" if "valid" in r else "")
-                for b, r in row["backends"].items()))
+            log(
+                f"{subset:15s} {f.stem:28s} "
+                + " ".join(
+                    f"{b}:{'ok' if r['compiled'] else r['error'][:12]}"
+                    + (
+                        f"({r['valid_accepted']}/{r['valid']}v,{len(r['invalid_accepted'])}/{r['invalid']}i)"
+                        if "valid" in r
+                        else ""
+                    )
+                    for b, r in row["backends"].items()
+                )
+            )
     return summarize(rows, backends)
 
 
@@ -160,11 +218,29 @@ def summarize(rows: list[dict], backends: list[str]) -> dict:
         }
     chain = [b for b in FALLBACK if b in backends]
     covered = sum(1 for r in rows if any(r["backends"][b]["compiled"] for b in chain))
-    leaks = [{"subset": r["subset"], "id": r["id"], "backend": b, "tests": r["backends"][b]["invalid_accepted"]}
-             for r in rows for b in backends if r["backends"][b].get("invalid_accepted")]
-    return {"suite": "jsonschemabench", "schemas": len(rows), "summary": summary,
-            "fallback_chain": {"order": chain, "covered": covered, "coverage": round(covered / max(1, len(rows)), 3)},
-            "invalid_instances_accepted": leaks, "rows": rows}
+    leaks = [
+        {
+            "subset": r["subset"],
+            "id": r["id"],
+            "backend": b,
+            "tests": r["backends"][b]["invalid_accepted"],
+        }
+        for r in rows
+        for b in backends
+        if r["backends"][b].get("invalid_accepted")
+    ]
+    return {
+        "suite": "jsonschemabench",
+        "schemas": len(rows),
+        "summary": summary,
+        "fallback_chain": {
+            "order": chain,
+            "covered": covered,
+            "coverage": round(covered / max(1, len(rows)), 3),
+        },
+        "invalid_instances_accepted": leaks,
+        "rows": rows,
+    }
 
 
 def _count(xs) -> dict:
@@ -175,12 +251,18 @@ def _count(xs) -> dict:
 
 
 def format_table(res: dict) -> str:
-    lines = ["| backend | compiled | coverage | compile p50 / p90 ms | mask p50 / p99 us | valid accepted | invalid accepted | jump share |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| backend | compiled | coverage | compile p50 / p90 ms | mask p50 / p99 us | valid accepted | invalid accepted | jump share |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for b, s in res["summary"].items():
-        lines.append(f"| {b} | {s['compiled']}/{s['schemas']} | {s['coverage']:.0%} | {s['compile_ms_p50']} / {s['compile_ms_p90']} | "
-                     f"{s['mask_us_p50']} / {s['mask_us_p99']} | {s['valid_accepted']}/{s['valid']} | {s['invalid_accepted']}/{s['invalid']} | "
-                     f"{s['jump_share_of_instance_bytes']:.0%} |")
+        lines.append(
+            f"| {b} | {s['compiled']}/{s['schemas']} | {s['coverage']:.0%} | {s['compile_ms_p50']} / {s['compile_ms_p90']} | "
+            f"{s['mask_us_p50']} / {s['mask_us_p99']} | {s['valid_accepted']}/{s['valid']} | {s['invalid_accepted']}/{s['invalid']} | "
+            f"{s['jump_share_of_instance_bytes']:.0%} |"
+        )
     fc = res["fallback_chain"]
-    lines.append(f"\nFallback chain {' -> '.join(fc['order'])}: {fc['covered']}/{res['schemas']} schemas ({fc['coverage']:.0%}).")
+    lines.append(
+        f"\nFallback chain {' -> '.join(fc['order'])}: {fc['covered']}/{res['schemas']} schemas ({fc['coverage']:.0%})."
+    )
     return "\n".join(lines)

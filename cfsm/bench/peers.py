@@ -23,22 +23,40 @@ from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 from engine.regex.normalize import normalize_regex
 
-SYSTEMS = ("outlines", "transformers+xgrammar", "transformers+llguidance", "cfsm masked", "cfsm jump")
+SYSTEMS = (
+    "outlines",
+    "transformers+xgrammar",
+    "transformers+llguidance",
+    "cfsm masked",
+    "cfsm jump",
+)
 
 COMPACT_PERSON = {
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 24}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
-                   "city": {"type": "string", "maxLength": 24}, "employed": {"type": "boolean"}},
-    "required": ["name", "age", "city", "employed"], "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "city": {"type": "string", "maxLength": 24},
+        "employed": {"type": "boolean"},
+    },
+    "required": ["name", "age", "city", "employed"],
+    "additionalProperties": False,
 }
 ORDER = {
     "type": "object",
-    "properties": {"orderId": {"type": "integer", "minimum": 1, "maximum": 99999},
-                   "status": {"type": "string", "enum": ["pending", "shipped", "delivered", "cancelled"]},
-                   "express": {"type": "boolean"},
-                   "items": {"type": "array", "minItems": 1, "maxItems": 3,
-                             "items": {"type": "string", "enum": ["book", "pen", "lamp", "chair", "mug"]}}},
-    "required": ["orderId", "status", "express", "items"], "additionalProperties": False,
+    "properties": {
+        "orderId": {"type": "integer", "minimum": 1, "maximum": 99999},
+        "status": {"type": "string", "enum": ["pending", "shipped", "delivered", "cancelled"]},
+        "express": {"type": "boolean"},
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {"type": "string", "enum": ["book", "pen", "lamp", "chair", "mug"]},
+        },
+    },
+    "required": ["orderId", "status", "express", "items"],
+    "additionalProperties": False,
 }
 
 
@@ -69,10 +87,22 @@ def default_tasks(names: int) -> list[Task]:
     who = [label for label, _ in items]
     return [
         Task("character (regex)", Constraint("regex", regex), [p for _, p in items]),
-        Task("person (compact object)", Constraint("schema", json.dumps(COMPACT_PERSON), "compact"),
-             [f"Describe {n} from Harry Potter as JSON: name, age, city and whether employed." for n in who]),
-        Task("order (arrays and enums)", Constraint("schema", json.dumps(ORDER), "compact"),
-             [f"Write a JSON order placed by {n}: an id, a status, express or not, and one to three items." for n in who]),
+        Task(
+            "person (compact object)",
+            Constraint("schema", json.dumps(COMPACT_PERSON), "compact"),
+            [
+                f"Describe {n} from Harry Potter as JSON: name, age, city and whether employed."
+                for n in who
+            ],
+        ),
+        Task(
+            "order (arrays and enums)",
+            Constraint("schema", json.dumps(ORDER), "compact"),
+            [
+                f"Write a JSON order placed by {n}: an id, a status, express or not, and one to three items."
+                for n in who
+            ],
+        ),
     ]
 
 
@@ -96,9 +126,15 @@ class PeerRunner:
         import torch
 
         x = torch.tensor([ids], device=self.lm.device)
-        out = self.lm.model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new,
-                                     do_sample=False, logits_processor=[processor], pad_token_id=self.eng.ctx.eos_token_id)
-        new = out[0, len(ids):].tolist()
+        out = self.lm.model.generate(
+            input_ids=x,
+            attention_mask=torch.ones_like(x),
+            max_new_tokens=max_new,
+            do_sample=False,
+            logits_processor=[processor],
+            pad_token_id=self.eng.ctx.eos_token_id,
+        )
+        new = out[0, len(ids) :].tolist()
         if new and new[-1] == self.eng.ctx.eos_token_id:
             new = new[:-1]
         return self.lm.tokenizer.decode(new, skip_special_tokens=True), len(new)
@@ -107,34 +143,58 @@ class PeerRunner:
     def compile(self, system: str, task: Task):
         """A compiled form of the task's constraint for this system (timed by the caller)."""
         c = task.constraint
-        rx = normalize_regex(c.text) if c.kind == "regex" else c.text  # the language every adapter hands over
+        rx = (
+            normalize_regex(c.text) if c.kind == "regex" else c.text
+        )  # the language every adapter hands over
         if system == "outlines":
             import outlines
 
             if self._outlines_model is None:
                 self._outlines_model = outlines.from_transformers(self.lm.model, self.lm.tokenizer)
-            out_type = outlines.types.Regex(rx) if c.kind == "regex" else \
-                outlines.types.JsonSchema(c.text, whitespace_pattern="")
+            out_type = (
+                outlines.types.Regex(rx)
+                if c.kind == "regex"
+                else outlines.types.JsonSchema(c.text, whitespace_pattern="")
+            )
             return outlines.Generator(self._outlines_model, out_type)
         if system == "transformers+xgrammar":
             import xgrammar as xgr
 
             if self._xgr_info is None:
-                self._xgr_info = xgr.TokenizerInfo.from_huggingface(self.lm.tokenizer, vocab_size=self.lm.vocab_size)
+                self._xgr_info = xgr.TokenizerInfo.from_huggingface(
+                    self.lm.tokenizer, vocab_size=self.lm.vocab_size
+                )
             comp = xgr.GrammarCompiler(self._xgr_info, cache_enabled=False)
             if c.kind == "regex":
                 return comp.compile_regex(rx)
-            return comp.compile_json_schema(c.text, any_whitespace=False, separators=(",", ":"), strict_mode=True)
+            return comp.compile_json_schema(
+                c.text, any_whitespace=False, separators=(",", ":"), strict_mode=True
+            )
         if system == "transformers+llguidance":
             from llguidance import LLMatcher
             from llguidance.hf import from_tokenizer
 
             if self._llg_tok is None:
-                self._llg_tok = from_tokenizer(self.lm.tokenizer, n_vocab=self.lm.vocab_size,
-                                               eos_token=self.eng.ctx.eos_token_id)
-            grammar = LLMatcher.grammar_from_regex(rx) if c.kind == "regex" else LLMatcher.grammar_from_json_schema(
-                json.loads(c.text), overrides={"item_separator": ",", "key_separator": ":", "whitespace_flexible": False})
-            LLMatcher(self._llg_tok, grammar)  # parses and checks the grammar; each run makes its own matcher
+                self._llg_tok = from_tokenizer(
+                    self.lm.tokenizer,
+                    n_vocab=self.lm.vocab_size,
+                    eos_token=self.eng.ctx.eos_token_id,
+                )
+            grammar = (
+                LLMatcher.grammar_from_regex(rx)
+                if c.kind == "regex"
+                else LLMatcher.grammar_from_json_schema(
+                    json.loads(c.text),
+                    overrides={
+                        "item_separator": ",",
+                        "key_separator": ":",
+                        "whitespace_flexible": False,
+                    },
+                )
+            )
+            LLMatcher(
+                self._llg_tok, grammar
+            )  # parses and checks the grammar; each run makes its own matcher
             return grammar
         from engine.backends import get_backend
 
@@ -153,18 +213,30 @@ class PeerRunner:
         import torch
 
         x = torch.tensor([self.prompt_ids("Hi")], device=self.lm.device)
-        self.lm.model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=4, do_sample=False,
-                               pad_token_id=self.eng.ctx.eos_token_id)
-        self.eng.generate(GenerateRequest(prompt="Hi", mode="free", max_new_tokens=4, trace_detail=False))
+        self.lm.model.generate(
+            input_ids=x,
+            attention_mask=torch.ones_like(x),
+            max_new_tokens=4,
+            do_sample=False,
+            pad_token_id=self.eng.ctx.eos_token_id,
+        )
+        self.eng.generate(
+            GenerateRequest(prompt="Hi", mode="free", max_new_tokens=4, trace_detail=False)
+        )
 
-    def generate(self, system: str, compiled, task: Task, prompt: str, max_new: int | None = None) -> tuple[str, int]:
+    def generate(
+        self, system: str, compiled, task: Task, prompt: str, max_new: int | None = None
+    ) -> tuple[str, int]:
         """(output text, output tokens) for one prompt."""
         max_new = max_new or self.max_new
         ids = self.prompt_ids(prompt)
         if system == "outlines":
             text_prompt = self.lm.tokenizer.decode(ids)
             if self.lm.tokenizer.encode(text_prompt) != ids:  # outlines encodes the text itself
-                raise CfsmError("invalid_input", "outlines would not see the same prompt tokens as the other systems")
+                raise CfsmError(
+                    "invalid_input",
+                    "outlines would not see the same prompt tokens as the other systems",
+                )
             text = compiled(text_prompt, max_new_tokens=max_new, do_sample=False)
             return text, len(self.lm.tokenizer.encode(text, add_special_tokens=False))
         if system == "transformers+xgrammar":
@@ -172,9 +244,18 @@ class PeerRunner:
 
             return self._hf_generate(ids, xgr.contrib.hf.LogitsProcessor(compiled), max_new)
         if system == "transformers+llguidance":
-            return self._hf_generate(ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size), max_new)
-        tr = self.eng.generate(GenerateRequest(prompt=prompt, constraint=task.constraint, mode=system.split()[1],
-                                               max_new_tokens=max_new, trace_detail=False))
+            return self._hf_generate(
+                ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size), max_new
+            )
+        tr = self.eng.generate(
+            GenerateRequest(
+                prompt=prompt,
+                constraint=task.constraint,
+                mode=system.split()[1],
+                max_new_tokens=max_new,
+                trace_detail=False,
+            )
+        )
         return tr["text"], tr["totals"]["output_tokens"]
 
 
@@ -194,15 +275,22 @@ class LlguidanceProcessor:
         from llguidance.torch import apply_token_bitmask_inplace, fill_next_token_bitmask
 
         if self.started and not self.m.consume_token(int(input_ids[0, -1])):
-            raise CfsmError("dead_end", f"llguidance rejected a token it had allowed: {self.m.get_error()}")
+            raise CfsmError(
+                "dead_end", f"llguidance rejected a token it had allowed: {self.m.get_error()}"
+            )
         self.started = True
         fill_next_token_bitmask(self.m, self.mask, 0)
         apply_token_bitmask_inplace(scores, self.mask.to(scores.device))
         return scores
 
 
-def run_peers(engine, tasks: list[Task], max_new_tokens: int = 256, systems=SYSTEMS,
-              log: Callable[[str], None] = print) -> dict:
+def run_peers(
+    engine,
+    tasks: list[Task],
+    max_new_tokens: int = 256,
+    systems=SYSTEMS,
+    log: Callable[[str], None] = print,
+) -> dict:
     runner = PeerRunner(engine, max_new_tokens)
     runner.warm_model()
     rows = []
@@ -221,16 +309,38 @@ def run_peers(engine, tasks: list[Task], max_new_tokens: int = 256, systems=SYST
                 valid += task.valid(text)
                 texts.append(text)
             chars = sum(len(t) for t in texts)
-            row = {"system": system, "task": task.name, "wall_s": round(wall, 3), "output_tokens": tokens,
-                   "output_chars": chars, "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
-                   "ms_per_char": round(1e3 * wall / max(chars, 1), 2), "compile_s": round(compile_s, 4),
-                   "valid": valid, "runs": len(task.prompts), "sample": texts[0][:200] if texts else "", "texts": texts}
+            row = {
+                "system": system,
+                "task": task.name,
+                "wall_s": round(wall, 3),
+                "output_tokens": tokens,
+                "output_chars": chars,
+                "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
+                "ms_per_char": round(1e3 * wall / max(chars, 1), 2),
+                "compile_s": round(compile_s, 4),
+                "valid": valid,
+                "runs": len(task.prompts),
+                "sample": texts[0][:200] if texts else "",
+                "texts": texts,
+            }
             rows.append(row)
-            log(f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile {compile_s * 1e3:8.1f} ms  "
-                f"valid {valid}/{len(task.prompts)}")
-    speed = compile_speed(engine, tasks[0].constraint.text) if tasks and tasks[0].constraint.kind == "regex" else None
-    return {"suite": "peers", "max_new_tokens": max_new_tokens, "model": engine.decoder.model_info(),
-            "rows": rows, "summary": summarize(rows), "compile": speed}
+            log(
+                f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile {compile_s * 1e3:8.1f} ms  "
+                f"valid {valid}/{len(task.prompts)}"
+            )
+    speed = (
+        compile_speed(engine, tasks[0].constraint.text)
+        if tasks and tasks[0].constraint.kind == "regex"
+        else None
+    )
+    return {
+        "suite": "peers",
+        "max_new_tokens": max_new_tokens,
+        "model": engine.decoder.model_info(),
+        "rows": rows,
+        "summary": summarize(rows),
+        "compile": speed,
+    }
 
 
 def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
@@ -252,7 +362,9 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
     from engine.tokens.index import vocab_tokens
 
     ctx, c = engine.ctx, Constraint("regex", regex)
-    regex = normalize_regex(regex)  # what every adapter hands its library (\w as the engine reads it)
+    regex = normalize_regex(
+        regex
+    )  # what every adapter hands its library (\w as the engine reads it)
     t = time.perf_counter()
     oc_vocab = Vocabulary(ctx.eos_token_id, token_groups(ctx))  # without the adapter's end marker
     xgr_info = xgr.TokenizerInfo.from_huggingface(ctx.tokenizer, vocab_size=ctx.vocab_size)
@@ -275,17 +387,24 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
 
     res = {
         "outlines-core Index": timed(lambda: Index(regex, oc_vocab)),
-        "fsm (default backend; lazy: states indexed as decoding reaches them)": timed(lambda: get_backend("fsm").compile(c, ctx)),
+        "fsm (default backend; lazy: states indexed as decoding reaches them)": timed(
+            lambda: get_backend("fsm").compile(c, ctx)
+        ),
         "fsm, every state indexed up front (what Index builds)": timed(every_state),
-        "xgrammar": timed(lambda: xgr.GrammarCompiler(xgr_info, cache_enabled=False).compile_regex(regex)),
+        "xgrammar": timed(
+            lambda: xgr.GrammarCompiler(xgr_info, cache_enabled=False).compile_regex(regex)
+        ),
         "llguidance": timed(lambda: LLMatcher(llg_tok, LLMatcher.grammar_from_regex(regex))),
     }
     engine.compile(c, "fsm")
     res["fsm, cached (engine compile cache)"] = timed(lambda: engine.compile(c, "fsm"))
     base = res["outlines-core Index"]
-    return {"regex_chars": len(regex), "setup_s": round(setup_s, 3),
-            "seconds": {k: round(v, 5) for k, v in res.items()},
-            "vs_outlines_core": {k: round(v / base, 3) for k, v in res.items()}}
+    return {
+        "regex_chars": len(regex),
+        "setup_s": round(setup_s, 3),
+        "seconds": {k: round(v, 5) for k, v in res.items()},
+        "vs_outlines_core": {k: round(v / base, 3) for k, v in res.items()},
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -298,28 +417,45 @@ def summarize(rows: list[dict]) -> dict:
         if not peers or jump is None:
             continue
         best = min(peers, key=lambda r: r["wall_s"])
-        same = sum(a == b for a, b in zip(best.get("texts", []), jump.get("texts", []), strict=False))
-        out[task] = {"fastest_peer": best["system"], "jump_speedup_vs_fastest_peer": round(best["wall_s"] / max(jump["wall_s"], 1e-9), 2),
-                     "jump_speedup_per_char": round(best["ms_per_char"] / max(jump["ms_per_char"], 1e-9), 2),
-                     "same_outputs_as_fastest_peer": f"{same}/{jump['runs']}",
-                     "all_valid": all(r["valid"] == r["runs"] for r in mine.values()),
-                     "cfsm_valid": all(r["valid"] == r["runs"] for s_, r in mine.items() if s_.startswith("cfsm"))}
+        same = sum(
+            a == b for a, b in zip(best.get("texts", []), jump.get("texts", []), strict=False)
+        )
+        out[task] = {
+            "fastest_peer": best["system"],
+            "jump_speedup_vs_fastest_peer": round(best["wall_s"] / max(jump["wall_s"], 1e-9), 2),
+            "jump_speedup_per_char": round(best["ms_per_char"] / max(jump["ms_per_char"], 1e-9), 2),
+            "same_outputs_as_fastest_peer": f"{same}/{jump['runs']}",
+            "all_valid": all(r["valid"] == r["runs"] for r in mine.values()),
+            "cfsm_valid": all(
+                r["valid"] == r["runs"] for s_, r in mine.items() if s_.startswith("cfsm")
+            ),
+        }
     return out
 
 
 def format_table(res: dict) -> str:
-    lines = ["| task | system | wall | output tokens | output chars | ms/char | compile | valid |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| task | system | wall | output tokens | output chars | ms/char | compile | valid |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in res["rows"]:
-        lines.append(f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | {r['output_chars']} | "
-                     f"{r['ms_per_char']} | {r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} |")
+        lines.append(
+            f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | {r['output_chars']} | "
+            f"{r['ms_per_char']} | {r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} |"
+        )
     for task, s in res["summary"].items():
-        lines.append(f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer ({s['fastest_peer']}) "
-                     f"in wall time, {s['jump_speedup_per_char']}x per output character; same outputs "
-                     f"{s['same_outputs_as_fastest_peer']}; every cfsm output valid: {s['cfsm_valid']}, every output: "
-                     f"{s['all_valid']}")
+        lines.append(
+            f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer ({s['fastest_peer']}) "
+            f"in wall time, {s['jump_speedup_per_char']}x per output character; same outputs "
+            f"{s['same_outputs_as_fastest_peer']}; every cfsm output valid: {s['cfsm_valid']}, every output: "
+            f"{s['all_valid']}"
+        )
     if res.get("compile"):
-        lines += ["", "| compile, character regex, empty caches | time | vs outlines-core |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "| compile, character regex, empty caches | time | vs outlines-core |",
+            "|---|---:|---:|",
+        ]
         for k, v in res["compile"]["seconds"].items():
             lines.append(f"| {k} | {v * 1e3:.2f} ms | {res['compile']['vs_outlines_core'][k]}x |")
     return "\n".join(lines)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 
 def peers_html(res: dict) -> str:
-    parts = ["<html><head><meta charset='utf-8'><title>cfsm vs peers</title></head><body style='font-family:sans-serif'>",
-             "<h1>cfsm vs the systems a user would pick instead</h1>",
-             f"<p>model {html.escape(str(res['model'].get('name')))} on {html.escape(str(res['model'].get('device')))}, "
-             f"greedy, max_new_tokens {res['max_new_tokens']}, same prompts (chat template) for every system.</p>"]
+    parts = [
+        "<html><head><meta charset='utf-8'><title>cfsm vs peers</title></head><body style='font-family:sans-serif'>",
+        "<h1>cfsm vs the systems a user would pick instead</h1>",
+        f"<p>model {html.escape(str(res['model'].get('name')))} on {html.escape(str(res['model'].get('device')))}, "
+        f"greedy, max_new_tokens {res['max_new_tokens']}, same prompts (chat template) for every system.</p>",
+    ]
     for task in dict.fromkeys(r["task"] for r in res["rows"]):
         rows = [r for r in res["rows"] if r["task"] == task]
         fastest = min(r["wall_s"] for r in rows)
@@ -20,15 +22,19 @@ def peers_html(res: dict) -> str:
             f"<td align=right>{r.get('output_chars', '')}</td><td align=right>{r.get('ms_per_char', '')}</td>"
             f"<td align=right>{r['tokens_per_s']}</td><td align=right>{r['compile_s'] * 1e3:.1f} ms</td>"
             f"<td align=right style='{'' if r['valid'] == r['runs'] else 'color:#b91c1c;font-weight:bold'}'>"
-            f"{r['valid']}/{r['runs']}</td><td><code>{html.escape(r['sample'][:120])}</code></td></tr>" for r in rows)
+            f"{r['valid']}/{r['runs']}</td><td><code>{html.escape(r['sample'][:120])}</code></td></tr>"
+            for r in rows
+        )
         s = res["summary"].get(task, {})
-        parts.append(f"<h2>{html.escape(task)}</h2><table border=1 cellpadding=3 style='border-collapse:collapse'>"
-                     "<tr><th>system</th><th>wall</th><th>vs fastest</th><th>output tokens</th><th>output chars</th><th>ms/char</th>"
-                     "<th>tokens/s</th>"
-                     f"<th>compile</th><th>valid</th><th>first output</th></tr>{body}</table>"
-                     f"<p>cfsm jump vs the fastest peer ({html.escape(str(s.get('fastest_peer')))}): "
-                     f"<b>{s.get('jump_speedup_vs_fastest_peer')}x</b> in wall time, {s.get('jump_speedup_per_char')}x per "
-                     f"output character; outputs equal to the fastest peer's: {s.get('same_outputs_as_fastest_peer')}</p>")
+        parts.append(
+            f"<h2>{html.escape(task)}</h2><table border=1 cellpadding=3 style='border-collapse:collapse'>"
+            "<tr><th>system</th><th>wall</th><th>vs fastest</th><th>output tokens</th><th>output chars</th><th>ms/char</th>"
+            "<th>tokens/s</th>"
+            f"<th>compile</th><th>valid</th><th>first output</th></tr>{body}</table>"
+            f"<p>cfsm jump vs the fastest peer ({html.escape(str(s.get('fastest_peer')))}): "
+            f"<b>{s.get('jump_speedup_vs_fastest_peer')}x</b> in wall time, {s.get('jump_speedup_per_char')}x per "
+            f"output character; outputs equal to the fastest peer's: {s.get('same_outputs_as_fastest_peer')}</p>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts)
 

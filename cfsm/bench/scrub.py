@@ -52,22 +52,70 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
         if a == b:
             continue
         piece, tid = text[a:b], 100 + i
-        st.append(StepRecord(index=len(st), char_state=path[a], token_state=path[a], char_offset=a, allowed=7022,
-                             token_id=tid, token_text=piece, origin="forced" if cf.is_jumpable(path[a]) else "model",
-                             prob=0.5, raw_prob=0.4, feasible_mass=0.8, top_raw=[[tid, piece, 0.4]],
-                             top_masked=[[tid, piece, 0.5]], forward_ms=50.0, mask_us=20.0, sample_us=100.0,
-                             output_len=len(tokens), mask_key="m", allowed_sample=[[tid, piece, path[b], 0.5]]))
+        st.append(
+            StepRecord(
+                index=len(st),
+                char_state=path[a],
+                token_state=path[a],
+                char_offset=a,
+                allowed=7022,
+                token_id=tid,
+                token_text=piece,
+                origin="forced" if cf.is_jumpable(path[a]) else "model",
+                prob=0.5,
+                raw_prob=0.4,
+                feasible_mass=0.8,
+                top_raw=[[tid, piece, 0.4]],
+                top_masked=[[tid, piece, 0.5]],
+                forward_ms=50.0,
+                mask_us=20.0,
+                sample_us=100.0,
+                output_len=len(tokens),
+                mask_key="m",
+                allowed_sample=[[tid, piece, path[b], 0.5]],
+            )
+        )
         tokens.append({"id": tid, "text": piece, "origin": st[-1].origin, "step": st[-1].index})
     n_tok = len(tokens)
-    totals = Totals(forward_passes=n_tok + 1, output_tokens=n_tok, prompt_tokens=0, prefilled_tokens=0, steps=len(st),
-                    model_steps=sum(s.origin == "model" for s in st), forced_steps=sum(s.origin == "forced" for s in st),
-                    jumped_tokens=0, jumps=0, jumped_chars=0, wall_s=0.05 * (n_tok + 1), decode_s=0.05 * n_tok,
-                    prefill_ms=50.0, forward_s=0.05 * (n_tok + 1), grammar_s=0.0, grammar_us_per_step=20.0,
-                    sample_us_per_step=100.0, forward_ms_per_pass=50.0, tokens_per_s=20.0, compile_s=0.0,
-                    finished=True, reason="complete")
-    return Trace(request={"prompt": "", "mode": "masked"}, model={"vocab_size": vocab_size}, backend="fsm",
-                 mode="masked", prompt_tokens=0, text=text, tokens=tokens, steps=st, jumps=[], masks={"m": mask},
-                 totals=totals, scheduler={"kind": "synthetic", "max_batch": 1}, automaton=auto).to_json()
+    totals = Totals(
+        forward_passes=n_tok + 1,
+        output_tokens=n_tok,
+        prompt_tokens=0,
+        prefilled_tokens=0,
+        steps=len(st),
+        model_steps=sum(s.origin == "model" for s in st),
+        forced_steps=sum(s.origin == "forced" for s in st),
+        jumped_tokens=0,
+        jumps=0,
+        jumped_chars=0,
+        wall_s=0.05 * (n_tok + 1),
+        decode_s=0.05 * n_tok,
+        prefill_ms=50.0,
+        forward_s=0.05 * (n_tok + 1),
+        grammar_s=0.0,
+        grammar_us_per_step=20.0,
+        sample_us_per_step=100.0,
+        forward_ms_per_pass=50.0,
+        tokens_per_s=20.0,
+        compile_s=0.0,
+        finished=True,
+        reason="complete",
+    )
+    return Trace(
+        request={"prompt": "", "mode": "masked"},
+        model={"vocab_size": vocab_size},
+        backend="fsm",
+        mode="masked",
+        prompt_tokens=0,
+        text=text,
+        tokens=tokens,
+        steps=st,
+        jumps=[],
+        masks={"m": mask},
+        totals=totals,
+        scheduler={"kind": "synthetic", "max_batch": 1},
+        automaton=auto,
+    ).to_json()
 
 
 def character_trace() -> dict:
@@ -80,8 +128,14 @@ def character_trace() -> dict:
     p = presets()["SGLang character (regex)"]
     eng = Engine()
     try:
-        return eng.generate(GenerateRequest(prompt=p["prompt"], constraint=Constraint("regex", p["text"]), mode="jump",
-                                            max_new_tokens=256))
+        return eng.generate(
+            GenerateRequest(
+                prompt=p["prompt"],
+                constraint=Constraint("regex", p["text"]),
+                mode="jump",
+                max_new_tokens=256,
+            )
+        )
     finally:
         eng.close()
 
@@ -97,9 +151,14 @@ def measure_page(page, trace: dict, steps: int = 40, whole: bool = False) -> dic
         page.locator("#share-export").get_by_text("Share and export").click()
     t0 = time.perf_counter()
     page.locator("#up-trace input[type=file]").set_input_files(str(path))
-    run = page.evaluate("document.querySelector('#step-view') ? document.querySelector('#step-view').dataset.run || '' : ''")
-    page.wait_for_function(f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
-                           f"v.dataset.run !== '{run}' && v.dataset.step === '0'; }})()", timeout=120_000)
+    run = page.evaluate(
+        "document.querySelector('#step-view') ? document.querySelector('#step-view').dataset.run || '' : ''"
+    )
+    page.wait_for_function(
+        f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
+        f"v.dataset.run !== '{run}' && v.dataset.step === '0'; }})()",
+        timeout=120_000,
+    )
     load_s = time.perf_counter() - t0
     page.evaluate(PROBE)
     rng = page.locator("#step-slider input[type=range]")
@@ -107,12 +166,20 @@ def measure_page(page, trace: dict, steps: int = 40, whole: bool = False) -> dic
     n = min(steps, len(trace["steps"]))
     for i in range(1, n + 1):
         rng.press("ArrowRight")
-        page.wait_for_function(f"document.querySelector('#step-view').dataset.step === '{i}'", timeout=30_000)
+        page.wait_for_function(
+            f"document.querySelector('#step-view').dataset.step === '{i}'", timeout=30_000
+        )
     times = sorted(page.evaluate("window.__scrub"))
     kb = page.evaluate("document.querySelector('#step-view').outerHTML.length") / 1024
-    return {"states": trace["automaton"]["num_states"], "steps": n, "upload_to_view_s": round(load_s, 2),
-            "view_kb": round(kb), "median_ms": round(statistics.median(times), 1),
-            "p95_ms": round(times[int(0.95 * (len(times) - 1))], 1), "max_ms": round(times[-1], 1)}
+    return {
+        "states": trace["automaton"]["num_states"],
+        "steps": n,
+        "upload_to_view_s": round(load_s, 2),
+        "view_kb": round(kb),
+        "median_ms": round(statistics.median(times), 1),
+        "p95_ms": round(times[int(0.95 * (len(times) - 1))], 1),
+        "max_ms": round(times[-1], 1),
+    }
 
 
 CASES = [
@@ -133,7 +200,9 @@ def main(out_path: str | None = None, port: int = 7877) -> dict:
     results = {}
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+            )
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
             page.wait_for_selector("#step-slider", timeout=60_000)

@@ -19,7 +19,11 @@ def _expected_chars(dfa: CharDFA, state: int) -> list[str]:
 def _expected_tokens(m, ctx: TokenizerContext) -> list[str]:
     ids = m.allowed_ids()
     eos = ctx.eos_token_id
-    out = [repr((ctx.vocab.token_bytes[int(t)] or b"").decode("utf-8", "replace")) for t in ids if int(t) != eos]
+    out = [
+        repr((ctx.vocab.token_bytes[int(t)] or b"").decode("utf-8", "replace"))
+        for t in ids
+        if int(t) != eos
+    ]
     return out[:MAX_EXPECTED] + (["<end>"] if eos in set(int(t) for t in ids) else [])
 
 
@@ -35,7 +39,9 @@ def _char_reject(dfa: CharDFA, text: str, start_char: int) -> tuple[int | None, 
     return None, s
 
 
-def check_text(compiled: CompiledConstraint, dfa: CharDFA | None, ctx: TokenizerContext, text: str) -> dict:
+def check_text(
+    compiled: CompiledConstraint, dfa: CharDFA | None, ctx: TokenizerContext, text: str
+) -> dict:
     """{accepted, prefix_ok, rejected_at (byte offset or None), expected, warnings} for one
     text under one compiled constraint (warnings start with what the compile let through)."""
     ids = list(ctx.tokenizer.encode(text, add_special_tokens=False))
@@ -56,11 +62,24 @@ def check_text(compiled: CompiledConstraint, dfa: CharDFA | None, ctx: Tokenizer
     if dfa is not None and not accepted:
         end = dfa.walk(text)
         expected = _expected_chars(dfa, end) if end is not None else expected
-    return {"accepted": accepted, "prefix_ok": True, "rejected_at": None, "expected": expected, "warnings": warnings}
+    return {
+        "accepted": accepted,
+        "prefix_ok": True,
+        "rejected_at": None,
+        "expected": expected,
+        "warnings": warnings,
+    }
 
 
-def _rejected(m, ctx: TokenizerContext, dfa: CharDFA | None, text: str, pos: int, tid: int,
-              warnings: list[str]) -> dict:
+def _rejected(
+    m,
+    ctx: TokenizerContext,
+    dfa: CharDFA | None,
+    text: str,
+    pos: int,
+    tid: int,
+    warnings: list[str],
+) -> dict:
     """The backend refused token `tid` starting at byte `pos`: pin the character where the
     automaton (when there is one) leaves the language, else report the token boundary."""
     data = text.encode("utf-8")
@@ -72,6 +91,14 @@ def _rejected(m, ctx: TokenizerContext, dfa: CharDFA | None, text: str, pos: int
             at, expected = len(text[:i].encode("utf-8")), _expected_chars(dfa, state)
         else:
             tok = (ctx.vocab.token_bytes[int(tid)] or b"").decode("utf-8", "replace")
-            warnings.append(f"the backend refuses the token {tok!r} at byte {pos} although the automaton "
-                            "allows its characters")
-    return {"accepted": False, "prefix_ok": False, "rejected_at": at, "expected": expected, "warnings": warnings}
+            warnings.append(
+                f"the backend refuses the token {tok!r} at byte {pos} although the automaton "
+                "allows its characters"
+            )
+    return {
+        "accepted": False,
+        "prefix_ok": False,
+        "rejected_at": at,
+        "expected": expected,
+        "warnings": warnings,
+    }

@@ -17,28 +17,59 @@ from ..regex.dfa import CharDFA, build_char_dfa
 from .ideal import char_at_byte
 
 CAUSES = {
-    "flexible_whitespace": ("Flexible whitespace", "Optional whitespace between JSON tokens makes every separator a choice and breaks each chain.",
-                            "Use compact separators (`,` and `:` with no spaces) or spaced ones (a space after `,` and `:`) "
-                            "instead of flexible whitespace."),
-    "enum_alternatives": ("Alternatives / enums without a shared prefix", "The model must pick among literal alternatives; only their common prefix can be jumped.",
-                          "Use `const` when the value is known; otherwise fewer alternatives, or values that share a prefix."),
-    "optional_or_order": ("Optional properties or free property order", "Whether a property comes next (`,` or `}`) or which key comes next is a choice.",
-                          "List every property in `required` and set `additionalProperties: false`, so presence and order are fixed."),
-    "free_text": ("Free-text strings", "String contents are the model's to write; nothing there can be jumped.",
-                  "Constrain strings with `enum`, `const`, `pattern` or a small `maxLength` where the content is known."),
-    "numbers": ("Numbers", "Digits, sign, fraction and exponent are choices.",
-                "Use `enum`/`const`, or integers with tight `minimum`/`maximum`, where the value is known."),
-    "array_lengths": ("Array lengths", "After each item the model chooses between `,` and `]`.",
-                      "Fix the length with `minItems` = `maxItems` (or use a tuple with `prefixItems`)."),
-    "short_chains": ("Chains too short to jump", "Forced text of a single character is not worth a re-tokenization, so it costs a forced decoding step.",
-                     "Merge fixed text into longer literals; one-character chains cost a pass each."),
-    "stop_decision": ("End of match", "The match may end here or go on, so stopping is a choice.",
-                      "Make optional tails required, or bound repetitions."),
-    "other_choice": ("Other choices", "A character class or alternation in the regex.",
-                     "Replace character classes with literals where the text is known."),
+    "flexible_whitespace": (
+        "Flexible whitespace",
+        "Optional whitespace between JSON tokens makes every separator a choice and breaks each chain.",
+        "Use compact separators (`,` and `:` with no spaces) or spaced ones (a space after `,` and `:`) "
+        "instead of flexible whitespace.",
+    ),
+    "enum_alternatives": (
+        "Alternatives / enums without a shared prefix",
+        "The model must pick among literal alternatives; only their common prefix can be jumped.",
+        "Use `const` when the value is known; otherwise fewer alternatives, or values that share a prefix.",
+    ),
+    "optional_or_order": (
+        "Optional properties or free property order",
+        "Whether a property comes next (`,` or `}`) or which key comes next is a choice.",
+        "List every property in `required` and set `additionalProperties: false`, so presence and order are fixed.",
+    ),
+    "free_text": (
+        "Free-text strings",
+        "String contents are the model's to write; nothing there can be jumped.",
+        "Constrain strings with `enum`, `const`, `pattern` or a small `maxLength` where the content is known.",
+    ),
+    "numbers": (
+        "Numbers",
+        "Digits, sign, fraction and exponent are choices.",
+        "Use `enum`/`const`, or integers with tight `minimum`/`maximum`, where the value is known.",
+    ),
+    "array_lengths": (
+        "Array lengths",
+        "After each item the model chooses between `,` and `]`.",
+        "Fix the length with `minItems` = `maxItems` (or use a tuple with `prefixItems`).",
+    ),
+    "short_chains": (
+        "Chains too short to jump",
+        "Forced text of a single character is not worth a re-tokenization, so it costs a forced decoding step.",
+        "Merge fixed text into longer literals; one-character chains cost a pass each.",
+    ),
+    "stop_decision": (
+        "End of match",
+        "The match may end here or go on, so stopping is a choice.",
+        "Make optional tails required, or bound repetitions.",
+    ),
+    "other_choice": (
+        "Other choices",
+        "A character class or alternation in the regex.",
+        "Replace character classes with literals where the text is known.",
+    ),
 }
-BOUNDARY = ("Token boundaries", "Jump strings that start or end inside a token: the model's token and forced text share a token, "
-            "and re-tokenization must re-decide the boundary (back-off).", "Nothing to change: boundary back-off heals these without extra passes.")
+BOUNDARY = (
+    "Token boundaries",
+    "Jump strings that start or end inside a token: the model's token and forced text share a token, "
+    "and re-tokenization must re-decide the boundary (back-off).",
+    "Nothing to change: boundary back-off heals these without extra passes.",
+)
 
 WS = set(" \t\n\r")
 
@@ -74,8 +105,14 @@ def _pick_char(chars: str, rng: random.Random) -> str:
     return rng.choice(letters or list(chars))
 
 
-def synthesize(dfa: CharDFA, n: int, seed: int = 0, soft_len: int = 60, hard_len: int = 400,
-               stop_prob: float = 0.15) -> list[str]:
+def synthesize(
+    dfa: CharDFA,
+    n: int,
+    seed: int = 0,
+    soft_len: int = 60,
+    hard_len: int = 400,
+    stop_prob: float = 0.15,
+) -> list[str]:
     """Plausible strings of the language: random walks that stop at an accepting state
     with `stop_prob`, and head for one once they are `soft_len` long (letters preferred in
     free classes)."""
@@ -215,7 +252,9 @@ def _json_context(text: str, pos: int) -> str:
     return "structure"
 
 
-def _classify(dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_schema: bool, threshold: int) -> str:
+def _classify(
+    dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_schema: bool, threshold: int
+) -> str:
     row = dfa.trans[s]
     if cf.is_jumpable(s):
         return "short_chains"  # only reached for chains no longer than the jump threshold
@@ -233,7 +272,9 @@ def _classify(dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_s
         return "stop_decision"
     if is_schema:
         ctx = _json_context(text, pos)
-        if ctx == "string":  # inside a value string: its content is the choice, whatever else is allowed
+        if (
+            ctx == "string"
+        ):  # inside a value string: its content is the choice, whatever else is allowed
             return "free_text" if other or len(chars) > 12 else "enum_alternatives"
         if ctx == "key":
             return "optional_or_order"
@@ -266,7 +307,12 @@ def _regex_span(pattern: str, forced_before: str) -> list[int] | None:
     precedes it (best effort)."""
     for n in range(min(16, len(forced_before)), 0, -1):
         tail = forced_before[-n:]
-        for form in (re.escape(tail), tail, tail.replace("\n", "\\n").replace('"', '\\"'), re.escape(tail).replace("\\ ", " ")):
+        for form in (
+            re.escape(tail),
+            tail,
+            tail.replace("\n", "\\n").replace('"', '\\"'),
+            re.escape(tail).replace("\\ ", " "),
+        ):
             i = pattern.find(form)
             if i >= 0:
                 end = i + len(form)
@@ -274,8 +320,15 @@ def _regex_span(pattern: str, forced_before: str) -> list[int] | None:
     return None
 
 
-def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_schema: bool, threshold: int = 1,
-                    pattern: str | None = None) -> dict:
+def analyse_samples(
+    dfa: CharDFA,
+    texts: list[str],
+    tokenizer,
+    token_bytes,
+    is_schema: bool,
+    threshold: int = 1,
+    pattern: str | None = None,
+) -> dict:
     cf = compressed_of(dfa)
     counts: Counter = Counter()
     places: dict[str, Counter] = defaultdict(Counter)
@@ -324,9 +377,13 @@ def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_s
                 boundary_tokens += 1
             place = None
             if is_schema:
-                place = _choice_pointer(text, c) if cause == "optional_or_order" else _json_pointer_at(text, c)
+                place = (
+                    _choice_pointer(text, c)
+                    if cause == "optional_or_order"
+                    else _json_pointer_at(text, c)
+                )
             if not is_schema and pattern:
-                forced_before = text[max(0, c - 16):c]
+                forced_before = text[max(0, c - 16) : c]
                 span = _regex_span(pattern, forced_before)
                 place = f"regex[{span[0]}:{span[1]}]" if span else f"state {states[c]}"
             places[cause][place or "/"] += 1
@@ -338,8 +395,14 @@ def analyse_samples(dfa: CharDFA, texts: list[str], tokenizer, token_bytes, is_s
         sample_model += stop
         total_tokens += len(ids)
         model_tokens += sample_model
-        per_sample.append({"chars": len(text), "tokens": len(ids), "model_tokens": sample_model,
-                           "ideal_reduction": round(len(ids) / max(1, sample_model), 3)})
+        per_sample.append(
+            {
+                "chars": len(text),
+                "tokens": len(ids),
+                "model_tokens": sample_model,
+                "ideal_reduction": round(len(ids) / max(1, sample_model), 3),
+            }
+        )
     return {
         "samples": len(per_sample),
         "total_tokens": total_tokens,
@@ -362,13 +425,25 @@ def _what_if_schema(schema: dict, fix: str) -> dict | None:
     def visit(node):
         nonlocal changed
         if isinstance(node, dict):
-            if fix == "required_ordered" and node.get("type") == "object" and isinstance(node.get("properties"), dict):
+            if (
+                fix == "required_ordered"
+                and node.get("type") == "object"
+                and isinstance(node.get("properties"), dict)
+            ):
                 props = list(node["properties"])
-                if set(node.get("required", [])) != set(props) or node.get("additionalProperties") is not False:
+                if (
+                    set(node.get("required", [])) != set(props)
+                    or node.get("additionalProperties") is not False
+                ):
                     node["required"] = props
                     node["additionalProperties"] = False
                     changed = True
-            if fix == "fixed_arrays" and node.get("type") == "array" and "maxItems" in node and node.get("minItems") != node["maxItems"]:
+            if (
+                fix == "fixed_arrays"
+                and node.get("type") == "array"
+                and "maxItems" in node
+                and node.get("minItems") != node["maxItems"]
+            ):
                 node["minItems"] = node["maxItems"]
                 changed = True
             for v in node.values():
@@ -389,8 +464,16 @@ def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
         return None
 
 
-def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokenizer, token_bytes, n: int, seed: int,
-                     threshold: int) -> list[dict]:
+def _schema_what_ifs(
+    constraint: Constraint,
+    texts: list[str],
+    res: dict,
+    tokenizer,
+    token_bytes,
+    n: int,
+    seed: int,
+    threshold: int,
+) -> list[dict]:
     """The mechanical suggestions applied, each measured on the same documents (or fresh
     samples when the change alters which documents are valid), with a verdict."""
     what_if: list[dict] = []
@@ -401,12 +484,31 @@ def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokeni
         variants.append(("compact separators", constraint.text, "compact", None, spec))
     fixed = _what_if_schema(schema, "required_ordered")
     if fixed is not None:
-        variants.append(("required and ordered properties, additionalProperties: false", json.dumps(fixed), ws0, fixed, spec))
+        variants.append(
+            (
+                "required and ordered properties, additionalProperties: false",
+                json.dumps(fixed),
+                ws0,
+                fixed,
+                spec,
+            )
+        )
     arr = _what_if_schema(schema, "fixed_arrays")
     if arr is not None:
-        variants.append(("fixed array lengths (minItems = maxItems)", json.dumps(arr), ws0, arr, spec))
-    variants.append(("generation's reading (closed objects, one spelling per number)" if spec else
-                     "JSON Schema's own reading (--spec: open objects, 1.0 as an integer)", constraint.text, ws0, None, not spec))
+        variants.append(
+            ("fixed array lengths (minItems = maxItems)", json.dumps(arr), ws0, arr, spec)
+        )
+    variants.append(
+        (
+            "generation's reading (closed objects, one spelling per number)"
+            if spec
+            else "JSON Schema's own reading (--spec: open objects, 1.0 as an integer)",
+            constraint.text,
+            ws0,
+            None,
+            not spec,
+        )
+    )
     for label, text, ws, sch, spec2 in variants:
         try:
             rx2 = schema_to_regex(text, ws, constraint.lenient, spec2)
@@ -414,7 +516,9 @@ def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokeni
         except CfsmError as exc:
             what_if.append({"change": label, "error": exc.message})
             continue
-        re_texts = [t2 for t2 in (_reserialize(t, ws, sch) for t in texts) if t2 and dfa2.accepts(t2)]
+        re_texts = [
+            t2 for t2 in (_reserialize(t, ws, sch) for t in texts) if t2 and dfa2.accepts(t2)
+        ]
         note = "same documents, re-serialized"
         if len(re_texts) < len(texts):
             # the change alters which documents are valid: measure fresh samples of it
@@ -423,18 +527,38 @@ def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, tokeni
         r2 = analyse_samples(dfa2, re_texts, tokenizer, token_bytes, True, threshold)
         before, after = res["ideal_reduction"], r2["ideal_reduction"]
         verdict = "raises" if after > before else "lowers" if after < before else "does not change"
-        what_if.append({"change": label, "whitespace": ws, "ideal_reduction_before": before,
-                        "ideal_reduction_after": after, "samples": r2["samples"], "note": note, "verdict": verdict,
-                        "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x)"
-                                  + (": not recommended for speed" if verdict == "lowers" else "")})
+        what_if.append(
+            {
+                "change": label,
+                "whitespace": ws,
+                "ideal_reduction_before": before,
+                "ideal_reduction_after": after,
+                "samples": r2["samples"],
+                "note": note,
+                "verdict": verdict,
+                "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x)"
+                + (": not recommended for speed" if verdict == "lowers" else ""),
+            }
+        )
     return what_if
 
 
-def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] | None = None, n: int = 8,
-             seed: int = 0, threshold: int = 1, dfa: CharDFA | None = None) -> dict:
+def diagnose(
+    constraint: Constraint,
+    tokenizer,
+    token_bytes,
+    samples: list[str] | None = None,
+    n: int = 8,
+    seed: int = 0,
+    threshold: int = 1,
+    dfa: CharDFA | None = None,
+) -> dict:
     """The report behind `cfsm doctor` and the Doctor tab."""
     if constraint.kind == "grammar":
-        raise CfsmError("unsupported_feature", "the doctor needs a regex or JSON schema (grammars have no finite automaton)")
+        raise CfsmError(
+            "unsupported_feature",
+            "the doctor needs a regex or JSON schema (grammars have no finite automaton)",
+        )
     is_schema = constraint.kind == "schema"
     pattern = constraint.regex() or ""
     dfa = dfa or build_char_dfa(pattern)
@@ -443,16 +567,44 @@ def diagnose(constraint: Constraint, tokenizer, token_bytes, samples: list[str] 
     texts = [t for t in (samples or []) if dfa.accepts(t)] or synthesize(dfa, n, seed)
     if not texts:
         raise CfsmError("unsatisfiable", "could not produce any sample output for this constraint")
-    res = analyse_samples(dfa, texts, tokenizer, token_bytes, is_schema, threshold, None if is_schema else constraint.text)
+    res = analyse_samples(
+        dfa,
+        texts,
+        tokenizer,
+        token_bytes,
+        is_schema,
+        threshold,
+        None if is_schema else constraint.text,
+    )
     total = max(1, res["model_tokens"])
     causes = []
     for key, cnt in res["causes"].most_common():
         title, why, fix = CAUSES[key]
-        causes.append({"cause": key, "title": title, "share": round(cnt / total, 3), "tokens": cnt, "why": why,
-                       "suggestion": fix, "places": [p for p, _ in res["places"][key].most_common(5)]})
-    boundary = {"cause": "token_boundaries", "title": BOUNDARY[0], "share": round(res["boundary_tokens"] / total, 3),
-                "tokens": res["boundary_tokens"], "why": BOUNDARY[1], "suggestion": BOUNDARY[2], "places": []}
-    what_if = _schema_what_ifs(constraint, texts, res, tokenizer, token_bytes, n, seed, threshold) if is_schema else []
+        causes.append(
+            {
+                "cause": key,
+                "title": title,
+                "share": round(cnt / total, 3),
+                "tokens": cnt,
+                "why": why,
+                "suggestion": fix,
+                "places": [p for p, _ in res["places"][key].most_common(5)],
+            }
+        )
+    boundary = {
+        "cause": "token_boundaries",
+        "title": BOUNDARY[0],
+        "share": round(res["boundary_tokens"] / total, 3),
+        "tokens": res["boundary_tokens"],
+        "why": BOUNDARY[1],
+        "suggestion": BOUNDARY[2],
+        "places": [],
+    }
+    what_if = (
+        _schema_what_ifs(constraint, texts, res, tokenizer, token_bytes, n, seed, threshold)
+        if is_schema
+        else []
+    )
     return {
         "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
         "fsm": cf.stats(),
@@ -482,7 +634,9 @@ def format_report(rep: dict) -> str:
         lines.append(f"  {c['share']:6.1%}  {c['title']}  [{where}]")
         lines.append(f"          -> {c['suggestion']}")
     b = rep["token_boundaries"]
-    lines.append(f"  ({b['share']:.1%} of those tokens also carry forced text: {b['title'].lower()})")
+    lines.append(
+        f"  ({b['share']:.1%} of those tokens also carry forced text: {b['title'].lower()})"
+    )
     if rep["what_if"]:
         lines.append("")
         lines.append("What if:")

@@ -27,7 +27,9 @@ def char_at_byte(text: str) -> list[int]:
     return out
 
 
-def ideal_counts(cfsm: CompressedFSM, text: str, token_ids: list[int], token_bytes: list[bytes | None]) -> dict | None:
+def ideal_counts(
+    cfsm: CompressedFSM, text: str, token_ids: list[int], token_bytes: list[bytes | None]
+) -> dict | None:
     """Count tokens of `token_ids` (a tokenization of `text`) that contain at least one
     free character, plus the stop decision where the automaton could still go on."""
     flags = free_char_flags(cfsm, text)

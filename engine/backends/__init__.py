@@ -24,7 +24,9 @@ GRAMMAR_SYNTAX = {n: b.grammar_syntax for n, b in _REGISTRY.items() if b.grammar
 def get_backend(name: str) -> GrammarBackend:
     cls = _REGISTRY.get(name)
     if cls is None:
-        raise CfsmError("unknown_backend", f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+        raise CfsmError(
+            "unknown_backend", f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}"
+        )
     return cls()
 
 
@@ -34,9 +36,20 @@ def check_grammar(text: str, backend: str) -> None:
     if backend not in GRAMMAR_SYNTAX:
         get_backend(backend)  # an unknown name says so
         choices = " or ".join(f"{n} ({s})" for n, s in GRAMMAR_SYNTAX.items())
-        raise CfsmError("unsupported_feature", f"backend {backend!r} does not take grammars: choose {choices}")
+        raise CfsmError(
+            "unsupported_feature", f"backend {backend!r} does not take grammars: choose {choices}"
+        )
     get_backend(backend).check_grammar(text)
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "GRAMMAR_SYNTAX", "CompiledConstraint", "GrammarBackend", "Matcher",
-           "TokenizerContext", "check_grammar", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "GRAMMAR_SYNTAX",
+    "CompiledConstraint",
+    "GrammarBackend",
+    "Matcher",
+    "TokenizerContext",
+    "check_grammar",
+    "get_backend",
+]

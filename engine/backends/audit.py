@@ -27,18 +27,60 @@ def native_gaps(backend: GrammarBackend, schema) -> list[tuple[str, str, str]]:
     return out
 
 
-_TYPED = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern",
-          "format", "items", "prefixItems", "minItems", "maxItems", "properties", "required", "additionalProperties"}
+_TYPED = {
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "properties",
+    "required",
+    "additionalProperties",
+}
 _XG_NEVER = {
-    "multipleOf": "ignored", "propertyNames": "ignored", "patternProperties": "ignored", "not": "ignored",
-    "if": "ignored", "then": "ignored", "else": "ignored", "contains": "ignored", "minContains": "ignored", "maxContains": "ignored",
-    "dependentRequired": "ignored", "dependentSchemas": "ignored", "dependencies": "ignored",
-    "unevaluatedProperties": "not followed through applicators", "unevaluatedItems": "not followed through applicators",
-    "minProperties": "ignored", "maxProperties": "ignored", "$dynamicRef": "not resolved", "format": "not checked",
+    "multipleOf": "ignored",
+    "propertyNames": "ignored",
+    "patternProperties": "ignored",
+    "not": "ignored",
+    "if": "ignored",
+    "then": "ignored",
+    "else": "ignored",
+    "contains": "ignored",
+    "minContains": "ignored",
+    "maxContains": "ignored",
+    "dependentRequired": "ignored",
+    "dependentSchemas": "ignored",
+    "dependencies": "ignored",
+    "unevaluatedProperties": "not followed through applicators",
+    "unevaluatedItems": "not followed through applicators",
+    "minProperties": "ignored",
+    "maxProperties": "ignored",
+    "$dynamicRef": "not resolved",
+    "format": "not checked",
     "oneOf": "treated as anyOf (overlaps accepted)",
 }
-_ANNOTATION = {"title", "description", "default", "examples", "$comment", "$schema", "$id", "$defs", "definitions",
-               "deprecated", "readOnly", "writeOnly", "$anchor"}
+_ANNOTATION = {
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "$schema",
+    "$id",
+    "$defs",
+    "definitions",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$anchor",
+}
 
 
 def _lookaround(node):
@@ -51,7 +93,9 @@ def _lookaround(node):
 def _xg_keywords(node):
     for kw, why in _XG_NEVER.items():
         vacuous = node.get(kw) is True or node.get(kw) == {}
-        if kw in node and not (vacuous and kw in ("propertyNames", "unevaluatedProperties", "unevaluatedItems")):
+        if kw in node and not (
+            vacuous and kw in ("propertyNames", "unevaluatedProperties", "unevaluatedItems")
+        ):
             return kw, why
     if node.get("uniqueItems") is True:
         return "uniqueItems", "ignored"
@@ -82,7 +126,11 @@ def _xg_refs(node):
     ref = node.get("$ref")
     if isinstance(ref, str) and not (ref == "#" or ref.startswith("#/")):
         return "$ref", f"{ref!r} is not resolved"
-    if isinstance(ref, str) and len(node) > 1 and any(k not in _ANNOTATION for k in node if k != "$ref"):
+    if (
+        isinstance(ref, str)
+        and len(node) > 1
+        and any(k not in _ANNOTATION for k in node if k != "$ref")
+    ):
         return "$ref", "keywords next to it are ignored"
     return None
 
@@ -98,7 +146,10 @@ def _xg_required(node):
 
 def _llg_formats(node):
     if node.get("format") in ("date", "time", "date-time", "hostname"):
-        return "format", f"{node['format']!r} lets invalid values through (leap days, leap seconds, hostnames)"
+        return (
+            "format",
+            f"{node['format']!r} lets invalid values through (leap days, leap seconds, hostnames)",
+        )
     return None
 
 
@@ -109,13 +160,18 @@ def _llg_space_class(node):
     return None
 
 
-_STANDARD_META = re.compile(r"https?://json-schema\.org/(draft/(2020-12|2019-09)/schema|draft-0[4-7]/schema)#?")
+_STANDARD_META = re.compile(
+    r"https?://json-schema\.org/(draft/(2020-12|2019-09)/schema|draft-0[4-7]/schema)#?"
+)
 
 
 def _custom_metaschema(node):
     meta = node.get("$schema")
     if isinstance(meta, str) and not _STANDARD_META.fullmatch(meta):
-        return "$schema", "a custom metaschema may turn vocabularies off; only the standard drafts are read"
+        return (
+            "$schema",
+            "a custom metaschema may turn vocabularies off; only the standard drafts are read",
+        )
     return None
 
 
@@ -135,9 +191,12 @@ def audit(backend: GrammarBackend, c: Constraint) -> list[str]:
     if gaps and not c.lenient:
         kw, ptr, why = gaps[0]
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
-        raise CfsmError("unsupported_feature", f"`{kw}` at {where} is not enforced by {name}: {why} "
-                        "(--lenient compiles it unenforced with a warning"
-                        + ("; the fsm backend may enforce it)" if backend.known_gaps else ")"))
+        raise CfsmError(
+            "unsupported_feature",
+            f"`{kw}` at {where} is not enforced by {name}: {why} "
+            "(--lenient compiles it unenforced with a warning"
+            + ("; the fsm backend may enforce it)" if backend.known_gaps else ")"),
+        )
     for kw, ptr, why in gaps:
         where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
         warnings.append(f"`{kw}` at {where} is NOT enforced by {name}: {why}")

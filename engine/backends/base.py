@@ -17,7 +17,9 @@ from ..tokens.vocab import TokenVocab, build_vocab
 class TokenizerContext:
     """A tokenizer plus lazily built per-library views of it, shared by all compiles."""
 
-    def __init__(self, tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None) -> None:
+    def __init__(
+        self, tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.vocab: TokenVocab = build_vocab(tokenizer, model_vocab_size, eos_token_id)
         self.vocab_size = self.vocab.size
@@ -183,7 +185,9 @@ class CompiledConstraint(ABC):
     backend: str = ""
     constraint: Constraint
     compile_seconds: float = 0.0
-    warnings: list[str] | tuple = ()  # what this backend compiled but does not enforce (lenient only)
+    warnings: (
+        list[str] | tuple
+    ) = ()  # what this backend compiled but does not enforce (lenient only)
 
     @abstractmethod
     def matcher(self) -> Matcher:
@@ -196,7 +200,11 @@ class CompiledConstraint(ABC):
         return 256 * 1024
 
     def stats(self) -> dict:
-        return {"backend": self.backend, "compile_seconds": round(self.compile_seconds, 4), "warnings": list(self.warnings)}
+        return {
+            "backend": self.backend,
+            "compile_seconds": round(self.compile_seconds, 4),
+            "warnings": list(self.warnings),
+        }
 
 
 class GrammarBackend(ABC):

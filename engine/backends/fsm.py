@@ -52,7 +52,11 @@ class FsmMatcher(StackMatcher):
 
     def state_info(self) -> dict:
         char_state, pending = self.c.index.split(self.state)
-        return {"char_state": char_state, "token_state": self.state, "pending_bytes": pending.hex() or None}
+        return {
+            "char_state": char_state,
+            "token_state": self.state,
+            "pending_bytes": pending.hex() or None,
+        }
 
 
 class FsmCompiled(CompiledConstraint):
@@ -79,7 +83,9 @@ class FsmBackend(GrammarBackend):
     kinds = ("regex", "schema")
     needs_automaton = True
 
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_):
+    def _compile(
+        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
+    ):
         dfa = self.automaton(constraint, dfa)
         if dfa is None:
             raise CfsmError("invalid_input", "no automaton")

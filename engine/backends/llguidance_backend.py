@@ -46,7 +46,9 @@ class LlguidanceMatcher(BitmaskMatcher):
 class LlguidanceCompiled(CompiledConstraint):
     backend = "llguidance"
 
-    def __init__(self, constraint: Constraint, tokenizer, grammar: str, vocab_size: int, emittable) -> None:
+    def __init__(
+        self, constraint: Constraint, tokenizer, grammar: str, vocab_size: int, emittable
+    ) -> None:
         self.constraint = constraint
         self.tokenizer = tokenizer
         self.grammar = grammar
@@ -75,7 +77,10 @@ class LlguidanceBackend(GrammarBackend):
         from llguidance.hf import from_tokenizer
 
         tok = ctx.view(
-            "llguidance", lambda: from_tokenizer(ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
+            "llguidance",
+            lambda: from_tokenizer(
+                ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id
+            ),
         )
         if constraint.kind == "regex":
             grammar = LLMatcher.grammar_from_regex(normalize_regex(constraint.text))

@@ -45,7 +45,9 @@ def _vocabulary(ctx: TokenizerContext):
     prefix_ids = set()
     for b, ids in groups.items():
         if MARKER_BYTES in b:
-            raise CfsmError("unsupported_model", "a token contains the outlines adapter's end marker U+10FFFD")
+            raise CfsmError(
+                "unsupported_model", "a token contains the outlines adapter's end marker U+10FFFD"
+            )
         if any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))):
             prefix_ids.update(ids)
     groups[MARKER_BYTES] = [ctx.vocab_size]
@@ -58,13 +60,17 @@ class OutlinesMatcher(StackMatcher):
     def __init__(self, c: OutlinesCompiled) -> None:
         self.c = c
         # (index state, char state of our DFA or None, bytes of an unfinished character)
-        self.stack: list[tuple[int, int | None, bytes]] = [(c.index.get_initial_state(), c.compressed.dfa.initial, b"")]
+        self.stack: list[tuple[int, int | None, bytes]] = [
+            (c.index.get_initial_state(), c.compressed.dfa.initial, b"")
+        ]
 
     def allowed_ids(self) -> np.ndarray:
         state = self.stack[-1][0]
         got = self.c.allowed_cache.get(state)
         if got is None:
-            ids = {t for t in (self.c.index.get_allowed_tokens(state) or []) if t < self.c.vocab_size}
+            ids = {
+                t for t in (self.c.index.get_allowed_tokens(state) or []) if t < self.c.vocab_size
+            }
             ids.discard(self.c.eos_token_id)
             ids -= {t for t in ids & self.c.marker_prefix_ids if self.c.only_marker_after(state, t)}
             if self.c.may_end(state):
@@ -131,8 +137,14 @@ class OutlinesMatcher(StackMatcher):
 class OutlinesCompiled(CompiledConstraint):
     backend = "outlines"
 
-    def __init__(self, constraint: Constraint, index, dfa: CharDFA, ctx: TokenizerContext,
-                 marker_prefix_ids: frozenset[int]) -> None:
+    def __init__(
+        self,
+        constraint: Constraint,
+        index,
+        dfa: CharDFA,
+        ctx: TokenizerContext,
+        marker_prefix_ids: frozenset[int],
+    ) -> None:
         self.constraint = constraint
         self.index = index
         self.compressed = compressed_of(dfa)
@@ -162,7 +174,9 @@ class OutlinesCompiled(CompiledConstraint):
             ub = self.token_bytes[u] or b""
             if ub == rest:
                 continue
-            if rest.startswith(ub) and self._marker_only(self.index.get_next_state(state, u), rest[len(ub):]):
+            if rest.startswith(ub) and self._marker_only(
+                self.index.get_next_state(state, u), rest[len(ub) :]
+            ):
                 continue
             return False
         return True
@@ -176,8 +190,14 @@ class OutlinesCompiled(CompiledConstraint):
     def nbytes(self) -> int:
         if self._index_bytes is None:  # outlines-core reports no size: count its transitions once
             self._index_bytes = 24 * sum(len(v) for v in self.index.get_transitions().values())
-        n = sum(a.nbytes for a in list(self.allowed_cache.values()))  # snapshots: decoding adds states
-        return self._index_bytes + n + sum(m.numel() * m.element_size() for m in list(self.mask_cache.values()))
+        n = sum(
+            a.nbytes for a in list(self.allowed_cache.values())
+        )  # snapshots: decoding adds states
+        return (
+            self._index_bytes
+            + n
+            + sum(m.numel() * m.element_size() for m in list(self.mask_cache.values()))
+        )
 
 
 class OutlinesBackend(GrammarBackend):
@@ -186,7 +206,9 @@ class OutlinesBackend(GrammarBackend):
     needs_automaton = True
     compile_isolated = True  # its Rust Index build cannot be interrupted
 
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_):
+    def _compile(
+        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
+    ):
         from outlines_core import Index
 
         dfa = self.automaton(constraint, dfa)
@@ -194,5 +216,7 @@ class OutlinesBackend(GrammarBackend):
         try:
             index = Index(f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab)
         except Exception as exc:  # noqa: BLE001
-            raise CfsmError("unsupported_feature", f"outlines-core cannot compile this regex: {exc}") from exc
+            raise CfsmError(
+                "unsupported_feature", f"outlines-core cannot compile this regex: {exc}"
+            ) from exc
         return OutlinesCompiled(constraint, index, dfa, ctx, marker_prefix_ids)

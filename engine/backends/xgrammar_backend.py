@@ -36,7 +36,11 @@ class XgrammarMatcher(BitmaskMatcher):
         self.m.rollback(num_tokens)
 
     def is_final(self) -> bool:
-        return bool(self.m.is_completed()) if hasattr(self.m, "is_completed") else bool(self.m.is_terminated())
+        return (
+            bool(self.m.is_completed())
+            if hasattr(self.m, "is_completed")
+            else bool(self.m.is_terminated())
+        )
 
     def jump_forward(self) -> str:
         return self.m.find_jump_forward_string()
@@ -80,7 +84,9 @@ class XgrammarBackend(GrammarBackend):
                 ctx.tokenizer, vocab_size=ctx.vocab_size, stop_token_ids=[ctx.eos_token_id]
             )
             # xgrammar's own compile cache is unbounded by default: give it a share of the budget
-            return xgr.GrammarCompiler(info, max_threads=2, cache_limit_bytes=CACHE_BUDGET_MB * 1024 * 1024 // 8)
+            return xgr.GrammarCompiler(
+                info, max_threads=2, cache_limit_bytes=CACHE_BUDGET_MB * 1024 * 1024 // 8
+            )
 
         compiler = ctx.view("xgrammar", make)
         try:

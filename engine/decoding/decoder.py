@@ -24,7 +24,9 @@ class Decoder:
         self.vocab = self.ctx.vocab
         self.texts = TokenText(self.ctx)
         self.runner = lm.runner or ModelRunner(lm.model, lm.device, pad_id=self.ctx.eos_token_id)
-        self._lock = threading.Lock()  # one scheduler step (or one whole run) on the model at a time
+        self._lock = (
+            threading.Lock()
+        )  # one scheduler step (or one whole run) on the model at a time
         self._batcher: ContinuousBatcher | None = None
 
     def prompt_ids(self, prompt: str, raw: bool) -> list[int]:
@@ -37,23 +39,44 @@ class Decoder:
         return list(tok.encode(prompt, add_special_tokens=True))
 
     def model_info(self) -> dict:
-        return {"name": self.lm.name, "device": self.lm.device, "dtype": self.lm.dtype,
-                "vocab_size": self.ctx.vocab_size, "eos_token_id": self.ctx.eos_token_id}
+        return {
+            "name": self.lm.name,
+            "device": self.lm.device,
+            "dtype": self.lm.dtype,
+            "vocab_size": self.ctx.vocab_size,
+            "eos_token_id": self.ctx.eos_token_id,
+        }
 
-    def sequence(self, req: GenerateRequest, compiled: CompiledConstraint | None = None,
-                 on_event: Callable[[str, dict], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> Sequence:
+    def sequence(
+        self,
+        req: GenerateRequest,
+        compiled: CompiledConstraint | None = None,
+        on_event: Callable[[str, dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Sequence:
         """A validated request as a sequence ready to be scheduled."""
         req.validate()
         if req.mode != "free" and compiled is None:
             raise CfsmError("invalid_input", "a constrained mode needs a compiled constraint")
-        return Sequence(req, compiled if req.mode != "free" else None, self.ctx, self.texts,
-                        self.prompt_ids(req.prompt, req.raw_prompt), self.runner.new_cache(), self.lm.device,
-                        on_event, should_stop)
+        return Sequence(
+            req,
+            compiled if req.mode != "free" else None,
+            self.ctx,
+            self.texts,
+            self.prompt_ids(req.prompt, req.raw_prompt),
+            self.runner.new_cache(),
+            self.lm.device,
+            on_event,
+            should_stop,
+        )
 
-    def run(self, req: GenerateRequest, compiled: CompiledConstraint | None = None,
-            on_event: Callable[[str, dict], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> Trace:
+    def run(
+        self,
+        req: GenerateRequest,
+        compiled: CompiledConstraint | None = None,
+        on_event: Callable[[str, dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Trace:
         """Decode one request here and now (the CLI and the benchmarks)."""
         seq = self.sequence(req, compiled, on_event, should_stop)
         with self._lock:
@@ -74,9 +97,13 @@ class Decoder:
                 self._batcher = ContinuousBatcher(self.runner, self._lock, max_batch)
             return self._batcher
 
-    def submit(self, req: GenerateRequest, compiled: CompiledConstraint | None = None,
-               on_event: Callable[[str, dict], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> Trace:
+    def submit(
+        self,
+        req: GenerateRequest,
+        compiled: CompiledConstraint | None = None,
+        on_event: Callable[[str, dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Trace:
         """Decode one request in the running batch (blocks until it is done)."""
         batcher = self.serve()
         seq = batcher.submit(self.sequence(req, compiled, on_event, should_stop)).result()

@@ -88,7 +88,9 @@ def pick_device(device: str | None = None) -> str:
 
     if device and device != "auto":
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise CfsmError("invalid_input", f"device {device!r} requested but CUDA is not available")
+            raise CfsmError(
+                "invalid_input", f"device {device!r} requested but CUDA is not available"
+            )
         return device
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -140,7 +142,9 @@ def resolve_model_source(model: str | None, allow_dirs: list[Path] | None = None
         if allow_dirs is not None and not any(
             path.resolve().is_relative_to(d.resolve()) for d in allow_dirs
         ):
-            raise CfsmError("unknown_model", f"model path {model!r} is outside the allowed models folder")
+            raise CfsmError(
+                "unknown_model", f"model path {model!r} is outside the allowed models folder"
+            )
         if not (path / "config.json").exists():
             raise CfsmError("unknown_model", f"{model!r} is not a model folder (no config.json)")
         return str(path)
@@ -225,7 +229,11 @@ def checked_runner(lm: LoadedModel):
     from .runner import ModelRunner
 
     runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
-    ids = list(lm.tokenizer.encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False))
+    ids = list(
+        lm.tokenizer.encode(
+            "The quick brown fox jumps over the lazy dog.", add_special_tokens=False
+        )
+    )
     return runner, runner.self_check(ids)
 
 
@@ -242,10 +250,14 @@ def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
     try:
         tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001
-        raise CfsmError("unknown_model", f"could not load the tokenizer of {model!r}: {exc}") from exc
+        raise CfsmError(
+            "unknown_model", f"could not load the tokenizer of {model!r}: {exc}"
+        ) from exc
     vocab = len(tok)
     cfg = Path(source) / "config.json"
     if cfg.exists():
         data = _json.loads(cfg.read_text())
-        vocab = max(vocab, int(data.get("vocab_size") or data.get("text_config", {}).get("vocab_size") or 0))
+        vocab = max(
+            vocab, int(data.get("vocab_size") or data.get("text_config", {}).get("vocab_size") or 0)
+        )
     return tok, vocab

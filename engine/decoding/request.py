@@ -45,7 +45,9 @@ class GenerateRequest:
                 if value is None or value == "":
                     continue
                 default = known[name].default
-                kw[name] = type(default)(value) if isinstance(default, (bool, int, float, str)) else value
+                kw[name] = (
+                    type(default)(value) if isinstance(default, (bool, int, float, str)) else value
+                )
         except (TypeError, ValueError) as exc:
             raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
         kw.setdefault("mode", "jump" if constraint is not None else "free")
@@ -55,13 +57,22 @@ class GenerateRequest:
 
     def validate(self) -> None:
         if self.mode not in MODES:
-            raise CfsmError("invalid_input", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+            raise CfsmError(
+                "invalid_input", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}"
+            )
         if self.mode != "free" and self.constraint is None:
-            raise CfsmError("invalid_input", f"mode {self.mode!r} needs a constraint (regex, schema or grammar)")
+            raise CfsmError(
+                "invalid_input", f"mode {self.mode!r} needs a constraint (regex, schema or grammar)"
+            )
         if len(self.prompt) > MAX_PROMPT_CHARS:
-            raise CfsmError("input_too_large", f"prompt is {len(self.prompt)} characters; the limit is {MAX_PROMPT_CHARS}")
+            raise CfsmError(
+                "input_too_large",
+                f"prompt is {len(self.prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
+            )
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
-            raise CfsmError("invalid_input", f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}")
+            raise CfsmError(
+                "invalid_input", f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}"
+            )
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise CfsmError("invalid_input", "temperature must be >= 0 and top_p in (0, 1]")
         if self.healing_tokens < 0 or self.jump_threshold < 0:

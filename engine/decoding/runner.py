@@ -63,10 +63,14 @@ class _Stacked:
         self.lens = lens
 
     def fits(self, feeds: list[Feed]) -> bool:
-        return (len(feeds) == len(self.caches)
-                and all(len(f.tokens) == 1 for f in feeds)
-                and all(f.cache is c and f.cache.layers[0].keys is v
-                        for f, c, v in zip(feeds, self.caches, self.views, strict=True)))
+        return (
+            len(feeds) == len(self.caches)
+            and all(len(f.tokens) == 1 for f in feeds)
+            and all(
+                f.cache is c and f.cache.layers[0].keys is v
+                for f, c, v in zip(feeds, self.caches, self.views, strict=True)
+            )
+        )
 
 
 class ModelRunner:
@@ -81,7 +85,9 @@ class ModelRunner:
         self.stacks_built = 0  # stacked caches assembled (a reused one is not counted)
         # stacking assumes plain layers (keys hold every position); sliding-window or other
         # layer kinds get one pass per request instead
-        self.can_stack = all(type(layer).__name__ == "DynamicLayer" for layer in self.new_cache().layers)
+        self.can_stack = all(
+            type(layer).__name__ == "DynamicLayer" for layer in self.new_cache().layers
+        )
 
     def new_cache(self):
         from transformers import DynamicCache
@@ -119,7 +125,9 @@ class ModelRunner:
                 try:
                     rows = self._forward_stacked(feeds)
                 except BaseException:
-                    self._memo = None  # a pass that failed half-way leaves the stacked cache unusable
+                    self._memo = (
+                        None  # a pass that failed half-way leaves the stacked cache unusable
+                    )
                     raise
         return rows, time.perf_counter() - t0
 
@@ -165,18 +173,29 @@ class ModelRunner:
         need = sorted({p for f, m in zip(feeds, news, strict=True) for p in range(m - f.keep, m)})
         at = {p: j for j, p in enumerate(need)}
         dev = self.device  # built on the host, moved in one go
-        out = self._call(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=pos.to(dev), kv=batched,
-                         logits_to_keep=torch.tensor(need, device=dev))
+        out = self._call(
+            input_ids=ids.to(dev),
+            attention_mask=attn.to(dev),
+            position_ids=pos.to(dev),
+            kv=batched,
+            logits_to_keep=torch.tensor(need, device=dev),
+        )
         if out.logits.shape[1] == M:  # a model that ignores logits_to_keep returns every position
             at = {p: p for p in need}
         elif out.logits.shape[1] != len(need):
-            raise CfsmError("unsupported_model", f"the model returned logits for {out.logits.shape[1]} positions, "
-                            f"expected {len(need)}")
+            raise CfsmError(
+                "unsupported_model",
+                f"the model returned logits for {out.logits.shape[1]} positions, "
+                f"expected {len(need)}",
+            )
         rows = []
         for i, (f, n, m) in enumerate(zip(feeds, lens, news, strict=True)):
             for li, layer in enumerate(batched.layers):
                 own = f.cache.layers[li]
-                k, v = layer.keys[i : i + 1, :, L - n : L + m, :], layer.values[i : i + 1, :, L - n : L + m, :]
+                k, v = (
+                    layer.keys[i : i + 1, :, L - n : L + m, :],
+                    layer.values[i : i + 1, :, L - n : L + m, :],
+                )
                 if not own.is_initialized:
                     own.update(k[:, :, :0], v[:, :, :0])  # typed, empty: then it takes the views
                 own.keys, own.values = k, v
@@ -220,25 +239,37 @@ class ModelRunner:
         self.forward([Feed(cache, ids[:-1])])
         filled = cache.get_seq_length()
         if filled != len(ids) - 1:
-            raise CfsmError("unsupported_model", f"the model did not fill its KV cache ({filled} of {len(ids) - 1} "
-                            f"positions) through `{self.cache_arg}=` with transformers {ver}")
+            raise CfsmError(
+                "unsupported_model",
+                f"the model did not fill its KV cache ({filled} of {len(ids) - 1} "
+                f"positions) through `{self.cache_arg}=` with transformers {ver}",
+            )
         (step,), _ = self.forward([Feed(cache, ids[-1:])])
         (fresh,), _ = self.forward([Feed(self.new_cache(), ids)])
         other = self.new_cache()
         self.forward([Feed(other, ids[:-2])])
         stacked, _ = self.forward([Feed(other, ids[-2:], keep=2), Feed(self.new_cache(), ids)])
         if step.shape[0] != 1 or stacked[0].shape[0] != 2:
-            raise CfsmError("unsupported_model", f"the model returned logits for the wrong positions with "
-                            f"transformers {ver}")
+            raise CfsmError(
+                "unsupported_model",
+                f"the model returned logits for the wrong positions with transformers {ver}",
+            )
         diffs = {}
         # rows read the way Sequence.receive reads them: the last `keep` positions, in order
-        for name, got in (("cached step", step[0]), ("stacked batch", stacked[0][1]), ("stacked fresh", stacked[1][0])):
+        for name, got in (
+            ("cached step", step[0]),
+            ("stacked batch", stacked[0][1]),
+            ("stacked fresh", stacked[1][0]),
+        ):
             a = torch.log_softmax(got.float(), -1)
             b = torch.log_softmax(fresh[0].float(), -1)
             top = torch.topk(b, 20).indices
             diffs[name] = float((a[top] - b[top]).abs().max())
             if diffs[name] > tol:
-                raise CfsmError("unsupported_model", f"{name} logits differ from a fresh prefill by {diffs[name]:.3g} "
-                                f"(limit {tol}) with transformers {ver}: this model/transformers pair cannot be "
-                                "decoded with a reused KV cache")
+                raise CfsmError(
+                    "unsupported_model",
+                    f"{name} logits differ from a fresh prefill by {diffs[name]:.3g} "
+                    f"(limit {tol}) with transformers {ver}: this model/transformers pair cannot be "
+                    "decoded with a reused KV cache",
+                )
         return {"cache_arg": self.cache_arg, "transformers": ver, "max_logprob_diff": diffs}

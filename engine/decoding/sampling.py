@@ -40,8 +40,18 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
     k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
     rv, ri = torch.topk(probs_raw, k)
     mv, mi = torch.topk(probs_masked, k)
-    return torch.cat([choice.float().view(1), feasible.view(1), probs_masked[choice].view(1),
-                      probs_raw[choice].view(1), rv, ri.float(), mv, mi.float()])
+    return torch.cat(
+        [
+            choice.float().view(1),
+            feasible.view(1),
+            probs_masked[choice].view(1),
+            probs_raw[choice].view(1),
+            rv,
+            ri.float(),
+            mv,
+            mi.float(),
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,11 @@ class SamplePack:
             raise ValueError(f"a sample pack of {len(vals)} values does not fit the layout")
         raw_v, raw_i = vals[h : h + k], vals[h + k : h + 2 * k]
         m_v, m_i = vals[h + 2 * k : h + 3 * k], vals[h + 3 * k :]
-        return cls(int(vals[0]), vals[1], vals[2], vals[3],
-                   [(int(i), v) for v, i in zip(raw_v, raw_i, strict=True)],
-                   [(int(i), v) for v, i in zip(m_v, m_i, strict=True)])
+        return cls(
+            int(vals[0]),
+            vals[1],
+            vals[2],
+            vals[3],
+            [(int(i), v) for v, i in zip(raw_v, raw_i, strict=True)],
+            [(int(i), v) for v, i in zip(m_v, m_i, strict=True)],
+        )

@@ -72,8 +72,13 @@ def step(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts) -> None:
             except Exception as exc:  # noqa: BLE001
                 s.fail(exc)
     for group in plan_passes([s for s in seqs if not s.done and s.feed is not None]):
-        kind = ("decode_passes" if all(len(s.feed.tokens) == 1 for s in group) else
-                "prefill_passes" if any(s.cache.get_seq_length() == 0 for s in group) else "jump_passes")
+        kind = (
+            "decode_passes"
+            if all(len(s.feed.tokens) == 1 for s in group)
+            else "prefill_passes"
+            if any(s.cache.get_seq_length() == 0 for s in group)
+            else "jump_passes"
+        )
         _run_group(runner, group)
         setattr(counts, kind, getattr(counts, kind) + 1)
         counts.max_batch = max(counts.max_batch, len(group))
@@ -94,7 +99,9 @@ def plan_passes(feeding: list[Sequence]) -> list[list[Sequence]]:
     return [multi, single]
 
 
-def run_to_completion(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts | None = None) -> PassCounts:
+def run_to_completion(
+    runner: ModelRunner, seqs: list[Sequence], counts: PassCounts | None = None
+) -> PassCounts:
     """Decode a fixed set of sequences until every one is done."""
     counts = counts or PassCounts()
     try:
@@ -202,4 +209,3 @@ class ContinuousBatcher:
             if not active:
                 with self.lock:
                     self.runner.release()  # idle: the last stacked cache is not kept
-

@@ -43,7 +43,9 @@ def readable(b: bytes) -> str:
     """Token bytes as text; bytes that are not whole UTF-8 characters read `<E5 9F>`
     (a U+FFFD would hide which bytes they are)."""
     s = b.decode("utf-8", errors="surrogateescape")
-    return _ESCAPED_RUN.sub(lambda m: "<" + " ".join(f"{ord(c) - 0xDC00:02X}" for c in m.group()) + ">", s)
+    return _ESCAPED_RUN.sub(
+        lambda m: "<" + " ".join(f"{ord(c) - 0xDC00:02X}" for c in m.group()) + ">", s
+    )
 
 
 def _token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
@@ -122,9 +124,18 @@ class PlannedFeed:
 
 
 class Sequence:
-    def __init__(self, req: GenerateRequest, compiled, ctx: TokenizerContext, texts: TokenText,
-                 prompt_ids: list[int], cache, device: str, on_event: EventFn | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        req: GenerateRequest,
+        compiled,
+        ctx: TokenizerContext,
+        texts: TokenText,
+        prompt_ids: list[int],
+        cache,
+        device: str,
+        on_event: EventFn | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
         import torch
 
         self.req = req
@@ -161,13 +172,21 @@ class Sequence:
         when the constraint begins with a jump."""
         self.t_start = time.perf_counter()
         if not self.prompt_ids:
-            raise CfsmError("invalid_input", "the prompt is empty after tokenization (give a prompt, or drop --raw-prompt)")
+            raise CfsmError(
+                "invalid_input",
+                "the prompt is empty after tokenization (give a prompt, or drop --raw-prompt)",
+            )
         if self.req.mode == "jump":
             self._jump_or_feed(-1, self.prompt_ids)
         else:
             self.feed = PlannedFeed(list(self.prompt_ids))
-        self._emit("start", {"prompt_tokens": len(self.prompt_ids),
-                             "initial_jump": self.rec.jumps[0].to_json() if self.rec.jumps else None})
+        self._emit(
+            "start",
+            {
+                "prompt_tokens": len(self.prompt_ids),
+                "initial_jump": self.rec.jumps[0].to_json() if self.rec.jumps else None,
+            },
+        )
 
     def feed_for_runner(self) -> Feed:
         return Feed(self.cache, self.feed.tokens, self.feed.keep)
@@ -183,7 +202,10 @@ class Sequence:
         if f.jump is not None:
             f.jump.forward_ms = round(forward_s * 1e3, 3)
         c = len(f.expect)
-        self.queue = [Pending(rows[i], forward_s if i == 0 else 0.0, batch_size, f.expect[i]) for i in range(c)]
+        self.queue = [
+            Pending(rows[i], forward_s if i == 0 else 0.0, batch_size, f.expect[i])
+            for i in range(c)
+        ]
         self.queue.append(Pending(rows[c], 0.0 if c else forward_s, batch_size))
 
     def stage(self) -> Staged | None:
@@ -206,7 +228,9 @@ class Sequence:
     def select(self, st: Staged):
         t = time.perf_counter()
         pack = select_pack(st.pending.logits, st.mask, self.req, self.gen)
-        st.sample_s = time.perf_counter() - t  # on a GPU: launch time; the step's one sync comes later
+        st.sample_s = (
+            time.perf_counter() - t
+        )  # on a GPU: launch time; the step's one sync comes later
         return pack
 
     def accept(self, st: Staged, pack: SamplePack) -> None:
@@ -226,7 +250,9 @@ class Sequence:
         step.grammar_us = round(g * 1e6, 1)
         self.n.grammar_s += g
         expect = st.pending.expect
-        self._append(tid, "jump" if expect is not None and tid == expect else step.origin, step.index)
+        self._append(
+            tid, "jump" if expect is not None and tid == expect else step.origin, step.index
+        )
         if expect is not None:
             step.verified = tid == expect
             if step.verified:
@@ -243,16 +269,26 @@ class Sequence:
         top = self.req.top_k
         self._likely = [(i, round(v, 6)) for i, v in pack.masked_top if v > 0]
         step = StepRecord(
-            index=len(self.rec.steps), char_state=st.state.get("char_state"), token_state=st.state.get("token_state"),
-            allowed=st.allowed, token_id=tid, token_text=t(tid), origin="forced" if st.allowed == 1 else "model",
-            prob=round(pack.prob, 6), raw_prob=round(pack.raw_prob, 6),
+            index=len(self.rec.steps),
+            char_state=st.state.get("char_state"),
+            token_state=st.state.get("token_state"),
+            allowed=st.allowed,
+            token_id=tid,
+            token_text=t(tid),
+            origin="forced" if st.allowed == 1 else "model",
+            prob=round(pack.prob, 6),
+            raw_prob=round(pack.raw_prob, 6),
             feasible_mass=round(min(1.0, pack.feasible_mass), 6),
             top_raw=[[i, t(i), round(v, 6)] for i, v in pack.raw_top[:top]],
             top_masked=[[i, t(i), v] for i, v in self._likely[:top]],
-            forward_ms=round(st.pending.forward_s * 1e3, 3), mask_us=round(st.mask_s * 1e6, 1),
-            sample_us=round(st.sample_s * 1e6, 1), output_len=len(self.out_ids),
+            forward_ms=round(st.pending.forward_s * 1e3, 3),
+            mask_us=round(st.mask_s * 1e6, 1),
+            sample_us=round(st.sample_s * 1e6, 1),
+            output_len=len(self.out_ids),
             batch_size=st.pending.batch_size,
-            verifies=None if st.pending.expect is None else [st.pending.expect, t(st.pending.expect)],
+            verifies=None
+            if st.pending.expect is None
+            else [st.pending.expect, t(st.pending.expect)],
         )
         return self.rec.add_step(step)
 
@@ -263,7 +299,10 @@ class Sequence:
         m = self.matcher
         ids = m.allowed_ids()
         step.char_offset = len(self.texts.bytes(self.out_ids).decode("utf-8", errors="ignore"))
-        step.allowed_sample = [[x, self.texts.text(x), m.next_char_state(x), p] for x, p in self._likely[:ALLOWED_SAMPLE]]
+        step.allowed_sample = [
+            [x, self.texts.text(x), m.next_char_state(x), p]
+            for x, p in self._likely[:ALLOWED_SAMPLE]
+        ]
         step.mask_key = self.rec.add_mask(ids, self.ctx.vocab_size)
 
     # ------------------------------------------------------------------ tokens
@@ -348,7 +387,11 @@ class Sequence:
         feed = (list(self.prompt_ids) if fresh else []) + new_ids[reuse:]
         self.n.prefilled_tokens += len(new_ids) - reuse
         self.out_ids = new_ids[:confirmed]
-        info.prefilled, info.prefilled_tokens, info.candidates = len(new_ids) - reuse, self.texts.pairs(new_ids[reuse:]), cands
+        info.prefilled, info.prefilled_tokens, info.candidates = (
+            len(new_ids) - reuse,
+            self.texts.pairs(new_ids[reuse:]),
+            cands,
+        )
         return PlannedFeed(feed, keep=cands + 1, expect=new_ids[confirmed:], jump=info)
 
     def _retokenize(self, js: str, healing: int):
@@ -388,9 +431,14 @@ class Sequence:
                 m.accept_token(new_ids[cut])
                 break
         p = self.texts.pairs
-        info = JumpRecord(string=js, char_start=len(old_text), tokens_before=p(self.out_ids), tokens_after=p(new_ids),
-                          backed_off=p(new_ids[len(new_ids) - cands:]),
-                          retokenize_us=round((time.perf_counter() - t0) * 1e6, 1))
+        info = JumpRecord(
+            string=js,
+            char_start=len(old_text),
+            tokens_before=p(self.out_ids),
+            tokens_after=p(new_ids),
+            backed_off=p(new_ids[len(new_ids) - cands :]),
+            retokenize_us=round((time.perf_counter() - t0) * 1e6, 1),
+        )
         return new_ids, cands, info
 
     # ------------------------------------------------------------------ events, trace
@@ -402,9 +450,20 @@ class Sequence:
         if self.on_event is None:
             return
         t = self.texts.text
-        tokens = [LiveToken(x, t(x), o, s) for x, o, s in zip(self.out_ids, self.origins, self.token_step, strict=False)]
-        self._emit("step", StepEvent(step=step, tokens=tokens, forward_passes=self.n.forward_passes,
-                                     jumps=len(self.rec.jumps), elapsed_s=time.perf_counter() - self.t_start))
+        tokens = [
+            LiveToken(x, t(x), o, s)
+            for x, o, s in zip(self.out_ids, self.origins, self.token_step, strict=False)
+        ]
+        self._emit(
+            "step",
+            StepEvent(
+                step=step,
+                tokens=tokens,
+                forward_passes=self.n.forward_passes,
+                jumps=len(self.rec.jumps),
+                elapsed_s=time.perf_counter() - self.t_start,
+            ),
+        )
 
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""
@@ -412,20 +471,42 @@ class Sequence:
         end = self.t_done or time.perf_counter()
         req, texts = self.req, self.texts
         totals = self.rec.totals(
-            prompt_tokens=len(self.prompt_ids), output_tokens=len(self.out_ids),
-            jumped_tokens=sum(1 for o in self.origins if o == "jump"), wall_s=end - self.t_start,
+            prompt_tokens=len(self.prompt_ids),
+            output_tokens=len(self.out_ids),
+            jumped_tokens=sum(1 for o in self.origins if o == "jump"),
+            wall_s=end - self.t_start,
             decode_s=end - self.t_decode if self.n.prefill_ms is not None else 0.0,
             compile_s=self.compiled.compile_seconds if self.compiled is not None else 0.0,
-            finished=self.finished, reason=self.reason, queue_s=self.t_start - self.t_created)
+            finished=self.finished,
+            reason=self.reason,
+            queue_s=self.t_start - self.t_created,
+        )
         text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
-        valid, why = validate_output(req.constraint if req.mode != "free" else None, text, self.finished, self.reason,
-                                     self.matcher.is_final() if self.matcher is not None and self.finished else None)
+        valid, why = validate_output(
+            req.constraint if req.mode != "free" else None,
+            text,
+            self.finished,
+            self.reason,
+            self.matcher.is_final() if self.matcher is not None and self.finished else None,
+        )
         trace = self.rec.build(
-            request={**{k: v for k, v in asdict(req).items() if k != "constraint"},
-                     "constraint": None if req.constraint is None else asdict(req.constraint)},
-            model=model_info, backend=req.backend if req.mode != "free" else None, mode=req.mode,
-            prompt_tokens=len(self.prompt_ids), text=text, valid=valid, validation=why,
-            tokens=[_token_json(texts, t, o, s) for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)],
-            totals=totals, scheduler=scheduler)
+            request={
+                **{k: v for k, v in asdict(req).items() if k != "constraint"},
+                "constraint": None if req.constraint is None else asdict(req.constraint),
+            },
+            model=model_info,
+            backend=req.backend if req.mode != "free" else None,
+            mode=req.mode,
+            prompt_tokens=len(self.prompt_ids),
+            text=text,
+            valid=valid,
+            validation=why,
+            tokens=[
+                _token_json(texts, t, o, s)
+                for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)
+            ],
+            totals=totals,
+            scheduler=scheduler,
+        )
         self._emit("end", {"totals": asdict(totals)})
         return trace

@@ -147,7 +147,9 @@ class Trace:
     totals: Totals
     scheduler: dict
     version: int = TRACE_VERSION
-    valid: bool | None = None  # the finished output checked against the constraint (engine.decoding.validate)
+    valid: bool | None = (
+        None  # the finished output checked against the constraint (engine.decoding.validate)
+    )
     validation: str = ""
     warnings: list[str] = field(default_factory=list)  # keywords compiled unenforced (--lenient)
     # added by the service after decoding, when the constraint has them
@@ -158,11 +160,22 @@ class Trace:
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
-            "version": self.version, "request": self.request, "model": self.model, "backend": self.backend,
-            "mode": self.mode, "scheduler": self.scheduler, "prompt_tokens": self.prompt_tokens, "text": self.text,
-            "valid": self.valid, "validation": self.validation, "warnings": list(self.warnings),
-            "tokens": self.tokens, "steps": [s.to_json() for s in self.steps],
-            "jumps": [j.to_json() for j in self.jumps], "masks": self.masks, "totals": asdict(self.totals),
+            "version": self.version,
+            "request": self.request,
+            "model": self.model,
+            "backend": self.backend,
+            "mode": self.mode,
+            "scheduler": self.scheduler,
+            "prompt_tokens": self.prompt_tokens,
+            "text": self.text,
+            "valid": self.valid,
+            "validation": self.validation,
+            "warnings": list(self.warnings),
+            "tokens": self.tokens,
+            "steps": [s.to_json() for s in self.steps],
+            "jumps": [j.to_json() for j in self.jumps],
+            "masks": self.masks,
+            "totals": asdict(self.totals),
         }
         for k in ("compile", "regex", "automaton", "ideal"):
             v = getattr(self, k)
@@ -212,30 +225,78 @@ class TraceRecorder:
         self.masks.setdefault(key, blob)
         return key
 
-    def totals(self, *, prompt_tokens: int, output_tokens: int, jumped_tokens: int, wall_s: float, decode_s: float,
-               compile_s: float, finished: bool, reason: str, queue_s: float) -> Totals:
+    def totals(
+        self,
+        *,
+        prompt_tokens: int,
+        output_tokens: int,
+        jumped_tokens: int,
+        wall_s: float,
+        decode_s: float,
+        compile_s: float,
+        finished: bool,
+        reason: str,
+        queue_s: float,
+    ) -> Totals:
         n, steps = self.n, self.steps
         n_steps = max(1, len(steps))
         return Totals(
-            forward_passes=n.forward_passes, output_tokens=output_tokens, prompt_tokens=prompt_tokens,
-            prefilled_tokens=n.prefilled_tokens, steps=len(steps),
+            forward_passes=n.forward_passes,
+            output_tokens=output_tokens,
+            prompt_tokens=prompt_tokens,
+            prefilled_tokens=n.prefilled_tokens,
+            steps=len(steps),
             model_steps=sum(1 for s in steps if s.origin == "model"),
             forced_steps=sum(1 for s in steps if s.origin == "forced"),
-            jumped_tokens=jumped_tokens, jumps=len(self.jumps), jumped_chars=sum(len(j.string) for j in self.jumps),
-            wall_s=round(wall_s, 4), decode_s=round(decode_s, 4), prefill_ms=n.prefill_ms or 0.0,
-            forward_s=round(n.forward_s, 4), grammar_s=round(n.grammar_s, 5),
+            jumped_tokens=jumped_tokens,
+            jumps=len(self.jumps),
+            jumped_chars=sum(len(j.string) for j in self.jumps),
+            wall_s=round(wall_s, 4),
+            decode_s=round(decode_s, 4),
+            prefill_ms=n.prefill_ms or 0.0,
+            forward_s=round(n.forward_s, 4),
+            grammar_s=round(n.grammar_s, 5),
             grammar_us_per_step=round(n.grammar_s * 1e6 / n_steps, 1),
             sample_us_per_step=round(sum(s.sample_us for s in steps) / n_steps, 1),
             forward_ms_per_pass=round(n.forward_s * 1e3 / max(1, n.forward_passes), 3),
             tokens_per_s=round(output_tokens / wall_s, 2) if wall_s > 0 else None,
-            compile_s=round(compile_s, 4), finished=finished, reason=reason, queue_s=round(queue_s, 4),
+            compile_s=round(compile_s, 4),
+            finished=finished,
+            reason=reason,
+            queue_s=round(queue_s, 4),
         )
 
-    def build(self, *, request: dict, model: dict, backend: str | None, mode: str, prompt_tokens: int, text: str,
-              tokens: list[dict], totals: Totals, scheduler: dict, valid: bool | None, validation: str) -> Trace:
-        return Trace(request=request, model=model, backend=backend, mode=mode, prompt_tokens=prompt_tokens, text=text,
-                     tokens=tokens, steps=self.steps, jumps=self.jumps, masks=self.masks, totals=totals,
-                     scheduler=scheduler, valid=valid, validation=validation)
+    def build(
+        self,
+        *,
+        request: dict,
+        model: dict,
+        backend: str | None,
+        mode: str,
+        prompt_tokens: int,
+        text: str,
+        tokens: list[dict],
+        totals: Totals,
+        scheduler: dict,
+        valid: bool | None,
+        validation: str,
+    ) -> Trace:
+        return Trace(
+            request=request,
+            model=model,
+            backend=backend,
+            mode=mode,
+            prompt_tokens=prompt_tokens,
+            text=text,
+            tokens=tokens,
+            steps=self.steps,
+            jumps=self.jumps,
+            masks=self.masks,
+            totals=totals,
+            scheduler=scheduler,
+            valid=valid,
+            validation=validation,
+        )
 
 
 def _upgrade_v1(obj: dict) -> dict:
@@ -267,9 +328,13 @@ def validate_trace(obj) -> dict:
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise CfsmError("invalid_input", f"trace version {v!r} is not a version number")
     if v > TRACE_VERSION:
-        raise CfsmError("invalid_input", f"trace version {v!r} is newer than this app ({TRACE_VERSION})")
+        raise CfsmError(
+            "invalid_input", f"trace version {v!r} is newer than this app ({TRACE_VERSION})"
+        )
     if not isinstance(obj["steps"], list) or not isinstance(obj["totals"], dict):
-        raise CfsmError("invalid_input", "not a cfsm trace: steps must be a list and totals an object")
+        raise CfsmError(
+            "invalid_input", "not a cfsm trace: steps must be a list and totals an object"
+        )
     return _upgrade_v1(obj) if v == 1 else obj
 
 

@@ -28,13 +28,21 @@ def rfc3339_time(text: str) -> bool:
     if h > 23 or mi > 59 or sec > 60 or oh > 23 or om > 59:
         return False
     if sec == 60:
-        utc = (h * 60 + mi - (1 if m[6] == "+" else -1) * (oh * 60 + om)) % 1440 if m[6] else h * 60 + mi
+        utc = (
+            (h * 60 + mi - (1 if m[6] == "+" else -1) * (oh * 60 + om)) % 1440
+            if m[6]
+            else h * 60 + mi
+        )
         return utc == 23 * 60 + 59
     return True
 
 
 def rfc3339_date_time(text: str) -> bool:
-    if len(text) < 11 or text[10] not in "tT" or not re.fullmatch(r"\d{4}-\d\d-\d\d", text[:10], re.ASCII):
+    if (
+        len(text) < 11
+        or text[10] not in "tT"
+        or not re.fullmatch(r"\d{4}-\d\d-\d\d", text[:10], re.ASCII)
+    ):
         return False
     try:
         datetime.date.fromisoformat(text[:10])
@@ -53,8 +61,9 @@ def format_checker():
     return checker
 
 
-def validate_output(constraint: Constraint | None, text: str, finished: bool, reason: str,
-                    accepted: bool | None) -> tuple[bool | None, str]:
+def validate_output(
+    constraint: Constraint | None, text: str, finished: bool, reason: str, accepted: bool | None
+) -> tuple[bool | None, str]:
     """(valid, one-line message). `valid` is None when there is nothing to check against
     (free decoding, or a regex Python cannot compile), False for an unfinished output."""
     if constraint is None:
@@ -72,7 +81,12 @@ def validate_output(constraint: Constraint | None, text: str, finished: bool, re
         if pattern.fullmatch(text):
             return True, "matches the regex (re.fullmatch)"
         return False, "does not match the regex (re.fullmatch)"
-    return bool(accepted), "the grammar accepts it (backend)" if accepted else "the grammar does not accept it (backend)"
+    return (
+        bool(accepted),
+        "the grammar accepts it (backend)"
+        if accepted
+        else "the grammar does not accept it (backend)",
+    )
 
 
 def _check_schema(constraint: Constraint, text: str) -> tuple[bool, str]:
@@ -80,13 +94,18 @@ def _check_schema(constraint: Constraint, text: str) -> tuple[bool, str]:
 
     try:
         doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so are huge integers
+    except (
+        ValueError,
+        RecursionError,
+    ) as exc:  # JSONDecodeError is a ValueError; so are huge integers
         return False, " ".join(f"not JSON: {exc}".split())[:300]
     try:
         schema = constraint.schema_obj()
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         checked = ecma_schema(schema)  # `pattern` as ECMA-262 reads it, as the compiler does
-        err = jsonschema.exceptions.best_match(cls(checked, format_checker=format_checker()).iter_errors(doc))
+        err = jsonschema.exceptions.best_match(
+            cls(checked, format_checker=format_checker()).iter_errors(doc)
+        )
     except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: say so, do not fail the run
         return None, " ".join(f"could not check against the schema: {exc}".split())[:300]
     if err is None:

@@ -23,12 +23,18 @@ class TooLarge(Exception):
     """The product automaton or its regex passed the stated limit."""
 
 
-def combine(regexes: list[str], want: Callable[[tuple[bool, ...]], bool], max_states: int = MAX_STATES,
-            max_chars: int = MAX_CHARS) -> str | None:
+def combine(
+    regexes: list[str],
+    want: Callable[[tuple[bool, ...]], bool],
+    max_states: int = MAX_STATES,
+    max_chars: int = MAX_CHARS,
+) -> str | None:
     """A regex for the strings s with want(tuple(s in L(r) for r in regexes)), or None
     when that language is empty. Raises TooLarge past the limits."""
     try:
-        dfas = [build_char_dfa(r, max_states=max_states * 4, max_chars=10 * max_chars) for r in regexes]
+        dfas = [
+            build_char_dfa(r, max_states=max_states * 4, max_chars=10 * max_chars) for r in regexes
+        ]
     except CfsmError as exc:  # state_explosion, input_too_large
         raise TooLarge(exc.message) from None
     classes, listed = _refine(dfas)
@@ -63,9 +69,16 @@ def _product(dfas: list[CharDFA], classes: list[str], want, max_states: int):
         if want(tuple(s is not None and s in d.finals for s, d in zip(state, dfas, strict=True))):
             finals.add(sid)
         for k in range(len(classes) + 1):
-            nxt = tuple(None if s is None else (d.step(s, reps[k]) if k < len(classes) else
-                                                (d.trans[s].get(o) if o is not None else None))
-                        for s, d, o in zip(state, dfas, others, strict=True))
+            nxt = tuple(
+                None
+                if s is None
+                else (
+                    d.step(s, reps[k])
+                    if k < len(classes)
+                    else (d.trans[s].get(o) if o is not None else None)
+                )
+                for s, d, o in zip(state, dfas, others, strict=True)
+            )
             if nxt not in index:
                 if len(index) >= max_states:
                     raise TooLarge(f"more than {max_states} states")
@@ -77,11 +90,18 @@ def _product(dfas: list[CharDFA], classes: list[str], want, max_states: int):
     return trans, finals
 
 
-def _minimize(trans: list[dict[int, int]], finals: set[int]) -> tuple[list[dict[int, int]], set[int]]:
+def _minimize(
+    trans: list[dict[int, int]], finals: set[int]
+) -> tuple[list[dict[int, int]], set[int]]:
     """Moore partition refinement, then dead states (that reach no final) dropped."""
     part = _dense([s in finals for s in range(len(trans))])
     while True:
-        new = _dense([(part[s], tuple(sorted((k, part[t]) for k, t in trans[s].items()))) for s in range(len(trans))])
+        new = _dense(
+            [
+                (part[s], tuple(sorted((k, part[t]) for k, t in trans[s].items())))
+                for s in range(len(trans))
+            ]
+        )
         if len(set(new)) == len(set(part)):
             break
         part = new
@@ -113,7 +133,9 @@ def _dense(labels: list) -> list[int]:
     return [ids.setdefault(x, len(ids)) for x in labels]
 
 
-def _eliminate(trans: list[dict[int, int]], finals: set[int], label: Callable[[list[int]], str], max_chars: int) -> str:
+def _eliminate(
+    trans: list[dict[int, int]], finals: set[int], label: Callable[[list[int]], str], max_chars: int
+) -> str:
     """State elimination: edges carry regexes; each state removed adds in·loop*·out."""
     n = len(trans)
     start, end = n, n + 1
@@ -168,9 +190,9 @@ def _scan(r: str):
             in_class = ch != "]"
         elif ch == "[":
             in_class = True
-            if r[i + 1:i + 2] == "^":
+            if r[i + 1 : i + 2] == "^":
                 i += 1
-            if r[i + 1:i + 2] == "]":
+            if r[i + 1 : i + 2] == "]":
                 i += 1
         elif ch in "()":
             depth += 1 if ch == "(" else -1
@@ -198,7 +220,7 @@ def _atom(r: str) -> bool:
 
 def _class_end(r: str) -> int:
     i = 1 + (r[1:2] == "^")
-    i += r[i:i + 1] == "]"
+    i += r[i : i + 1] == "]"
     while i < len(r) and r[i] != "]":
         i += 2 if r[i] == "\\" else 1
     return i
@@ -227,7 +249,9 @@ def _label(ks: list[int], classes: list[str], listed: str) -> str:
 
 
 def _body(chars: str) -> str:
-    return "".join(_char(a) if a == b else f"{_char(a)}-{_char(b)}" for a, b in norm(of_chars(chars)))
+    return "".join(
+        _char(a) if a == b else f"{_char(a)}-{_char(b)}" for a, b in norm(of_chars(chars))
+    )
 
 
 def _char(cp: int, in_class: bool = True) -> str:

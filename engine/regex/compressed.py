@@ -23,7 +23,12 @@ class Chain:
     states: tuple[int, ...]  # start .. end inclusive
 
     def to_json(self) -> dict:
-        return {"from": self.start, "to": self.end, "string": self.string, "states": list(self.states)}
+        return {
+            "from": self.start,
+            "to": self.end,
+            "string": self.string,
+            "states": list(self.states),
+        }
 
 
 class CompressedFSM:
@@ -39,7 +44,7 @@ class CompressedFSM:
                 self.indegree[t] += 1
             if s in dfa.finals or len(row) != 1:
                 continue
-            (k, t), = row.items()
+            ((k, t),) = row.items()
             if k == dfa.other_class:
                 continue
             chars = dfa.classes[k]

@@ -148,16 +148,22 @@ def slow_hint(pattern: str) -> str:
         return "the regex is probably exponential"
     wide = _widest_alternation(parsed)
     if wide >= 200:
-        return (f"an alternation of {wide:,} alternatives, e.g. a large enum, is slow to determinize: "
-                "shorten it, or use the xgrammar or llguidance backend")
+        return (
+            f"an alternation of {wide:,} alternatives, e.g. a large enum, is slow to determinize: "
+            "shorten it, or use the xgrammar or llguidance backend"
+        )
     return "the regex is probably exponential, e.g. a counted repeat after an unbounded one"
 
 
-def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS) -> str:
+def validate_regex(
+    pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS
+) -> str:
     """Check the regex with Python's parser and name unsupported constructs.
     Returns the normalized pattern that the automata are built from."""
     if len(pattern) > max_chars:
-        raise CfsmError("input_too_large", f"regex is {len(pattern)} characters; the limit is {max_chars}")
+        raise CfsmError(
+            "input_too_large", f"regex is {len(pattern)} characters; the limit is {max_chars}"
+        )
     try:
         re.compile(pattern)
     except re.error as exc:
@@ -176,7 +182,9 @@ def validate_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
     return norm
 
 
-def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS) -> CharDFA:
+def build_char_dfa(
+    pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars: int = MAX_REGEX_CHARS
+) -> CharDFA:
     """Compile a regex to a canonical character DFA (may be slow for pathological input:
     callers that must stay responsive go through engine.serving.compile_cache)."""
     from .automaton import TooManyStates, Unsupported, build_neutral
@@ -185,7 +193,9 @@ def build_char_dfa(pattern: str, max_states: int = DEFAULT_MAX_STATES, max_chars
     try:
         d = build_neutral(norm, max_states)
     except TooManyStates:
-        raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states") from None
+        raise CfsmError(
+            "state_explosion", f"regex needs more than {max_states} DFA states"
+        ) from None
     except Unsupported:
         d = _interegular_neutral(norm, max_states)
     return _canonical(pattern, d, max_states)
@@ -217,14 +227,19 @@ def _interegular_neutral(norm: str, max_states: int):
         if any(s is anything_else for s in syms):
             other = k
         chars[k] = "".join(sorted(s for s in syms if s is not anything_else))
-    return Neutral(fsm.initial, set(fsm.finals), {s: dict(row) for s, row in fsm.map.items()}, chars, other)
+    return Neutral(
+        fsm.initial, set(fsm.finals), {s: dict(row) for s, row in fsm.map.items()}, chars, other
+    )
 
 
 def _canonical(pattern: str, d, max_states: int) -> CharDFA:
     """Renumber: classes sorted by their characters ("other" last), states breadth first
     over live states, so the same language gives the same ids in every process."""
-    keyed = sorted((("\U0010ffff" * 2 if k == d.other else chars), k, chars) for k, chars in d.class_chars.items()
-                   if chars or k == d.other)
+    keyed = sorted(
+        (("\U0010ffff" * 2 if k == d.other else chars), k, chars)
+        for k, chars in d.class_chars.items()
+        if chars or k == d.other
+    )
     old_to_new = {k: i for i, (_key, k, _chars) in enumerate(keyed)}
     classes = [chars for _key, _k, chars in keyed]
     other_class = old_to_new.get(d.other) if d.other is not None else None
@@ -254,14 +269,18 @@ def _canonical(pattern: str, d, max_states: int) -> CharDFA:
         s = queue[qi]
         qi += 1
         row = {}
-        for k_old, t in sorted(d.trans.get(s, {}).items(), key=lambda kv: old_to_new.get(kv[0], -1)):
+        for k_old, t in sorted(
+            d.trans.get(s, {}).items(), key=lambda kv: old_to_new.get(kv[0], -1)
+        ):
             if t not in live or k_old not in old_to_new:
                 continue
             if t not in order:
                 order[t] = len(queue)
                 queue.append(t)
                 if len(queue) > max_states:
-                    raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states")
+                    raise CfsmError(
+                        "state_explosion", f"regex needs more than {max_states} DFA states"
+                    )
             row[old_to_new[k_old]] = order[t]
         new_trans.append(row)
     char_class = {ch: k for k, chars in enumerate(classes) for ch in chars}

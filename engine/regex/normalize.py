@@ -65,11 +65,16 @@ def _class_char(cp: int) -> str:
 def _class(r) -> str:
     r = norm(r)
     if not r:
-        raise CfsmError("unsatisfiable", "the regex has an empty character class (its language is empty: empty language)")
+        raise CfsmError(
+            "unsatisfiable",
+            "the regex has an empty character class (its language is empty: empty language)",
+        )
     if len(r) == 1 and r[0][0] == r[0][1]:
         return _lit(r[0][0])
     comp = complement(r)
-    body = lambda rs: "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in rs)  # noqa: E731
+    body = lambda rs: "".join(
+        _class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in rs
+    )  # noqa: E731
     size = sum(b - a for a, b in r)
     return f"[^{body(comp)}]" if comp and sum(b - a for a, b in comp) < size else f"[{body(r)}]"
 
@@ -84,14 +89,17 @@ class _Emitter:
         self.source = source
 
     def fail(self, what: str):
-        raise CfsmError("unsupported_feature", f"regex uses {what}, which a finite automaton cannot represent here")
+        raise CfsmError(
+            "unsupported_feature",
+            f"regex uses {what}, which a finite automaton cannot represent here",
+        )
 
     def seq(self, items, flags: int, at_start: bool, at_end: bool) -> str:
         items = list(items)
         out = []
         for i, (op, av) in enumerate(items):
             before = all(str(o) == "AT" for o, _ in items[:i])
-            after = all(str(o) == "AT" for o, _ in items[i + 1:])
+            after = all(str(o) == "AT" for o, _ in items[i + 1 :])
             out.append(self.node(op, av, flags, at_start and before, at_end and after))
         return "".join(out)
 
@@ -124,21 +132,32 @@ class _Emitter:
     def repeat(self, av, flags: int) -> str:
         lo, hi, sub = av
         inner = self.seq(sub, flags, False, False)
-        one = len(sub) == 1 and str(sub[0][0]) in ("IN", "ANY", "SUBPATTERN", "BRANCH") or len(inner) == 1 or (
-            len(inner) == 2 and inner[0] == "\\")
+        one = (
+            len(sub) == 1
+            and str(sub[0][0]) in ("IN", "ANY", "SUBPATTERN", "BRANCH")
+            or len(inner) == 1
+            or (len(inner) == 2 and inner[0] == "\\")
+        )
         inner = inner if one else f"({inner})"
         if hi == sre_c.MAXREPEAT:
             return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
-        return inner + ("?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+        return inner + (
+            "?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+        )
 
     def anchor(self, kind: str, at_start: bool, at_end: bool) -> str:
         if kind in ("AT_BEGINNING", "AT_BEGINNING_STRING", "AT_BEGINNING_LINE") and at_start:
             return ""
         if kind in ("AT_END", "AT_END_STRING", "AT_END_LINE") and at_end:
             return ""
-        names = {"AT_BOUNDARY": "a word boundary \\b", "AT_NON_BOUNDARY": "a non-boundary \\B",
-                 "AT_BEGINNING": "the anchor ^ inside the pattern", "AT_END": "the anchor $ inside the pattern",
-                 "AT_BEGINNING_STRING": "the anchor \\A inside the pattern", "AT_END_STRING": "the anchor \\Z inside the pattern"}
+        names = {
+            "AT_BOUNDARY": "a word boundary \\b",
+            "AT_NON_BOUNDARY": "a non-boundary \\B",
+            "AT_BEGINNING": "the anchor ^ inside the pattern",
+            "AT_END": "the anchor $ inside the pattern",
+            "AT_BEGINNING_STRING": "the anchor \\A inside the pattern",
+            "AT_END_STRING": "the anchor \\Z inside the pattern",
+        }
         self.fail(names.get(kind, f"the anchor {kind}"))
         return ""
 

@@ -49,7 +49,9 @@ def of_chars(chars: str) -> Ranges:
     return norm([(ord(c), ord(c)) for c in chars])
 
 
-def class_ranges(items, category: Callable[[str], Ranges], fold: Callable[[Ranges], Ranges] | None = None) -> Ranges:
+def class_ranges(
+    items, category: Callable[[str], Ranges], fold: Callable[[Ranges], Ranges] | None = None
+) -> Ranges:
     """The characters of a parsed `[...]` class. `category` gives a shorthand's set (by
     sre's name, e.g. CATEGORY_NOT_DIGIT); `fold` (for `(?i)`) is applied before a
     negation complements the set."""
@@ -65,9 +67,21 @@ def class_ranges(items, category: Callable[[str], Ranges], fold: Callable[[Range
         elif name == "CATEGORY":
             out += category(str(av))
         else:
-            raise CfsmError("unsupported_feature", f"the class item {name.lower()} is not supported")
+            raise CfsmError(
+                "unsupported_feature", f"the class item {name.lower()} is not supported"
+            )
     out = fold(out) if fold else norm(out)
     return complement(out) if neg else out
 
 
-__all__ = ["MAXCODE", "Ranges", "class_ranges", "complement", "intersect", "norm", "of_chars", "sre_c", "sre_parse"]
+__all__ = [
+    "MAXCODE",
+    "Ranges",
+    "class_ranges",
+    "complement",
+    "intersect",
+    "norm",
+    "of_chars",
+    "sre_c",
+    "sre_parse",
+]

@@ -13,7 +13,9 @@ from ..regex.sets import MAXCODE, Ranges, complement, norm, of_chars
 from .refs import DATA_KEYWORDS, NAMED_SCHEMA_MAPS
 
 # ECMA-262 WhiteSpace and LineTerminator: what \s means there
-SPACES: Ranges = norm(of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)])
+SPACES: Ranges = norm(
+    of_chars("\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") + [(0x2000, 0x200A)]
+)
 DIGITS: Ranges = of_chars("0123456789")
 WORD: Ranges = norm([(48, 57), (65, 90), (95, 95), (97, 122)])
 LINE_TERMINATORS = "\n\r\u2028\u2029"
@@ -38,7 +40,7 @@ def to_python(pattern: str) -> str:
             elif nxt in "bB" and not in_class:  # in a class \b is a backspace in both dialects
                 out.append(_BOUNDARY if nxt == "b" else _NOT_BOUNDARY)
             else:
-                out.append(pattern[i:i + 2])
+                out.append(pattern[i : i + 2])
             i += 2
             continue
         if in_class:
@@ -48,7 +50,7 @@ def to_python(pattern: str) -> str:
             in_class = True
             out.append(ch)
             for lead in ("^", "]"):  # `[^]...` and `[]...`: the first `]` is a member
-                if pattern[i + 1:i + 2] == lead:
+                if pattern[i + 1 : i + 2] == lead:
                     out.append(lead)
                     i += 1
         elif ch == ".":

@@ -10,11 +10,13 @@ from __future__ import annotations
 from .numbers import alt
 
 _2 = "[0-9]{2}"
-_DAY_BY_MONTH = alt([
-    "(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])",
-    "(0[13-9]|1[0-2])-(29|30)",
-    "(0[13578]|1[02])-31",
-])
+_DAY_BY_MONTH = alt(
+    [
+        "(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])",
+        "(0[13-9]|1[0-2])-(29|30)",
+        "(0[13578]|1[02])-31",
+    ]
+)
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
 _YEAR = "([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # not 0000: most date libraries start at year 1
 DATE = alt([f"{_YEAR}-{_DAY_BY_MONTH}", f"{_LEAP_YEAR}-02-29"])
@@ -38,8 +40,14 @@ def _ipv6() -> str:
             for right in range(0, total - left):
                 if left + right > total - 1:
                     continue
-                lpart = "" if left == 0 else (_H16 if left == 1 else f"({_H16}:){{{left - 1}}}{_H16}")
-                rgroups = [] if right == 0 else [_H16 if right == 1 else f"({_H16}:){{{right - 1}}}{_H16}"]
+                lpart = (
+                    "" if left == 0 else (_H16 if left == 1 else f"({_H16}:){{{left - 1}}}{_H16}")
+                )
+                rgroups = (
+                    []
+                    if right == 0
+                    else [_H16 if right == 1 else f"({_H16}:){{{right - 1}}}{_H16}"]
+                )
                 rpart = "".join(rgroups)
                 if end is not None:
                     rpart = (rpart + ":" + end) if rpart else end
@@ -55,14 +63,31 @@ _A, _H = "[A-Za-z0-9]", "[A-Za-z0-9-]"
 def _label(most: int) -> str:
     """1..most characters, letters/digits at both ends, no `--` in positions 3-4 (those
     are A-labels, whose punycode a regex cannot check)."""
-    return alt([_A, _A + _A, _A + _H + _A, _A + _H + _H + _A, f"{_A}{_H}({_A}{_H}|-{_A}){_H}{{0,{most - 5}}}{_A}"]) or ""
+    return (
+        alt(
+            [
+                _A,
+                _A + _A,
+                _A + _H + _A,
+                _A + _H + _H + _A,
+                f"{_A}{_H}({_A}{_H}|-{_A}){_H}{{0,{most - 5}}}{_A}",
+            ]
+        )
+        or ""
+    )
 
 
 # four labels at most, the last one shorter, so the whole name stays within 253 characters
 HOSTNAME = rf"{_label(63)}(\.{_label(63)}){{0,2}}(\.{_label(59)})?"
 _ATOM = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-_QUOTED = '\\\\"[ !#-\\[\\]-~]*\\\\"'  # a quoted local part, its quotes escaped inside the JSON string
-EMAIL = alt([rf"{_ATOM}(\.{_ATOM})*", _QUOTED]) + "@" + alt([HOSTNAME, rf"\[{IPV4}\]", rf"\[IPv6:{IPV6}\]"])
+_QUOTED = (
+    '\\\\"[ !#-\\[\\]-~]*\\\\"'  # a quoted local part, its quotes escaped inside the JSON string
+)
+EMAIL = (
+    alt([rf"{_ATOM}(\.{_ATOM})*", _QUOTED])
+    + "@"
+    + alt([HOSTNAME, rf"\[{IPV4}\]", rf"\[IPv6:{IPV6}\]"])
+)
 _PCT = "%[0-9A-Fa-f]{2}"
 _UNRESERVED = r"A-Za-z0-9._~!$&'()*+,;=\-"
 _PCHAR = f"([{_UNRESERVED}:@]|{_PCT})"
@@ -70,7 +95,13 @@ _REGNAME = f"([{_UNRESERVED}]|{_PCT})*"
 _QUERY = f"([{_UNRESERVED}:@/?]|{_PCT})*"
 URI = (
     "[A-Za-z][A-Za-z0-9+.-]*:"
-    + alt([f"//(([{_UNRESERVED}:]|{_PCT})*@)?({_REGNAME}|\\[{IPV6}\\])(:[0-9]*)?(/{_PCHAR}*)*", f"/({_PCHAR}+(/{_PCHAR}*)*)?", f"{_PCHAR}+(/{_PCHAR}*)*"])
+    + alt(
+        [
+            f"//(([{_UNRESERVED}:]|{_PCT})*@)?({_REGNAME}|\\[{IPV6}\\])(:[0-9]*)?(/{_PCHAR}*)*",
+            f"/({_PCHAR}+(/{_PCHAR}*)*)?",
+            f"{_PCHAR}+(/{_PCHAR}*)*",
+        ]
+    )
     + rf"(\?{_QUERY})?(#{_QUERY})?"
 )
 

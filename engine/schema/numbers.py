@@ -79,7 +79,11 @@ def int_range(lo: int | None, hi: int | None) -> str | None:
     if lo is None or lo < 0:
         top = -1 if hi is None else min(hi, -1)
         neg = nat_range(-top, None if lo is None else -lo)
-        parts.append(None if neg is None else "-" + (neg if neg.startswith("(") or len(neg) == 1 else f"({neg})"))
+        parts.append(
+            None
+            if neg is None
+            else "-" + (neg if neg.startswith("(") or len(neg) == 1 else f"({neg})")
+        )
     return alt(parts)
 
 
@@ -96,7 +100,11 @@ def _digits(x: Fraction) -> tuple[int, str]:
 
 
 def _class(ds: list[int]) -> str:
-    return _digit_class(ds[0], ds[-1]) if ds == list(range(ds[0], ds[-1] + 1)) else "[" + "".join(map(str, ds)) + "]"
+    return (
+        _digit_class(ds[0], ds[-1])
+        if ds == list(range(ds[0], ds[-1] + 1))
+        else "[" + "".join(map(str, ds)) + "]"
+    )
 
 
 class _Frac:
@@ -104,7 +112,9 @@ class _Frac:
     open); strict excludes the bound itself; `cap` limits the number of digits. A state is
     (position, still equal to lo's digits, still equal to hi's digits)."""
 
-    def __init__(self, lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool, cap: int | None) -> None:
+    def __init__(
+        self, lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool, cap: int | None
+    ) -> None:
         self.lo, self.hi = lo or "", hi or ""
         self.lo_strict, self.hi_strict, self.cap = lo_strict, hi_strict, cap
         self.start = (0, lo is not None, hi is not None)
@@ -151,12 +161,15 @@ class _Frac:
             rest, end = self.nonempty(i + 1, lt2, ht2), self.end_ok(i + 1, lt2, ht2)
             if rest is None and not end:
                 continue
-            parts.append(_class(ds) if rest is None else _class(ds) + (rest if not end else f"({rest})?"))
+            parts.append(
+                _class(ds) if rest is None else _class(ds) + (rest if not end else f"({rest})?")
+            )
         return alt(parts)
 
 
-def _frac_regex(lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool,
-                cap: int | None) -> tuple[bool, str | None]:
+def _frac_regex(
+    lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool, cap: int | None
+) -> tuple[bool, str | None]:
     """(may the fraction be absent, regex of a present fraction `\\.d`)."""
     f = _Frac(lo, lo_strict, hi, hi_strict, cap)
     body = f.nonempty(*f.start)
@@ -171,7 +184,9 @@ FRAC_DIGITS = 6
 FRAC_BELOW = 10**9
 
 
-def _magnitude(lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool, cap: int | None) -> str | None:
+def _magnitude(
+    lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool, cap: int | None
+) -> str | None:
     """Non-negative decimals `n(.d)?` (no sign, no exponent) within the bounds (lo >= 0)."""
     lo = lo if lo is not None else Fraction(0)
     if hi is not None and (hi < lo or (hi == lo and (lo_strict or hi_strict))):
@@ -196,11 +211,22 @@ def _magnitude(lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_str
     H, hf = _digits(hi)
     if L == H:
         return with_frac(L, lf, lo_strict, hf, hi_strict)
-    return alt([with_frac(L, lf, lo_strict, None, False), *middle(L + 1, H - 1), with_frac(H, None, False, hf, hi_strict)])
+    return alt(
+        [
+            with_frac(L, lf, lo_strict, None, False),
+            *middle(L + 1, H - 1),
+            with_frac(H, None, False, hf, hi_strict),
+        ]
+    )
 
 
-def decimal_range(lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool,
-                  cap: int | None = None) -> str | None:
+def decimal_range(
+    lo: Fraction | None,
+    lo_strict: bool,
+    hi: Fraction | None,
+    hi_strict: bool,
+    cap: int | None = None,
+) -> str | None:
     """JSON numbers (no exponent) in the interval; `cap` limits fraction digits."""
     parts: list[str | None] = []
     if hi is None or hi > 0 or (hi == 0 and not hi_strict):

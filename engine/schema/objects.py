@@ -30,7 +30,9 @@ def key_not_in(words: set[str]) -> str:
         if kids:
             others = "".join(re.escape(k) if k not in "]\\^-[" else "\\" + k for k in kids)
             parts.append(f'[^"\\\\\\x00-\\x1f{others}]{RAW}*')
-            parts += [re.escape(k) + below(node[k]) for k in kids if k not in '"\\' and ord(k) >= 0x20]
+            parts += [
+                re.escape(k) + below(node[k]) for k in kids if k not in '"\\' and ord(k) >= 0x20
+            ]
         else:
             parts.append(f"{RAW}+")
         return "(" + "|".join(parts) + ")" if len(parts) > 1 else parts[0]
@@ -44,9 +46,13 @@ def extra_schema_of(s: dict, spec: bool = False):
     unless `spec` (JSON Schema's reading, where only `additionalProperties` closes)."""
     ap = s.get("additionalProperties")
     if ap is None and "unevaluatedProperties" in s:
-        ap = s["unevaluatedProperties"]  # no applicators here (refused upstream): the same as additionalProperties
+        ap = s[
+            "unevaluatedProperties"
+        ]  # no applicators here (refused upstream): the same as additionalProperties
     if ap is None:
-        return True if spec or (not s.get("properties") and not s.get("patternProperties")) else False
+        return (
+            True if spec or (not s.get("properties") and not s.get("patternProperties")) else False
+        )
     return ap
 
 
@@ -65,13 +71,20 @@ class ObjectCompiler:
             return None
         members = []
         for name in names:
-            value = self.c.node(self.value_schema(name), pointer_join(self.ptr, f"properties/{_esc(name)}"))
+            value = self.c.node(
+                self.value_schema(name), pointer_join(self.ptr, f"properties/{_esc(name)}")
+            )
             required = name in self.required
             if value is None:
                 if required:
                     return None
                 continue
-            members.append((re.escape('"') + literal_text(name) + re.escape('"') + self.sep.key + value, required))
+            members.append(
+                (
+                    re.escape('"') + literal_text(name) + re.escape('"') + self.sep.key + value,
+                    required,
+                )
+            )
         n_req = sum(1 for _, r in members if r)
         extra = self.extra_member(set(names))
         lo_count, hi_count = self.counts(n_req, len(members), extra is not None)
@@ -80,7 +93,9 @@ class ObjectCompiler:
         if hi_count is not None and extra is not None:
             room = hi_count - len(members)
             extra = extra if room > 0 else None
-        return self.sep.obj(self.body(members, extra, None if hi_count is None else hi_count - len(members)) or "")
+        return self.sep.obj(
+            self.body(members, extra, None if hi_count is None else hi_count - len(members)) or ""
+        )
 
     def listed_names(self) -> list[str] | None:
         """Properties in schema order, then required names the schema does not list (they
@@ -88,7 +103,9 @@ class ObjectCompiler:
         names = list(self.props)
         for r in self.required:
             if r not in self.props:
-                if self.extra_schema is False and not any(self.matches(p, r) for p in self.patterns):
+                if self.extra_schema is False and not any(
+                    self.matches(p, r) for p in self.patterns
+                ):
                     return None
                 names.append(r)
         pn = self.s.get("propertyNames")
@@ -96,7 +113,11 @@ class ObjectCompiler:
             import jsonschema
 
             if '"$ref"' in json.dumps(pn):
-                self.c.refuse("propertyNames", self.ptr, "it uses a `$ref`, which is not followed for key names")
+                self.c.refuse(
+                    "propertyNames",
+                    self.ptr,
+                    "it uses a `$ref`, which is not followed for key names",
+                )
                 return names
             ok = jsonschema.Draft202012Validator(ecma_schema(pn))
             bad = [n for n in names if not ok.is_valid(n)]
@@ -110,8 +131,11 @@ class ObjectCompiler:
         try:
             return re.search(to_python(pattern), name) is not None
         except re.error as exc:
-            raise CfsmError("unsupported_feature", f"`patternProperties` at {self.ptr or '/'}: the pattern "
-                            f"{pattern!r} does not parse ({exc})") from None
+            raise CfsmError(
+                "unsupported_feature",
+                f"`patternProperties` at {self.ptr or '/'}: the pattern "
+                f"{pattern!r} does not parse ({exc})",
+            ) from None
 
     def value_schema(self, name: str):
         base = self.props.get(name, self.extra_schema if self.extra_schema is not False else True)
@@ -167,7 +191,9 @@ class ObjectCompiler:
         where = pointer_join(self.ptr, "patternProperties")
         translators = [PatternTranslator(p, where) for p, _ in pats]
         keys = [KEY_UNIVERSE] + [t.translate()[0] for t in translators]
-        if not all(t.exact for t in translators):  # a narrowed class: its complement would take keys it matches
+        if not all(
+            t.exact for t in translators
+        ):  # a narrowed class: its complement would take keys it matches
             return None
         names = alt([literal_text(n) for n in sorted(listed)])  # "" for a listed empty name
         keys += [] if names is None else [names]
@@ -176,8 +202,11 @@ class ObjectCompiler:
             for chosen in itertools.combinations(range(len(pats)), size):
                 if not chosen and self.extra_schema is False:
                     continue
-                value = (self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties")) if not chosen else
-                         self.c.node(_all_of([pats[i][1] for i in chosen]), where))
+                value = (
+                    self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
+                    if not chosen
+                    else self.c.node(_all_of([pats[i][1] for i in chosen]), where)
+                )
                 if value is None:
                     continue
                 try:
@@ -197,21 +226,41 @@ class ObjectCompiler:
         if lo > n_req:
             if not extras and lo > n_listed:
                 return None, None
-            self.c.refuse("minProperties", self.ptr, f"it asks for more than the {n_req} required properties")
+            self.c.refuse(
+                "minProperties", self.ptr, f"it asks for more than the {n_req} required properties"
+            )
         if hi is not None and hi < n_listed:
-            self.c.refuse("maxProperties", self.ptr, f"it allows fewer than the {n_listed} listed properties")
+            self.c.refuse(
+                "maxProperties", self.ptr, f"it allows fewer than the {n_listed} listed properties"
+            )
             hi = None
         return lo, hi
 
-    def body(self, members: list[tuple[str, bool]], extra: str | None, room: int | None) -> str | None:
+    def body(
+        self, members: list[tuple[str, bool]], extra: str | None, room: int | None
+    ) -> str | None:
         item = self.sep.item
         listed = _listed(members, item)
         can_be_empty = not any(r for _, r in members)
         if extra is None:
-            return alt([listed, "" if can_be_empty else None]) if listed is not None else ("" if can_be_empty else None)
+            return (
+                alt([listed, "" if can_be_empty else None])
+                if listed is not None
+                else ("" if can_be_empty else None)
+            )
         more = f"({item}{extra})" + ("*" if room is None else f"{{0,{room}}}")
-        first = extra + (f"({item}{extra})*" if room is None else (f"({item}{extra}){{0,{room - 1}}}" if room > 1 else ""))
-        return alt([None if listed is None else listed + more, first if can_be_empty else None, "" if can_be_empty else None])
+        first = extra + (
+            f"({item}{extra})*"
+            if room is None
+            else (f"({item}{extra}){{0,{room - 1}}}" if room > 1 else "")
+        )
+        return alt(
+            [
+                None if listed is None else listed + more,
+                first if can_be_empty else None,
+                "" if can_be_empty else None,
+            ]
+        )
 
 
 # keys in a pattern region are written as JSON writes them: one spelling per key, so the
@@ -222,7 +271,11 @@ MAX_EXACT_PATTERNS = 3
 
 def _region(chosen: set[int], n: int, has_names: bool):
     def want(bits: tuple[bool, ...]) -> bool:
-        return bits[0] and all(bits[1 + i] == (i in chosen) for i in range(n)) and not (has_names and bits[-1])
+        return (
+            bits[0]
+            and all(bits[1 + i] == (i in chosen) for i in range(n))
+            and not (has_names and bits[-1])
+        )
 
     return want
 
@@ -236,7 +289,7 @@ def _listed(members: list[tuple[str, bool]], item: str) -> str | None:
     first member present (only optional ones may be skipped before it)."""
     out = []
     for i, (m, req) in enumerate(members):
-        tail = "".join((f"{item}{x}" if r else f"({item}{x})?") for x, r in members[i + 1:])
+        tail = "".join((f"{item}{x}" if r else f"({item}{x})?") for x, r in members[i + 1 :])
         out.append(m + tail)
         if req:
             break

@@ -24,14 +24,22 @@ class RefResolver:
 
     def target(self, ref: str, ptr: str):
         if not ref.startswith("#"):
-            raise CfsmError("unsupported_feature", f"`$ref` at {ptr or '/'}: only references inside the schema "
-                            f"(starting with #) can be followed, not {ref!r}")
+            raise CfsmError(
+                "unsupported_feature",
+                f"`$ref` at {ptr or '/'}: only references inside the schema "
+                f"(starting with #) can be followed, not {ref!r}",
+            )
         if self.nested_ids:
-            raise CfsmError("unsupported_feature", f"`$ref` at {ptr or '/'}: references under a nested `$id` are not supported")
+            raise CfsmError(
+                "unsupported_feature",
+                f"`$ref` at {ptr or '/'}: references under a nested `$id` are not supported",
+            )
         frag = unquote(ref[1:])
         if frag and not frag.startswith("/"):
             if frag not in self.anchors:
-                raise CfsmError("invalid_schema", f"`$ref` at {ptr or '/'}: no `$anchor` named {frag!r}")
+                raise CfsmError(
+                    "invalid_schema", f"`$ref` at {ptr or '/'}: no `$anchor` named {frag!r}"
+                )
             return self.anchors[frag]
         node = self.root
         for part in [p for p in frag.split("/")[1:]]:
@@ -39,7 +47,9 @@ class RefResolver:
             try:
                 node = node[int(part)] if isinstance(node, list) else node[part]
             except (KeyError, IndexError, ValueError, TypeError):
-                raise CfsmError("invalid_schema", f"`$ref` at {ptr or '/'}: {ref!r} points at nothing") from None
+                raise CfsmError(
+                    "invalid_schema", f"`$ref` at {ptr or '/'}: {ref!r} points at nothing"
+                ) from None
         return node
 
     def inline(self, s, ptr: str):
@@ -56,11 +66,17 @@ class RefResolver:
                 s = target if target is not True else (rest or True)
                 continue
             merged, conflict = merge_all([target, rest])
-            if conflict or any(isinstance(x, dict) and any(k in x for k in ("unevaluatedProperties", "unevaluatedItems"))
-                               for x in (target, rest)):
+            if conflict or any(
+                isinstance(x, dict)
+                and any(k in x for k in ("unevaluatedProperties", "unevaluatedItems"))
+                for x in (target, rest)
+            ):
                 return {"allOf": [target, rest]}
             s = merged
-        raise CfsmError("unsupported_feature", f"`$ref` at {ptr or '/'}: a chain of references that does not end")
+        raise CfsmError(
+            "unsupported_feature",
+            f"`$ref` at {ptr or '/'}: a chain of references that does not end",
+        )
 
     @contextlib.contextmanager
     def entering(self, s: dict, ptr: str):
@@ -80,7 +96,12 @@ class RefResolver:
             self.stack.pop()
 
 
-DATA_KEYWORDS = ("enum", "const", "examples", "default")  # keywords whose values are instances, not schemas
+DATA_KEYWORDS = (
+    "enum",
+    "const",
+    "examples",
+    "default",
+)  # keywords whose values are instances, not schemas
 NAMED_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
@@ -117,8 +138,21 @@ def _has_nested_id(root) -> bool:
 
 _MAX = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}
 _MIN = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
-_ANNOT = {"title", "description", "default", "examples", "$comment", "$id", "$schema", "$defs", "definitions",
-          "$anchor", "deprecated", "readOnly", "writeOnly"}
+_ANNOT = {
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "$id",
+    "$schema",
+    "$defs",
+    "definitions",
+    "$anchor",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+}
 
 
 def json_equal(a, b) -> bool:
@@ -156,8 +190,15 @@ def _merge_key(k: str, a, b):
     if k in ("properties", "dependentRequired"):
         out = dict(a)
         for name, sub in b.items():
-            out[name] = sub if name not in out else ({"allOf": [out[name], sub]} if k == "properties" else
-                                                     list(dict.fromkeys(out[name] + sub)))
+            out[name] = (
+                sub
+                if name not in out
+                else (
+                    {"allOf": [out[name], sub]}
+                    if k == "properties"
+                    else list(dict.fromkeys(out[name] + sub))
+                )
+            )
         return out, None
     if k in ("items", "additionalProperties", "propertyNames", "contains", "unevaluatedProperties"):
         return {"allOf": [a, b]}, None
@@ -195,12 +236,18 @@ def merge_all(parts: list) -> tuple[dict, str | None]:
 def _closed_conflict(parts: list, merged: dict) -> str | None:
     """A member that closes its object (`additionalProperties`) must list every property
     another member adds, else the merge would let those through."""
-    if "prefixItems" in merged and any(isinstance(p, dict) and "items" in p and p.get("prefixItems") != merged["prefixItems"]
-                                       for p in parts):
+    if "prefixItems" in merged and any(
+        isinstance(p, dict) and "items" in p and p.get("prefixItems") != merged["prefixItems"]
+        for p in parts
+    ):
         return "`items` in one member and `prefixItems` in another (items applies after its own prefixItems only)"
     names = set((merged.get("properties") or {}).keys())
     for p in parts:
-        if isinstance(p, dict) and "additionalProperties" in p and p["additionalProperties"] is not True:
+        if (
+            isinstance(p, dict)
+            and "additionalProperties" in p
+            and p["additionalProperties"] is not True
+        ):
             own = set((p.get("properties") or {}).keys())
             if names - own or (merged.get("patternProperties") and not p.get("patternProperties")):
                 return "members that close the object (`additionalProperties`) while others add properties"

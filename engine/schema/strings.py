@@ -27,12 +27,21 @@ from .ecma import DIGITS, SPACES, WORD
 # one character of string content, as JSON spells it; \u escapes of surrogates are left
 # out so that a length counted on the text equals the length of the decoded string
 RAW = '[^"\\\\\\x00-\\x1f]'
-CHAR = f'({RAW}|\\\\["\\\\/bfnrt]|\\\\u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{{3}}|[dD][0-7][0-9a-fA-F]{{2}}))'
+CHAR = (
+    f'({RAW}|\\\\["\\\\/bfnrt]|\\\\u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{{3}}|[dD][0-7][0-9a-fA-F]{{2}}))'
+)
 ANY_STRING = f'"{CHAR}*"'
-_ESC = {'"': '\\\\"', "\\": "\\\\\\\\", "\n": "\\\\n", "\r": "\\\\r", "\t": "\\\\t", "\b": "\\\\b", "\f": "\\\\f"}
+_ESC = {
+    '"': '\\\\"',
+    "\\": "\\\\\\\\",
+    "\n": "\\\\n",
+    "\r": "\\\\r",
+    "\t": "\\\\t",
+    "\b": "\\\\b",
+    "\f": "\\\\f",
+}
 _SPECIAL = frozenset(chr(c) for c in range(0x20)) | {'"', "\\"}
 _LINE_TERMINATORS = "\n\r\u2028\u2029"
-
 
 
 def literal(ch: str) -> str:
@@ -61,7 +70,9 @@ def _class_char(cp: int) -> str:
 
 
 def _class_body(ranges: Ranges) -> str:
-    return "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in ranges)
+    return "".join(
+        _class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in ranges
+    )
 
 
 def _size(ranges: Ranges) -> int:
@@ -89,10 +100,18 @@ def ranges_regex(ranges: Ranges) -> str | None:
     parts = []
     if safe and _size(safe) <= _size(excluded):
         body = _class_body(safe)
-        parts.append(body if len(safe) == 1 and safe[0][0] == safe[0][1] and len(body) == 1 and body not in ".^$*+?{}()|"
-                     else f"[{body}]")
+        parts.append(
+            body
+            if len(safe) == 1
+            and safe[0][0] == safe[0][1]
+            and len(body) == 1
+            and body not in ".^$*+?{}()|"
+            else f"[{body}]"
+        )
     elif safe:
-        outside = intersect(norm(excluded + special), [(0, 0xD7FF), (0xE000, MAXCODE)])  # text has no surrogates
+        outside = intersect(
+            norm(excluded + special), [(0, 0xD7FF), (0xE000, MAXCODE)]
+        )  # text has no surrogates
         parts.append(f"[^{_class_body(outside)}]")
     for a, b in no_surrogates:
         for cp in range(a, min(b, 0x5C) + 1):
@@ -102,7 +121,9 @@ def ranges_regex(ranges: Ranges) -> str | None:
         return None
     if len(parts) == 1 and (parts[0].startswith("[") or len(parts[0]) == 1):
         return parts[0]
-    return "(" + "|".join(parts) + ")"  # a lone escape like \\n is two atoms: a quantifier needs the group
+    return (
+        "(" + "|".join(parts) + ")"
+    )  # a lone escape like \\n is two atoms: a quantifier needs the group
 
 
 class PatternTranslator:
@@ -113,7 +134,10 @@ class PatternTranslator:
         self.exact = True  # False once a class had to be narrowed to its ASCII part (a subset)
 
     def fail(self, what: str):
-        raise CfsmError("unsupported_feature", f"`pattern` at {self.where}: {what} cannot be enforced ({self.pattern!r})")
+        raise CfsmError(
+            "unsupported_feature",
+            f"`pattern` at {self.where}: {what} cannot be enforced ({self.pattern!r})",
+        )
 
     def translate(self) -> tuple[str, tuple[int, int]]:
         """(content regex, (min, max) length of what the pattern itself matches)."""
@@ -124,8 +148,16 @@ class PatternTranslator:
         if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
             self.fail("inline flags")
         items = list(parsed)
-        anchored_start = bool(items) and str(items[0][0]) == "AT" and str(items[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
-        anchored_end = bool(items) and str(items[-1][0]) == "AT" and str(items[-1][1]) in ("AT_END", "AT_END_STRING")
+        anchored_start = (
+            bool(items)
+            and str(items[0][0]) == "AT"
+            and str(items[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
+        )
+        anchored_end = (
+            bool(items)
+            and str(items[-1][0]) == "AT"
+            and str(items[-1][1]) in ("AT_END", "AT_END_STRING")
+        )
         if anchored_start:
             items = items[1:]
         if anchored_end and items:
@@ -135,7 +167,9 @@ class PatternTranslator:
         if not (anchored_start and anchored_end):  # search semantics: anything may surround it
             width = (width[0], sre_c.MAXREPEAT)
         any_content = f"{CHAR}*"
-        return (("" if anchored_start else any_content) + body + ("" if anchored_end else any_content)), width
+        return (
+            ("" if anchored_start else any_content) + body + ("" if anchored_end else any_content)
+        ), width
 
     def seq(self, items) -> str:
         return "".join(self.node(op, av) for op, av in items)
@@ -157,14 +191,24 @@ class PatternTranslator:
         if name in ("MAX_REPEAT", "MIN_REPEAT"):
             lo, hi, sub = av
             inner = self.seq(sub)
-            inner = inner if len(sub) == 1 and str(sub[0][0]) in ("IN", "SUBPATTERN", "ANY") else f"({inner})"
+            inner = (
+                inner
+                if len(sub) == 1 and str(sub[0][0]) in ("IN", "SUBPATTERN", "ANY")
+                else f"({inner})"
+            )
             if hi == sre_c.MAXREPEAT:
                 return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
-            return inner + ("?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+            return inner + (
+                "?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+            )
         if name == "AT":
             self.fail("an anchor inside the pattern")
-        what = {"ASSERT": "look-around", "ASSERT_NOT": "negative look-around", "GROUPREF": "a back-reference",
-                "GROUPREF_EXISTS": "a conditional group"}.get(name, name.lower())
+        what = {
+            "ASSERT": "look-around",
+            "ASSERT_NOT": "negative look-around",
+            "GROUPREF": "a back-reference",
+            "GROUPREF_EXISTS": "a conditional group",
+        }.get(name, name.lower())
         self.fail(what)
         return ""
 

@@ -54,7 +54,9 @@ class Separators:
 
     def dumps(self, value) -> str:
         """A value as the regex for its one spelling under this policy."""
-        return re.escape(json.dumps(value, separators=self.written, ensure_ascii=False, allow_nan=False))
+        return re.escape(
+            json.dumps(value, separators=self.written, ensure_ascii=False, allow_nan=False)
+        )
 
     def obj(self, body: str) -> str:
         return r"\{" + self.open_pad + body + self.open_pad + r"\}"
@@ -72,13 +74,20 @@ class SchemaRegex:
 class SchemaCompiler:
     """One compile of one schema; holds the root (for $ref), the policy and the warnings."""
 
-    def __init__(self, root: dict | bool, whitespace: str = "compact", lenient: bool = False,
-                 spec: bool = False) -> None:
+    def __init__(
+        self,
+        root: dict | bool,
+        whitespace: str = "compact",
+        lenient: bool = False,
+        spec: bool = False,
+    ) -> None:
         self.root = root
         self.sep = Separators.of(whitespace)
         self.lenient = lenient
         self.spec = spec  # open objects, integers also as `1.0` (see the module docstring)
-        self.draft4 = isinstance(root, dict) and bool(re.search(r"draft-0[34]/", str(root.get("$schema", ""))))
+        self.draft4 = isinstance(root, dict) and bool(
+            re.search(r"draft-0[34]/", str(root.get("$schema", "")))
+        )
         self.warnings: list[str] = []
         self.refs = RefResolver(root, REF_DEPTH)
 
@@ -86,10 +95,14 @@ class SchemaCompiler:
         try:
             rx = self.node(self.root, "")
         except RecursionError:
-            raise CfsmError("unsupported_feature", "the schema nests (or refers to itself) too deeply to turn into a "
-                            "regex") from None
+            raise CfsmError(
+                "unsupported_feature",
+                "the schema nests (or refers to itself) too deeply to turn into a regex",
+            ) from None
         if rx is None:
-            raise CfsmError("unsatisfiable", "the schema admits no document that this compiler can produce")
+            raise CfsmError(
+                "unsatisfiable", "the schema admits no document that this compiler can produce"
+            )
         return SchemaRegex(rx, self.warnings)
 
     def refuse(self, keyword: str, ptr: str, why: str) -> None:
@@ -156,9 +169,24 @@ class SchemaCompiler:
     def refuse_unhandled(self, s: dict, ptr: str) -> None:
         """Keywords with no regex form: refuse unless they cannot change the language."""
         trivial = {"uniqueItems": False}
-        for kw in ("not", "if", "then", "else", "$dynamicRef", "$recursiveRef", "unevaluatedItems", "contains",
-                   "dependentSchemas", "uniqueItems", "dependencies"):
-            if kw in s and not (kw in trivial and s[kw] == trivial[kw]) and not self._vacuous(kw, s):
+        for kw in (
+            "not",
+            "if",
+            "then",
+            "else",
+            "$dynamicRef",
+            "$recursiveRef",
+            "unevaluatedItems",
+            "contains",
+            "dependentSchemas",
+            "uniqueItems",
+            "dependencies",
+        ):
+            if (
+                kw in s
+                and not (kw in trivial and s[kw] == trivial[kw])
+                and not self._vacuous(kw, s)
+            ):
                 self.refuse(kw, ptr, "it has no regular-language form here")
         if "dependentRequired" in s:
             self.dependent_required(s, ptr)
@@ -167,7 +195,9 @@ class SchemaCompiler:
         if kw in ("then", "else"):
             return "if" not in s
         if kw == "uniqueItems":
-            return s.get("maxItems", 2) <= 1 or (s.get("items") is False and len(s.get("prefixItems", [])) <= 1)
+            return s.get("maxItems", 2) <= 1 or (
+                s.get("items") is False and len(s.get("prefixItems", [])) <= 1
+            )
         if kw == "unevaluatedItems":
             return s[kw] is True
         return False
@@ -184,9 +214,15 @@ class SchemaCompiler:
             if closed and trigger not in props:
                 continue
             if trigger in required:
-                s["required"] = list(dict.fromkeys(list(s.get("required", [])) + list(deps)))  # s is _node's copy
+                s["required"] = list(
+                    dict.fromkeys(list(s.get("required", [])) + list(deps))
+                )  # s is _node's copy
                 continue
-            self.refuse("dependentRequired", ptr, f"{trigger!r} is optional, so what it requires depends on it")
+            self.refuse(
+                "dependentRequired",
+                ptr,
+                f"{trigger!r} is optional, so what it requires depends on it",
+            )
 
     # -- combinators -------------------------------------------------------------
     def refuse_unevaluated_across(self, s: dict, ptr: str) -> dict:
@@ -195,8 +231,14 @@ class SchemaCompiler:
         members = [x for k in ("allOf", "anyOf", "oneOf") for x in (s.get(k) or [])]
         if not members or not any(_has_unevaluated(x) for x in [s, *members]):
             return s
-        kw = "unevaluatedProperties" if any(_has_unevaluated(x, "unevaluatedProperties") for x in [s, *members]) else "unevaluatedItems"
-        self.refuse(kw, ptr, "it depends on what sibling applicators (allOf/anyOf/oneOf/$ref) evaluate")
+        kw = (
+            "unevaluatedProperties"
+            if any(_has_unevaluated(x, "unevaluatedProperties") for x in [s, *members])
+            else "unevaluatedItems"
+        )
+        self.refuse(
+            kw, ptr, "it depends on what sibling applicators (allOf/anyOf/oneOf/$ref) evaluate"
+        )
         return _drop_unevaluated(s)
 
     def flatten_all_of(self, s: dict, ptr: str) -> dict | None:
@@ -232,11 +274,18 @@ class SchemaCompiler:
         return alt(branches)
 
     def one_of(self, s: dict, ptr: str) -> str | None:
-        subs = [self.refs.inline(sub, pointer_join(ptr, f"oneOf/{i}")) for i, sub in enumerate(s["oneOf"])]
+        subs = [
+            self.refs.inline(sub, pointer_join(ptr, f"oneOf/{i}"))
+            for i, sub in enumerate(s["oneOf"])
+        ]
         live = [x for x in subs if x is not False]
         if len(live) > 1 and not _pairwise_disjoint(live):
-            self.refuse("oneOf", ptr, "its branches may overlap (only branches of different types, or "
-                        "objects told apart by a required `const`/`enum` property, are exact)")
+            self.refuse(
+                "oneOf",
+                ptr,
+                "its branches may overlap (only branches of different types, or "
+                "objects told apart by a required `const`/`enum` property, are exact)",
+            )
         return self.any_of({**{k: v for k, v in s.items() if k != "oneOf"}, "anyOf": live}, ptr)
 
     def enumerated(self, s: dict, ptr: str) -> str | None:
@@ -249,11 +298,17 @@ class SchemaCompiler:
         kw = "enum" if "enum" in s else "const"
         if '"$ref"' in json.dumps(rest) or '"$dynamicRef"' in json.dumps(rest):
             # a reference inside would resolve against this subschema, not the document
-            self.refuse(kw, ptr, "its values would be checked against keywords with a `$ref` beside it")
+            self.refuse(
+                kw, ptr, "its values would be checked against keywords with a `$ref` beside it"
+            )
             keep = values
         else:
             try:
-                keep = [v for v in values if jsonschema.Draft202012Validator(ecma_schema(rest)).is_valid(v)]
+                keep = [
+                    v
+                    for v in values
+                    if jsonschema.Draft202012Validator(ecma_schema(rest)).is_valid(v)
+                ]
             except Exception as exc:  # noqa: BLE001 - a validator failure is a refusal, not a crash
                 self.refuse(kw, ptr, f"its values cannot be checked against the rest ({exc})")
                 keep = values
@@ -282,7 +337,10 @@ class SchemaCompiler:
         ints = int_range(lo, hi)
         if not self.point_zero(True) or ints is None:
             return ints
-        lo2, hi2 = max(-_SHORT, lo if lo is not None else -_SHORT), min(_SHORT, hi if hi is not None else _SHORT)
+        lo2, hi2 = (
+            max(-_SHORT, lo if lo is not None else -_SHORT),
+            min(_SHORT, hi if hi is not None else _SHORT),
+        )
         if lo2 > hi2:
             return ints
         if (lo2, hi2) == (lo, hi):
@@ -306,7 +364,10 @@ class SchemaCompiler:
             return _number_spellings(v, self.sep)
         if isinstance(v, list):
             return self.sep.arr(self.sep.item.join(self.value(x) for x in v))
-        members = [re.escape(json.dumps(k, ensure_ascii=False)) + self.sep.key + self.value(x) for k, x in v.items()]
+        members = [
+            re.escape(json.dumps(k, ensure_ascii=False)) + self.sep.key + self.value(x)
+            for k, x in v.items()
+        ]
         orders = itertools.permutations(members) if len(members) <= 4 else [members]
         return self.sep.obj(alt([self.sep.item.join(o) for o in orders]) or "")
 
@@ -316,51 +377,78 @@ class SchemaCompiler:
         got = _bounds(s)
         for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             v = s.get(kw)
-            if isinstance(v, float) and len(repr(v).lstrip("-0.").replace(".", "").split("e")[0]) > 15:
+            if (
+                isinstance(v, float)
+                and len(repr(v).lstrip("-0.").replace(".", "").split("e")[0]) > 15
+            ):
                 self.refuse(kw, ptr, f"{v!r} has more than 15 significant digits")
                 return None, False, None, False
         return got
 
-    def multiple_of(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
+    def multiple_of(
+        self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str
+    ) -> str | None:
         if m <= 0:
             raise CfsmError("invalid_schema", f"`multipleOf` at {ptr or '/'} must be positive")
         if m.denominator == 1:  # integer steps: integers only (a number `4.0` is left out)
-            return self.int_multiples(int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr, integer)
+            return self.int_multiples(
+                int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr, integer
+            )
         # a fractional step is checked by float division in jsonschema (0.3 is no multiple
         # of 0.1 there): only a bounded range, each value checked the same way, is exact
         return self.enumerate_multiples(m, lo, lo_strict, hi, hi_strict, integer, ptr)
 
-    def int_multiples(self, m: int, lo: int | None, hi: int | None, ptr: str, integer: bool) -> str | None:
+    def int_multiples(
+        self, m: int, lo: int | None, hi: int | None, ptr: str, integer: bool
+    ) -> str | None:
         if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED:
             first = -(-lo // m) * m
-            return alt([_spelled(str(v), self.point_zero(integer)) for v in range(first, hi + 1, m)])
+            return alt(
+                [_spelled(str(v), self.point_zero(integer)) for v in range(first, hi + 1, m)]
+            )
         a, b = _two_five(m)
         d = max(a or 0, b, 1)
         if lo in (None, 0, 1) and hi is None and a is not None and 10**d // m <= 200:
-            small = [str(v) for v in range(0, 10**d, m) if v >= (lo or 0) and v != 0 or (v == 0 and lo in (None, 0))]
+            small = [
+                str(v)
+                for v in range(0, 10**d, m)
+                if v >= (lo or 0) and v != 0 or (v == 0 and lo in (None, 0))
+            ]
             big = f"[1-9][0-9]*{alt([re.escape(str(v).zfill(d)) for v in range(0, 10**d, m)])}"
             pos = alt(small + [big])
             if lo is None:
                 neg = alt([x for x in small if x != "0"] + [big])
                 return alt([pos, f"-{neg}" if neg else None])
             return pos
-        self.refuse("multipleOf", ptr, f"multiples of {m} over this range are not a small regular language")
+        self.refuse(
+            "multipleOf", ptr, f"multiples of {m} over this range are not a small regular language"
+        )
         return int_range(lo, hi)
 
-    def enumerate_multiples(self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str) -> str | None:
+    def enumerate_multiples(
+        self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str
+    ) -> str | None:
         if lo is not None and hi is not None and (hi - lo) / m <= MAX_ENUMERATED:
             vals = []
             for i in range(math.ceil(lo / m), math.floor(hi / m) + 1):
                 v = i * m
-                if (lo_strict and v == lo) or (hi_strict and v == hi) or (integer and v.denominator != 1):
+                if (
+                    (lo_strict and v == lo)
+                    or (hi_strict and v == hi)
+                    or (integer and v.denominator != 1)
+                ):
                     continue
                 text = _decimal_text(v)
                 q = float(text) / float(m)
                 if int(q) == q:  # what jsonschema computes
                     vals.append(text)
             return alt([_spelled(x, self.point_zero(integer)) for x in vals])
-        self.refuse("multipleOf", ptr, f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
-                    "which no regex can follow")
+        self.refuse(
+            "multipleOf",
+            ptr,
+            f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
+            "which no regex can follow",
+        )
         return _bounded(lo, lo_strict, hi, hi_strict, integer)
 
     def string(self, s: dict, ptr: str) -> str | None:
@@ -377,11 +465,18 @@ class SchemaCompiler:
             pattern = None
         if pattern is None and fmt is None:
             return '"' + _counted(CHAR, lo, hi) + '"'
-        body, width = (FORMATS[fmt], _width(FORMATS[fmt])) if fmt else PatternTranslator(pattern, pointer_join(ptr, "pattern")).translate()
+        body, width = (
+            (FORMATS[fmt], _width(FORMATS[fmt]))
+            if fmt
+            else PatternTranslator(pattern, pointer_join(ptr, "pattern")).translate()
+        )
         if (lo or hi is not None) and not (width[0] >= lo and (hi is None or width[1] <= hi)):
             if not (width[1] < lo or (hi is not None and width[0] > hi)):
-                self.refuse("maxLength" if hi is not None else "minLength", ptr,
-                            f"length bounds together with a {'format' if fmt else 'pattern'} of lengths {width[0]}..{_inf(width[1])}")
+                self.refuse(
+                    "maxLength" if hi is not None else "minLength",
+                    ptr,
+                    f"length bounds together with a {'format' if fmt else 'pattern'} of lengths {width[0]}..{_inf(width[1])}",
+                )
             else:
                 return None
         return '"' + body + '"'
@@ -390,7 +485,10 @@ class SchemaCompiler:
     def array(self, s: dict, ptr: str) -> str | None:
         lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
         hi = None if hi is None else int(hi)
-        prefix = [self.node(x, pointer_join(ptr, f"prefixItems/{i}")) for i, x in enumerate(s.get("prefixItems", []))]
+        prefix = [
+            self.node(x, pointer_join(ptr, f"prefixItems/{i}"))
+            for i, x in enumerate(s.get("prefixItems", []))
+        ]
         items = s.get("items", True)
         rest = None if items is False else self.node(items, pointer_join(ptr, "items"))
         if None in prefix:
@@ -430,7 +528,9 @@ def _sequence(prefix: list[str], rest: str | None, lo: int, hi: int | None, sep:
             if b == 0:
                 tail = ""
             else:
-                first = rest + _counted(f"({sep}{rest})", max(a - 1, 0), None if b is None else b - 1)
+                first = rest + _counted(
+                    f"({sep}{rest})", max(a - 1, 0), None if b is None else b - 1
+                )
                 return first if a >= 1 else f"({first})?"
         else:
             tail = _counted(f"({sep}{rest})", a, b)
@@ -448,7 +548,15 @@ def _counted(unit: str, lo: int, hi: int | None) -> str:
         return unit + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
     if hi == 0:
         return ""
-    return unit + ("?" if (lo, hi) == (0, 1) else "" if lo == hi == 1 else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+    return unit + (
+        "?"
+        if (lo, hi) == (0, 1)
+        else ""
+        if lo == hi == 1
+        else f"{{{lo}}}"
+        if lo == hi
+        else f"{{{lo},{hi}}}"
+    )
 
 
 _SHORT = 10**15 - 1  # integers of at most 15 digits: exact as floats, so `7.0` reads as 7
@@ -486,10 +594,14 @@ def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | N
 def _bounds(s: dict):
     lo = lo_strict = hi = hi_strict = None
     # draft-04 writes an exclusive bound as a boolean next to minimum/maximum
-    cands_lo = [(to_fraction(s["minimum"]), s.get("exclusiveMinimum") is True)] if "minimum" in s else []
+    cands_lo = (
+        [(to_fraction(s["minimum"]), s.get("exclusiveMinimum") is True)] if "minimum" in s else []
+    )
     if "exclusiveMinimum" in s and not isinstance(s["exclusiveMinimum"], bool):
         cands_lo.append((to_fraction(s["exclusiveMinimum"]), True))
-    cands_hi = [(to_fraction(s["maximum"]), s.get("exclusiveMaximum") is True)] if "maximum" in s else []
+    cands_hi = (
+        [(to_fraction(s["maximum"]), s.get("exclusiveMaximum") is True)] if "maximum" in s else []
+    )
     if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
         cands_hi.append((to_fraction(s["exclusiveMaximum"]), True))
     if cands_lo:
@@ -557,7 +669,11 @@ def _has_unevaluated(s, kw: str | None = None) -> bool:
 
 def _drop_unevaluated(s):
     if isinstance(s, dict):
-        out = {k: _drop_unevaluated(v) for k, v in s.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+        out = {
+            k: _drop_unevaluated(v)
+            for k, v in s.items()
+            if k not in ("unevaluatedProperties", "unevaluatedItems")
+        }
         return out
     if isinstance(s, list):
         return [_drop_unevaluated(x) for x in s]
@@ -607,7 +723,10 @@ def _pairwise_disjoint(subs: list) -> bool:
                 return False
             ta, tb = _type_set(a), _type_set(b)
             if "number" in ta or "number" in tb:
-                ta, tb = ta | ({"integer"} if "number" in ta else set()), tb | ({"integer"} if "number" in tb else set())
+                ta, tb = (
+                    ta | ({"integer"} if "number" in ta else set()),
+                    tb | ({"integer"} if "number" in tb else set()),
+                )
             if not (ta & tb):
                 continue
             if ta & tb == {"object"} and _tags_disjoint(_tags(a), _tags(b)):
@@ -625,8 +744,9 @@ def _tags_disjoint(a: dict, b: dict) -> bool:
     return any(not any(json_equal(x, y) for x in a[k] for y in b[k]) for k in set(a) & set(b))
 
 
-def schema_regex(schema: dict | bool, whitespace: str = "compact", lenient: bool = False,
-                 spec: bool = False) -> SchemaRegex:
+def schema_regex(
+    schema: dict | bool, whitespace: str = "compact", lenient: bool = False, spec: bool = False
+) -> SchemaRegex:
     return SchemaCompiler(schema, whitespace, lenient, spec).compile()
 
 

@@ -46,10 +46,16 @@ class DfaWorker:
         if self._proc is None or self._proc.poll() is not None:
             root = str(Path(__file__).resolve().parents[2])
             env = dict(os.environ)
-            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            env["PYTHONPATH"] = root + (
+                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+            )
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "engine.serving.dfa_worker"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=root,
             )
         return self._proc
 
@@ -75,12 +81,16 @@ class DfaWorker:
                 t.join(1.0)
                 from ..regex.dfa import slow_hint
 
-                raise CfsmError("compile_timeout",
-                                f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})")
+                raise CfsmError(
+                    "compile_timeout",
+                    f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})",
+                )
             res = box.get("res")
             if res is None:
                 self._kill()
-                raise CfsmError("compile_failed", "the automaton builder stopped unexpectedly (out of memory?)")
+                raise CfsmError(
+                    "compile_failed", "the automaton builder stopped unexpectedly (out of memory?)"
+                )
             self._recycle_if_large()
         if res[0] == "error":
             raise CfsmError(res[1], res[2])
@@ -194,7 +204,11 @@ class CompileCache:
         self.dfa_builds = 0
 
     def key(self, constraint: Constraint, backend: str) -> tuple:
-        return (constraint.key, backend, self.ctx.fingerprint)  # the constraint's key covers all its fields
+        return (
+            constraint.key,
+            backend,
+            self.ctx.fingerprint,
+        )  # the constraint's key covers all its fields
 
     def _build_dfa(self, pattern: str, max_chars: int) -> CharDFA:
         self.dfa_builds += 1
@@ -211,7 +225,9 @@ class CompileCache:
             return None
         if fut.done() and not fut.cancelled() and fut.exception() is not None:
             exc = fut.exception()
-            stale = time.monotonic() - getattr(fut, "cfsm_failed_at", time.monotonic()) > FAILURE_TTL_S
+            stale = (
+                time.monotonic() - getattr(fut, "cfsm_failed_at", time.monotonic()) > FAILURE_TTL_S
+            )
             if not isinstance(exc, CfsmError) or exc.kind == "compile_failed" or stale:
                 self.lru.pop(key)
                 return None
@@ -274,12 +290,16 @@ class CompileCache:
                 self._watch(k, fut)
             return fut
 
-    def get(self, constraint: Constraint, backend: str, timeout_s: float | None = None) -> CompileResult:
+    def get(
+        self, constraint: Constraint, backend: str, timeout_s: float | None = None
+    ) -> CompileResult:
         fut = self.submit(constraint, backend)
         try:
             return fut.result(timeout=timeout_s if timeout_s is not None else self.timeout_s + 10)
         except cf.TimeoutError:
-            raise CfsmError("compile_timeout", f"compiling took longer than {self.timeout_s:g} s") from None
+            raise CfsmError(
+                "compile_timeout", f"compiling took longer than {self.timeout_s:g} s"
+            ) from None
         except CfsmError:
             raise
         except Exception as exc:  # noqa: BLE001 - a library failure becomes an error object

@@ -12,8 +12,12 @@ from typing import Any
 
 
 class ByteLRU:
-    def __init__(self, budget_bytes: int, sizeof: Callable[[Any], int],
-                 pinned: Callable[[Any], bool] | None = None) -> None:
+    def __init__(
+        self,
+        budget_bytes: int,
+        sizeof: Callable[[Any], int],
+        pinned: Callable[[Any], bool] | None = None,
+    ) -> None:
         self.budget = int(budget_bytes)
         self.sizeof = sizeof
         self.pinned = pinned or (lambda _v: False)  # entries that must not be evicted now
@@ -86,5 +90,9 @@ class ByteLRU:
 
     def stats(self) -> dict:
         with self._lock:
-            return {"entries": len(self._items), "bytes": self._total, "budget_bytes": self.budget,
-                    "evictions": self.evictions}
+            return {
+                "entries": len(self._items),
+                "bytes": self._total,
+                "budget_bytes": self.budget,
+                "evictions": self.evictions,
+            }

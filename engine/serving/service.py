@@ -77,8 +77,15 @@ class Engine:
         """The character DFA of a regex or schema (cached; built in the killable worker)."""
         return self.cache.dfa(constraint)
 
-    def diagnose(self, constraint: Constraint, prompt: str | None = None, samples: int = 8,
-                 max_new_tokens: int = 256, seed: int = 0, threshold: int = 1) -> dict:
+    def diagnose(
+        self,
+        constraint: Constraint,
+        prompt: str | None = None,
+        samples: int = 8,
+        max_new_tokens: int = 256,
+        seed: int = 0,
+        threshold: int = 1,
+    ) -> dict:
         """The doctor's report (`cfsm doctor`, the Doctor tab). With a prompt, the model
         writes the samples (greedy first, then sampled at 0.8, jump mode, default backend);
         without one, or when none finishes, they are synthesized from the automaton."""
@@ -88,20 +95,38 @@ class Engine:
         if prompt is not None:
             outputs = []
             for i in range(int(samples)):
-                req = GenerateRequest.from_inputs(prompt, constraint, mode="jump", seed=i,
-                                                  temperature=0.0 if i == 0 else 0.8,
-                                                  max_new_tokens=max_new_tokens, trace_detail=False)
+                req = GenerateRequest.from_inputs(
+                    prompt,
+                    constraint,
+                    mode="jump",
+                    seed=i,
+                    temperature=0.0 if i == 0 else 0.8,
+                    max_new_tokens=max_new_tokens,
+                    trace_detail=False,
+                )
                 tr = self.generate(req)
                 if tr["totals"]["finished"]:
                     outputs.append(tr["text"])
-        return diagnose(constraint, self.ctx.tokenizer, self.ctx.vocab.token_bytes, samples=outputs,
-                        n=int(samples), seed=seed, threshold=threshold, dfa=self.automaton(constraint))
+        return diagnose(
+            constraint,
+            self.ctx.tokenizer,
+            self.ctx.vocab.token_bytes,
+            samples=outputs,
+            n=int(samples),
+            seed=seed,
+            threshold=threshold,
+            dfa=self.automaton(constraint),
+        )
 
     def compile_report(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> dict:
         res = self.compile(constraint, backend)
         out: dict = {
-            "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace, "lenient": constraint.lenient,
-                           "spec": constraint.spec},
+            "constraint": {
+                "kind": constraint.kind,
+                "whitespace": constraint.whitespace,
+                "lenient": constraint.lenient,
+                "spec": constraint.spec,
+            },
             "backend": backend,
             "compile_seconds": round(res.seconds, 4),
             "backend_stats": res.compiled.stats(),

@@ -62,7 +62,7 @@ def _chars_with_prefix(partial: bytes) -> int:
     enough: it only decides whether "any other character" can still follow)."""
     n = _utf8_len(partial[0])
     remaining = n - len(partial)
-    return 64 ** remaining
+    return 64**remaining
 
 
 @dataclass
@@ -118,9 +118,15 @@ def _split_vocab(vocab: TokenVocab) -> VocabTokens:
     chars = np.full(cps.shape, -1, dtype=np.int32)
     chars[cps >= 0] = inv
     chars = np.ascontiguousarray(chars.T)
-    return VocabTokens(np.array([t for t, _ in regular], dtype=np.int64), chars, alphabet,
-                       [int((lens > j).sum()) for j in range(maxlen)], irregular, cont_start,
-                       np.array([vocab.token_bytes[t][0] for t in irregular], dtype=np.uint8))
+    return VocabTokens(
+        np.array([t for t, _ in regular], dtype=np.int64),
+        chars,
+        alphabet,
+        [int((lens > j).sum()) for j in range(maxlen)],
+        irregular,
+        cont_start,
+        np.array([vocab.token_bytes[t][0] for t in irregular], dtype=np.uint8),
+    )
 
 
 class TokenIndex:
@@ -135,7 +141,9 @@ class TokenIndex:
         self._pending_keys: list[tuple[int, bytes]] = []
         self._allowed: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, str], object] = {}
-        self._ids_lock = threading.Lock()  # the decode thread and a page's check may add pending states
+        self._ids_lock = (
+            threading.Lock()
+        )  # the decode thread and a page's check may add pending states
         self._prepare_tokens()
         self.build_seconds = time.perf_counter() - t0
 
@@ -171,8 +179,15 @@ class TokenIndex:
         self._cont_start = vt.cont_start
         # the UTF-8 lead bytes of each class's characters: an irregular token can only be
         # allowed where its first byte starts a character some outgoing class holds
-        self._class_leads = [np.unique(np.frombuffer(bytes(ch.encode("utf-8")[0] for ch in chars if ord(ch) >= 0x80)
-                                                     or b"", dtype=np.uint8)) for chars in dfa.classes]
+        self._class_leads = [
+            np.unique(
+                np.frombuffer(
+                    bytes(ch.encode("utf-8")[0] for ch in chars if ord(ch) >= 0x80) or b"",
+                    dtype=np.uint8,
+                )
+            )
+            for chars in dfa.classes
+        ]
         table = np.full((n + 1, c + 1), n, dtype=np.int32)  # row/col n = dead
         for s, row in enumerate(dfa.trans):
             for k, t in row.items():
@@ -198,7 +213,7 @@ class TokenIndex:
         column; the irregular ones byte by byte."""
         dead = self.num_char_states
         out = sorted(self.dfa.trans[s].items())
-        groups = [self._by_first[self._first_start[k]: self._first_start[k + 1]] for k, _t in out]
+        groups = [self._by_first[self._first_start[k] : self._first_start[k + 1]] for k, _t in out]
         rows = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
         cur = np.repeat(np.array([t for _k, t in out], dtype=np.int32), [len(g) for g in groups])
         done = []
@@ -209,10 +224,16 @@ class TokenIndex:
             done.append(rows[ended])
             rows, cur = rows[~ended], cur[~ended]
             cur = self._table[cur, self._cls[j][rows]]
-            alive = cur != dead  # only the survivors are walked on: after a character or two, few are
+            alive = (
+                cur != dead
+            )  # only the survivors are walked on: after a character or two, few are
             rows, cur = rows[alive], cur[alive]
         ok = self._regular_ids[np.concatenate(done + [rows])]
-        extra = [t for t in self._irregular_candidates(s) if self._walk(s, b"", self.vocab.token_bytes[t]) is not None]
+        extra = [
+            t
+            for t in self._irregular_candidates(s)
+            if self._walk(s, b"", self.vocab.token_bytes[t]) is not None
+        ]
         ids = np.concatenate([ok, np.array(extra, dtype=np.int64)]) if extra else ok
         if s in self.dfa.finals:
             ids = np.append(ids, self.vocab.eos_token_id)
@@ -318,7 +339,11 @@ class TokenIndex:
             got = self._allowed[tstate] = self._compute(tstate)
         elif got is None:
             s, pending = self.split(tstate)
-            ids = [t for t in self._cont_start if self._walk(s, pending, self.vocab.token_bytes[t]) is not None]
+            ids = [
+                t
+                for t in self._cont_start
+                if self._walk(s, pending, self.vocab.token_bytes[t]) is not None
+            ]
             got = np.array(sorted(ids), dtype=np.int32)
             self._allowed[tstate] = got
         return got
@@ -341,7 +366,11 @@ class TokenIndex:
     def nbytes(self) -> int:
         """Memory held (host arrays and device masks), for the byte-bounded caches."""
         # snapshots: the decode thread may add states while this runs
-        n = sum(a.nbytes for a in list(self._allowed.values())) + self._table.nbytes + self._cls.nbytes
+        n = (
+            sum(a.nbytes for a in list(self._allowed.values()))
+            + self._table.nbytes
+            + self._cls.nbytes
+        )
         n += sum(m.numel() * m.element_size() for m in list(self._masks.values()))
         return n + 120 * (len(self._pending) + len(self._allowed) + len(self._masks))
 

@@ -13,8 +13,10 @@ from functools import lru_cache
 @lru_cache(maxsize=1)
 def gpt2_byte_decoder() -> dict[str, int]:
     """Inverse of GPT-2's printable byte alphabet (bytes_to_unicode)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1)
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
     )
     cs = bs[:]
     n = 0
@@ -70,7 +72,9 @@ class TokenVocab:
         return ids[lo:hi]
 
 
-def build_vocab(tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None) -> TokenVocab:
+def build_vocab(
+    tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None
+) -> TokenVocab:
     """Read token bytes from the tokenizer's own model description (no decode() per id,
     which would strip spaces or merge bytes)."""
     n_tok = len(tokenizer)

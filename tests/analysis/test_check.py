@@ -17,20 +17,47 @@ def run(capsys, *argv):
 
 
 def test_regex_verdicts_name_the_place_and_what_was_allowed(capsys):
-    rc, out = run(capsys, "--regex", "[0-9]{3}-[0-9]{4}", "--text", "555-1234", "--text", "555-12a4",
-                  "--text", "555-12", "--text", "ü55")
+    rc, out = run(
+        capsys,
+        "--regex",
+        "[0-9]{3}-[0-9]{4}",
+        "--text",
+        "555-1234",
+        "--text",
+        "555-12a4",
+        "--text",
+        "555-12",
+        "--text",
+        "ü55",
+    )
     assert rc == 0
     ok, bad, short, wide = out
     assert ok["accepted"] and ok["prefix_ok"] and ok["rejected_at"] is None
-    assert not bad["accepted"] and not bad["prefix_ok"] and bad["rejected_at"] == 6 and bad["expected"] == ["[0-9]"]
+    assert (
+        not bad["accepted"]
+        and not bad["prefix_ok"]
+        and bad["rejected_at"] == 6
+        and bad["expected"] == ["[0-9]"]
+    )
     assert not short["accepted"] and short["prefix_ok"] and short["expected"] == ["[0-9]"]
-    assert wide["rejected_at"] == 0  # a byte offset: "ü" is two bytes, and it is the first character
+    assert (
+        wide["rejected_at"] == 0
+    )  # a byte offset: "ü" is two bytes, and it is the first character
 
 
 @pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
 def test_every_backend_gives_its_own_verdict(capsys, backend):
-    rc, (good, bad) = run(capsys, "--regex", r"The answer is (yes|no)\.", "--backend", backend,
-                          "--text", "The answer is yes.", "--text", "The answer is maybe.")
+    rc, (good, bad) = run(
+        capsys,
+        "--regex",
+        r"The answer is (yes|no)\.",
+        "--backend",
+        backend,
+        "--text",
+        "The answer is yes.",
+        "--text",
+        "The answer is maybe.",
+    )
     assert rc == 0 and good["backend"] == backend and good["accepted"]
     assert not bad["accepted"] and bad["rejected_at"] == len("The answer is ")
 
@@ -38,25 +65,41 @@ def test_every_backend_gives_its_own_verdict(capsys, backend):
 def test_every_backend_accepts_past_an_accepting_state(capsys):
     """outlines-core 0.2.x alone refuses `1.5` for `[0-9]+(\\.[0-9]+)?` (it drops tokens that
     leave an accepting state); the adapter's end marker fixes that, so all four agree."""
-    rc, out = run(capsys, "--regex", r"[0-9]+(\.[0-9]+)?", "--backend", "all", "--text", "1.5", "--text", "1.")
+    rc, out = run(
+        capsys, "--regex", r"[0-9]+(\.[0-9]+)?", "--backend", "all", "--text", "1.5", "--text", "1."
+    )
     assert rc == 0
     full = {o["backend"]: o for o in out if o["text"] == "1.5"}
     part = {o["backend"]: o for o in out if o["text"] == "1."}
     assert set(full) == set(part) == {"fsm", "outlines", "xgrammar", "llguidance"}
     assert all(o["accepted"] and not o["warnings"] for o in full.values())
-    assert all(not o["accepted"] and o["prefix_ok"] and o["rejected_at"] is None for o in part.values())
+    assert all(
+        not o["accepted"] and o["prefix_ok"] and o["rejected_at"] is None for o in part.values()
+    )
 
 
 def test_native_schema_bounds_and_a_bad_line_in_a_requests_file(capsys, tmp_path):
-    schema = {"type": "object", "properties": {"qty": {"type": "integer", "minimum": 1, "maximum": 99}},
-              "required": ["qty"]}
+    schema = {
+        "type": "object",
+        "properties": {"qty": {"type": "integer", "minimum": 1, "maximum": 99}},
+        "required": ["qty"],
+    }
     f = tmp_path / "checks.jsonl"
-    f.write_text(json.dumps({"schema": schema, "backend": "xgrammar", "text": '{"qty":100}'}) + "\n"
-                 + json.dumps({"regex": "(?<=a)b", "text": "b"}) + "\n"
-                 + json.dumps({"schema": schema, "backend": "xgrammar", "text": '{"qty":12}'}) + "\n")
+    f.write_text(
+        json.dumps({"schema": schema, "backend": "xgrammar", "text": '{"qty":100}'})
+        + "\n"
+        + json.dumps({"regex": "(?<=a)b", "text": "b"})
+        + "\n"
+        + json.dumps({"schema": schema, "backend": "xgrammar", "text": '{"qty":12}'})
+        + "\n"
+    )
     rc, (over, err, fine) = run(capsys, "--requests", str(f))
     assert rc == 2  # one line failed to compile; the others were checked
-    assert not over["accepted"] and over["rejected_at"] == len('{"qty":10') and over["expected"] == ["}"]
+    assert (
+        not over["accepted"]
+        and over["rejected_at"] == len('{"qty":10')
+        and over["expected"] == ["}"]
+    )
     assert err["error"]["kind"] == "unsupported_feature"
     assert fine["accepted"]
 
@@ -67,11 +110,22 @@ def test_check_without_a_text_is_a_clear_error(capsys):
 
 
 def test_spec_flag_and_requests_field_read_the_schema_as_json_schema_does(capsys, tmp_path):
-    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    schema = json.dumps(
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    )
     rc, (closed,) = run(capsys, "--schema", schema, "--text", '{"a":1.0,"b":2}')
     rc2, (opened,) = run(capsys, "--schema", schema, "--spec", "--text", '{"a":1.0,"b":2}')
     assert rc == rc2 == 0 and not closed["accepted"] and opened["accepted"]
     f = tmp_path / "checks.jsonl"
-    f.write_text(json.dumps({"schema": json.loads(schema), "spec": True, "backend": "xgrammar", "text": '{"a":1,"b":2}'}))
+    f.write_text(
+        json.dumps(
+            {
+                "schema": json.loads(schema),
+                "spec": True,
+                "backend": "xgrammar",
+                "text": '{"a":1,"b":2}',
+            }
+        )
+    )
     rc, (native,) = run(capsys, "--requests", str(f))
     assert rc == 0 and native["accepted"]  # xgrammar without strict mode

@@ -41,14 +41,22 @@ def test_optional_properties_point_at_their_object(ctx):
     assert "optional_or_order" in causes
     # each choice points at the property the output chose next, or at the object it closed
     places = set(causes["optional_or_order"]["places"])
-    assert places <= {"/", "/properties/a", "/properties/b"} and places & {"/properties/a", "/properties/b"}
+    assert places <= {"/", "/properties/a", "/properties/b"} and places & {
+        "/properties/a",
+        "/properties/b",
+    }
     wi = next(w for w in rep["what_if"] if w["change"].startswith("required"))
     assert wi["ideal_reduction_after"] > wi["ideal_reduction_before"]
 
 
-TITLE_TAGS = {"type": "object", "properties": {
-    "title": {"type": "string", "maxLength": 30},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}}}, "required": ["title", "tags"]}
+TITLE_TAGS = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 30},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}},
+    },
+    "required": ["title", "tags"],
+}
 
 
 def test_free_text_is_attributed_to_the_string_it_is_in(ctx):
@@ -60,10 +68,21 @@ def test_free_text_is_attributed_to_the_string_it_is_in(ctx):
 
 
 def test_optional_property_choice_points_at_the_property(ctx):
-    book = {"type": "object", "properties": {"book": {"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 20}, "genre": {"enum": ["sf", "crime"]},
-        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}}, "required": ["name", "genre"]}},
-        "required": ["book"]}
+    book = {
+        "type": "object",
+        "properties": {
+            "book": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 20},
+                    "genre": {"enum": ["sf", "crime"]},
+                    "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+                },
+                "required": ["name", "genre"],
+            }
+        },
+        "required": ["book"],
+    }
     rep = doc(ctx, Constraint("schema", json.dumps(book), "compact"), n=8)
     places = next(c for c in rep["causes"] if c["cause"] == "optional_or_order")["places"]
     assert "/properties/book/properties/tags" in places
@@ -71,8 +90,13 @@ def test_optional_property_choice_points_at_the_property(ctx):
 
 
 def test_what_if_says_whether_it_helps(ctx):
-    schema = {"type": "object", "properties": {"t": {"type": "array", "items": {"type": "string", "maxLength": 12},
-                                                     "maxItems": 4}, "n": {"type": "integer"}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "t": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4},
+            "n": {"type": "integer"},
+        },
+    }
     rep = doc(ctx, Constraint("schema", json.dumps(schema), "compact"), n=8)
     assert rep["what_if"]
     for w in rep["what_if"]:
@@ -84,12 +108,32 @@ def test_what_if_says_whether_it_helps(ctx):
 def test_doctor_page_marks_the_node_a_cause_points_at():
     from viz.summaries import doctor_md
 
-    rep = {"constraint": {"kind": "schema"}, "fsm": {"num_states": 1, "jumpable_states": 0, "jumpable_share": 0,
-           "num_chains": 0, "longest_chain": 0}, "ideal_reduction": 1, "total_tokens": 1, "model_tokens": 1,
-           "samples": {"count": 1, "source": "synthesized", "texts": []},
-           "causes": [{"cause": "free_text", "title": "Free-text strings", "share": 1, "why": "", "suggestion": "",
-                       "places": ["/properties/title"]}],
-           "token_boundaries": {"share": 0, "title": "x", "suggestion": ""}, "what_if": []}
+    rep = {
+        "constraint": {"kind": "schema"},
+        "fsm": {
+            "num_states": 1,
+            "jumpable_states": 0,
+            "jumpable_share": 0,
+            "num_chains": 0,
+            "longest_chain": 0,
+        },
+        "ideal_reduction": 1,
+        "total_tokens": 1,
+        "model_tokens": 1,
+        "samples": {"count": 1, "source": "synthesized", "texts": []},
+        "causes": [
+            {
+                "cause": "free_text",
+                "title": "Free-text strings",
+                "share": 1,
+                "why": "",
+                "suggestion": "",
+                "places": ["/properties/title"],
+            }
+        ],
+        "token_boundaries": {"share": 0, "title": "x", "suggestion": ""},
+        "what_if": [],
+    }
     md = doctor_md(rep, json.dumps(TITLE_TAGS))
     marked = md.split("<mark id='doctor-mark'>", 1)[1].split("</mark>", 1)[0]
     assert "maxLength&quot;: 30" in marked and "tags" not in marked
@@ -123,7 +167,9 @@ def test_doctor_agrees_with_what_jump_achieves(engine, paper_bench, character_re
     else:
         c = Constraint("schema", json.dumps(ORDER), "spaced")
         prompt = "Write an order as JSON: id 7, shipped, with a book and a pen."
-    tr = engine.generate(GenerateRequest(prompt=prompt, constraint=c, mode="jump", max_new_tokens=256))
+    tr = engine.generate(
+        GenerateRequest(prompt=prompt, constraint=c, mode="jump", max_new_tokens=256)
+    )
     assert tr["totals"]["finished"]
     rep = doc(engine.ctx, c, samples=[tr["text"]])
     assert rep["samples"]["source"] == "model"
@@ -137,7 +183,21 @@ def test_doctor_agrees_with_what_jump_achieves(engine, paper_bench, character_re
 def test_doctor_cli(capsys, compile_engine):
     from cfsm.cli import main
 
-    assert main(["doctor", "--schema", json.dumps(ORDER), "--whitespace", "flexible", "--samples", "4", "--json"]) == 0
+    assert (
+        main(
+            [
+                "doctor",
+                "--schema",
+                json.dumps(ORDER),
+                "--whitespace",
+                "flexible",
+                "--samples",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
     rep = json.loads(capsys.readouterr().out)
     assert rep["causes"] and rep["what_if"] and rep["ideal_reduction"] > 1
     assert main(["doctor", "--regex", "(yes|no)", "--samples", "3"]) == 0
@@ -147,8 +207,15 @@ def test_doctor_cli(capsys, compile_engine):
 def test_the_spec_reading_what_if_says_what_open_objects_cost(ctx):
     """Generation closes objects; the doctor measures what JSON Schema's own reading would
     cost, and the way back from it."""
-    tagged = {"type": "object", "properties": {"id": {"const": 7}, "ok": {"type": "boolean"}}, "required": ["id", "ok"]}
-    for spec in (False, True):  # spec: after `7` a model may write `.0` or another key, so `,"ok":` is no longer forced
+    tagged = {
+        "type": "object",
+        "properties": {"id": {"const": 7}, "ok": {"type": "boolean"}},
+        "required": ["id", "ok"],
+    }
+    for spec in (
+        False,
+        True,
+    ):  # spec: after `7` a model may write `.0` or another key, so `,"ok":` is no longer forced
         rep = doc(ctx, Constraint("schema", json.dumps(tagged), "compact", spec=spec), n=8)
         w = next(w for w in rep["what_if"] if "reading" in w["change"])
         assert ("JSON Schema's own reading" in w["change"]) == (not spec)

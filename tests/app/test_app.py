@@ -6,9 +6,19 @@ from app.main import RESTORED_INPUTS, live_check, restore_inputs, scrub_slider
 from viz.summaries import compare_md
 
 
-def _run(text: str, wall: float, passes: int, finished: bool = True, reason: str = "complete") -> dict:
-    return {"text": text, "totals": {"wall_s": wall, "forward_passes": passes, "output_tokens": 10, "finished": finished,
-                                     "reason": reason}}
+def _run(
+    text: str, wall: float, passes: int, finished: bool = True, reason: str = "complete"
+) -> dict:
+    return {
+        "text": text,
+        "totals": {
+            "wall_s": wall,
+            "forward_passes": passes,
+            "output_tokens": 10,
+            "finished": finished,
+            "reason": reason,
+        },
+    }
 
 
 def test_compare_states_the_ratio_plainly_when_both_runs_are_alike():
@@ -18,21 +28,46 @@ def test_compare_states_the_ratio_plainly_when_both_runs_are_alike():
 
 
 def test_compare_warns_when_a_run_did_not_finish_or_outputs_differ_or_were_sampled():
-    md = compare_md(_run("abc", 20.6, 10, False, "max_new_tokens"), _run("ab", 1.0, 4), "A", "B", 0.7, 3)
+    md = compare_md(
+        _run("abc", 20.6, 10, False, "max_new_tokens"), _run("ab", 1.0, 4), "A", "B", 0.7, 3
+    )
     assert "A did not finish (max_new_tokens)" in md
     assert "the outputs differ" in md
     assert "temperature 0.7, seed 3" in md and "read the ratio with care" in md
 
 
 def test_an_uploaded_trace_restores_its_inputs():
-    trace = {"backend": "xgrammar", "mode": "masked",
-             "request": {"prompt": "Hi", "max_new_tokens": 64, "temperature": 0.5, "top_p": 0.9, "seed": 7,
-                         "constraint": {"kind": "schema", "text": "{}", "whitespace": "spaced", "lenient": True,
-                                        "spec": True}}}
+    trace = {
+        "backend": "xgrammar",
+        "mode": "masked",
+        "request": {
+            "prompt": "Hi",
+            "max_new_tokens": 64,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "seed": 7,
+            "constraint": {
+                "kind": "schema",
+                "text": "{}",
+                "whitespace": "spaced",
+                "lenient": True,
+                "spec": True,
+            },
+        },
+    }
     got = restore_inputs(trace)
-    assert {k: got[k] for k in ("kind", "sch", "prompt", "ws", "lenient", "spec", "backend", "mode")} == {
-        "kind": "schema", "sch": "{}", "prompt": "Hi", "ws": "spaced", "lenient": True, "spec": True,
-        "backend": "xgrammar", "mode": "masked"}
+    assert {
+        k: got[k] for k in ("kind", "sch", "prompt", "ws", "lenient", "spec", "backend", "mode")
+    } == {
+        "kind": "schema",
+        "sch": "{}",
+        "prompt": "Hi",
+        "ws": "spaced",
+        "lenient": True,
+        "spec": True,
+        "backend": "xgrammar",
+        "mode": "masked",
+    }
     assert (got["max_new"], got["temp"], got["top_p"], got["seed"]) == (64, 0.5, 0.9, 7)
     # the other two constraint boxes keep what they hold
     row = RESTORED_INPUTS.set(**got)
@@ -41,7 +76,9 @@ def test_an_uploaded_trace_restores_its_inputs():
 
 
 def test_a_free_run_upload_keeps_the_constraint_inputs():
-    out = restore_inputs({"backend": None, "mode": "free", "request": {"prompt": "x", "constraint": None}})
+    out = restore_inputs(
+        {"backend": None, "mode": "free", "request": {"prompt": "x", "constraint": None}}
+    )
     assert "kind" not in out and "rx" not in out and out["mode"] == "free"
 
 

@@ -28,7 +28,9 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def app_url(engine):
     if not os.path.exists(CHROMIUM):
-        pytest.fail("Debian chromium is missing: run `make test` (it installs it) or apt-get install chromium")
+        pytest.fail(
+            "Debian chromium is missing: run `make test` (it installs it) or apt-get install chromium"
+        )
     from app.main import serve
 
     port = _free_port()
@@ -49,8 +51,15 @@ def page(app_url):
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
             headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         pg = browser.new_page(viewport={"width": 1500, "height": 1100})
         pg.goto(app_url, wait_until="domcontentloaded")
@@ -78,21 +87,31 @@ def _expected_element(trace: dict, step: int) -> str:
 
 
 def _wait_step(page, k: int) -> None:
-    page.wait_for_function(f"document.querySelector('#step-view')?.dataset.step === '{k}'", timeout=30_000)
+    page.wait_for_function(
+        f"document.querySelector('#step-view')?.dataset.step === '{k}'", timeout=30_000
+    )
 
 
 def _run_and_wait(page) -> None:
     old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
     page.locator("#run").click()
-    page.wait_for_function(f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
-                           f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()", timeout=240_000)
+    page.wait_for_function(
+        f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
+        f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
+        timeout=240_000,
+    )
 
 
 def test_character_preset_run_and_scrub(page, app_url):
     page.wait_for_selector("#model-status", timeout=60_000)
-    page.wait_for_function("document.querySelector('#model-status').innerText.includes('Model ready')", timeout=180_000)
+    page.wait_for_function(
+        "document.querySelector('#model-status').innerText.includes('Model ready')", timeout=180_000
+    )
     _pick_preset(page, "SGLang character (regex)")  # from the dropdown
-    page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('Gryffindor')", timeout=10_000)
+    page.wait_for_function(
+        "document.querySelector('#regex-input textarea').value.includes('Gryffindor')",
+        timeout=10_000,
+    )
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)
     page.screenshot(path=str(ARTIFACTS / "step-view-initial.png"), full_page=True)
@@ -117,12 +136,18 @@ def test_character_preset_run_and_scrub(page, app_url):
         _wait_step(page, k)
         times.append(time.perf_counter() - t0)
     print(f"\nscrub, key press to rendered step (ms): {[round(t * 1000) for t in times]}")
-    assert max(times) < 5, "scrubbing must not wait for the server"  # loose; the target lives in `cfsm bench --suite scrub`
-    assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(trace, 6)
+    assert max(times) < 5, (
+        "scrubbing must not wait for the server"
+    )  # loose; the target lives in `cfsm bench --suite scrub`
+    assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(
+        trace, 6
+    )
     assert "Step 6" in page.locator("#caption").inner_text()
     # the output written before step 6 is shown as written, the rest greyed
     done = page.locator("#output-text .done").inner_text()
-    assert done == trace["text"][: trace["steps"][6]["char_offset"]] and 0 < len(done) < len(trace["text"])
+    assert done == trace["text"][: trace["steps"][6]["char_offset"]] and 0 < len(done) < len(
+        trace["text"]
+    )
     # the path so far is marked, and tokens after this step are dimmed
     assert page.locator("#fsm-graph svg g.path").count() >= 2
     future = page.locator("#step-view #token-strip .cfsm-chip.future").count()
@@ -137,12 +162,17 @@ def test_character_preset_run_and_scrub(page, app_url):
     page.screenshot(path=str(ARTIFACTS / "step-view-scrubbed.png"), full_page=True)
 
     # clicking a state the path reached moves the scrubber to the step that reached it
-    page.locator("#step-view [data-z=fit]").click()  # the whole layout in view (pan and zoom are the page's)
+    page.locator(
+        "#step-view [data-z=fit]"
+    ).click()  # the whole layout in view (pan and zoom are the page's)
     target = page.locator("#fsm-graph svg g.node.path").first
     tid = target.get_attribute("id")
     target.click()
-    page.wait_for_function(f"document.querySelector('#fsm-graph svg g.current')?.id === '{tid}' || "
-                           f"document.querySelector('#step-view').dataset.step !== '6'", timeout=10_000)
+    page.wait_for_function(
+        f"document.querySelector('#fsm-graph svg g.current')?.id === '{tid}' || "
+        f"document.querySelector('#step-view').dataset.step !== '6'",
+        timeout=10_000,
+    )
     k = int(page.evaluate("document.querySelector('#step-view').dataset.step"))
     assert page.locator("#step-slider input[type=number]").input_value() == str(k)
     assert k <= 6
@@ -158,8 +188,11 @@ def test_a_new_run_dims_the_old_step_view_at_once(page):
     page.locator("#run").click()
     page.wait_for_function("window.__dimmed !== null", timeout=5_000)
     assert page.evaluate("window.__dimmed") == old  # the old run's view was dimmed in place
-    page.wait_for_function(f"(() => {{ const v = document.querySelector('#step-view'); return v.dataset.run && "
-                           f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()", timeout=240_000)
+    page.wait_for_function(
+        f"(() => {{ const v = document.querySelector('#step-view'); return v.dataset.run && "
+        f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
+        timeout=240_000,
+    )
     assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
 
 
@@ -175,12 +208,16 @@ def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
     rng.focus()
     rng.press("End")
     _wait_step(page, n)  # the end of the run: the final state is marked
-    assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(trace, n)
+    assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(
+        trace, n
+    )
     assert "Decoding ended" in page.locator("#caption").inner_text()
     assert page.locator("#output-text .done").inner_text() == trace["text"]
 
     _pick_preset(page, "CJK (regex)")
-    page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('城市')", timeout=10_000)
+    page.wait_for_function(
+        "document.querySelector('#regex-input textarea').value.includes('城市')", timeout=10_000
+    )
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)
     assert page.locator("#output-text").inner_text() == trace["text"]
@@ -198,15 +235,19 @@ def test_run_button_is_visible_at_1024x768_and_grammar_errors_are_plain(page, ap
     assert "Run" in page.locator("#intro").inner_text()
     page.get_by_role("tab", name="Grammar").click()
     page.locator("#grammar-input textarea").fill('root ::= "a" |')
-    page.wait_for_function("document.querySelector('#grammar-error').innerText.includes('invalid_grammar')",
-                           timeout=20_000)
+    page.wait_for_function(
+        "document.querySelector('#grammar-error').innerText.includes('invalid_grammar')",
+        timeout=20_000,
+    )
     msg = page.locator("#grammar-error").inner_text()
     assert "EBNF parser error" in msg and ".cc" not in msg
     page.set_viewport_size({"width": 1500, "height": 1100})
     page.get_by_role("tab", name="Regex").click()
 
 
-def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(page, app_url, engine, tmp_path):
+def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
+    page, app_url, engine, tmp_path
+):
     import json
 
     from app.layout import CUSTOM
@@ -215,9 +256,17 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(p
 
     page.locator("#regex-input textarea").fill("x")
     page.locator("#regex-input textarea").press_sequentially("+")  # typed, as a user edits a preset
-    page.wait_for_function(f"document.querySelector('#preset input').value === {json.dumps(CUSTOM)}", timeout=10_000)
-    tr = engine.generate(GenerateRequest(prompt="Cats or dogs?", constraint=Constraint("regex", "(cat|dog)s"),
-                                         mode="masked", max_new_tokens=8))
+    page.wait_for_function(
+        f"document.querySelector('#preset input').value === {json.dumps(CUSTOM)}", timeout=10_000
+    )
+    tr = engine.generate(
+        GenerateRequest(
+            prompt="Cats or dogs?",
+            constraint=Constraint("regex", "(cat|dog)s"),
+            mode="masked",
+            max_new_tokens=8,
+        )
+    )
     good, bad = tmp_path / "run.json", tmp_path / "bad.json"
     good.write_text(json.dumps(tr), encoding="utf-8")
     bad.write_text("{not json", encoding="utf-8")
@@ -225,8 +274,11 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(p
         page.locator("#share-export").get_by_text("Share and export").click()
     old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
     page.locator("#up-trace input[type=file]").set_input_files(str(good))
-    page.wait_for_function(f"(() => {{ const v = document.querySelector('#step-view'); return v.dataset.run && "
-                           f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()", timeout=60_000)
+    page.wait_for_function(
+        f"(() => {{ const v = document.querySelector('#step-view'); return v.dataset.run && "
+        f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
+        timeout=60_000,
+    )
     assert page.locator("#regex-input textarea").input_value() == "(cat|dog)s"
     assert page.locator("#prompt textarea").input_value() == "Cats or dogs?"
     assert page.locator("#mode input[value=masked]").is_checked()
@@ -240,7 +292,10 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(p
     # a broken file: the message appears beside the upload box, the view is kept
     page.wait_for_selector("#up-trace input[type=file]", state="attached", timeout=10_000)
     page.locator("#up-trace input[type=file]").set_input_files(str(bad))
-    page.wait_for_function("document.querySelector('#upload-error').innerText.includes('invalid_input')", timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#upload-error').innerText.includes('invalid_input')",
+        timeout=30_000,
+    )
     up, err = page.locator("#up-trace").bounding_box(), page.locator("#upload-error").bounding_box()
     assert 0 <= err["y"] - (up["y"] + up["height"]) < 200
     assert page.locator("#output-text").inner_text() == tr["text"]
@@ -257,10 +312,16 @@ def _pick_preset(page, name: str) -> None:
 
 def test_compare_masked_vs_jump(page):
     _pick_preset(page, "SGLang character (regex)")
-    page.wait_for_function("document.querySelector('#regex-input textarea').value.includes('Gryffindor')", timeout=10_000)
+    page.wait_for_function(
+        "document.querySelector('#regex-input textarea').value.includes('Gryffindor')",
+        timeout=10_000,
+    )
     page.get_by_role("tab", name="Compare").click()
     page.locator("#compare-run").click()
-    page.wait_for_function("document.querySelector('#compare-table').innerText.includes('forward passes')", timeout=240_000)
+    page.wait_for_function(
+        "document.querySelector('#compare-table').innerText.includes('forward passes')",
+        timeout=240_000,
+    )
     table = page.locator("#compare-table").inner_text()
     assert "masked / fsm" in table and "jump / fsm" in table
     m = re.search(r"B is ([0-9.]+)x (faster|slower)", table)
@@ -276,23 +337,38 @@ def test_compare_masked_vs_jump(page):
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     box = page.locator("#regex-input textarea")
     box.fill("(?<=a)b")
-    page.wait_for_function("document.querySelector('#regex-error').innerText.includes('look-ahead')", timeout=20_000)
+    page.wait_for_function(
+        "document.querySelector('#regex-error').innerText.includes('look-ahead')", timeout=20_000
+    )
     page.locator("#run").click()
-    page.wait_for_function("document.querySelector('#run-error').innerText.includes('unsupported_feature')", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#run-error').innerText.includes('unsupported_feature')",
+        timeout=60_000,
+    )
     assert "Traceback" not in page.content()
     box.fill("(yes|no)")
-    page.locator("#prompt textarea").fill("Is water wet?")  # one step: the scrubber has a single position
+    page.locator("#prompt textarea").fill(
+        "Is water wet?"
+    )  # one step: the scrubber has a single position
     page.locator("#run").click()
-    page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
+    page.wait_for_function(
+        "document.querySelector('#summary').innerText.includes('finished')", timeout=120_000
+    )
     assert page.locator("#run-error").inner_text().strip() == ""
-    page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'", timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#step-view').dataset.step === '0'", timeout=30_000
+    )
     answer = page.locator("#output-text").inner_text()
     assert answer in ("yes", "no")
     # a failed run loses nothing: the previous run's view comes back, not dimmed
     box.fill("a(b")
     page.locator("#run").click()
-    page.wait_for_function("document.querySelector('#run-error').innerText.includes('invalid_regex')", timeout=60_000)
-    page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'", timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#run-error').innerText.includes('invalid_regex')", timeout=60_000
+    )
+    page.wait_for_function(
+        "document.querySelector('#step-view').dataset.step === '0'", timeout=30_000
+    )
     assert page.locator("#output-text").inner_text() == answer
     assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
 
@@ -303,8 +379,12 @@ def _check_test_strings(page, lines: str):
     page.locator("#test-strings").click()  # open the accordion
     page.locator("#test-strings-input textarea").fill(lines)
     page.locator("#test-strings-run").click()
-    page.wait_for_selector("#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=120_000)
-    assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator("#test-strings-output").inner_text()
+    page.wait_for_selector(
+        "#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=120_000
+    )
+    assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator(
+        "#test-strings-output"
+    ).inner_text()
     return page.locator("#test-strings-result .ts-row")
 
 
@@ -315,7 +395,9 @@ def test_test_strings_mark_where_each_text_leaves_the_language(page):
     assert "match" in rows.nth(0).inner_text()
     assert "prefix" in rows.nth(1).inner_text()
     assert "leaves at byte 1" in rows.nth(2).inner_text()
-    assert rows.nth(2).locator("mark.ts-reject").inner_text() == "x"  # the character that leaves the language
+    assert (
+        rows.nth(2).locator("mark.ts-reject").inner_text() == "x"
+    )  # the character that leaves the language
 
 
 def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_url):
@@ -323,37 +405,65 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
     tab says it stopped a compile."""
     page.locator("#regex-input textarea").fill("(a|b)*a(a|b){18}")
     page.locator("#run").click()
-    page.wait_for_function("document.querySelector('#summary').innerText.includes('Compiling')", timeout=60_000)
-    ctx = page.context.browser.new_context(viewport={"width": 1500, "height": 1100})  # a second user
+    page.wait_for_function(
+        "document.querySelector('#summary').innerText.includes('Compiling')", timeout=60_000
+    )
+    ctx = page.context.browser.new_context(
+        viewport={"width": 1500, "height": 1100}
+    )  # a second user
     other = ctx.new_page()
     try:
         other.goto(app_url, wait_until="domcontentloaded")
-        other.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')",
-                                timeout=120_000)
+        other.wait_for_function(
+            "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+            timeout=120_000,
+        )
         other.locator("#regex-input textarea").fill("The answer is (yes|no)\\.")
         other.locator("#run").click()
-        other.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
-        other.wait_for_function("document.querySelector('#step-view')?.dataset.step === '0'", timeout=30_000)
-        assert "The␣answer␣is" in other.locator("#step-view #token-strip").inner_text()  # spaces shown as ␣
+        other.wait_for_function(
+            "document.querySelector('#summary').innerText.includes('finished')", timeout=120_000
+        )
+        other.wait_for_function(
+            "document.querySelector('#step-view')?.dataset.step === '0'", timeout=30_000
+        )
+        assert (
+            "The␣answer␣is" in other.locator("#step-view #token-strip").inner_text()
+        )  # spaces shown as ␣
         # the first tab is still compiling: the second did not wait for its time limit
         assert "Compiling" in page.locator("#summary").inner_text()
     finally:
         ctx.close()
     page.locator("#stop").click()
     # read in one go: the message names the phase and what was compiling
-    page.wait_for_function("(t => t.includes('Stopped while compiling') && t.includes('regex for fsm'))"
-                           "(document.querySelector('#stop-message').innerText)", timeout=20_000)
+    page.wait_for_function(
+        "(t => t.includes('Stopped while compiling') && t.includes('regex for fsm'))"
+        "(document.querySelector('#stop-message').innerText)",
+        timeout=20_000,
+    )
     # the step view is not left saying "Decoding": the previous run's view (or the empty one) is back
-    page.wait_for_function("!document.querySelector('#step-view').innerText.includes('Decoding')", timeout=20_000)
+    page.wait_for_function(
+        "!document.querySelector('#step-view').innerText.includes('Decoding')", timeout=20_000
+    )
 
 
 def test_permalink_restores_inputs(page, app_url):
     import urllib.parse
 
-    q = urllib.parse.urlencode({"kind": "regex", "c": "(red|blue) sky", "prompt": "Colour?", "mode": "masked",
-                                "backend": "xgrammar", "max": 17})
+    q = urllib.parse.urlencode(
+        {
+            "kind": "regex",
+            "c": "(red|blue) sky",
+            "prompt": "Colour?",
+            "mode": "masked",
+            "backend": "xgrammar",
+            "max": 17,
+        }
+    )
     page.goto(f"{app_url}/?{q}", wait_until="domcontentloaded")
-    page.wait_for_function("document.querySelector('#regex-input textarea')?.value === '(red|blue) sky'", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#regex-input textarea')?.value === '(red|blue) sky'",
+        timeout=60_000,
+    )
     assert page.locator("#prompt textarea").input_value() == "Colour?"
     assert page.locator("#mode input[value=masked]").is_checked()
 
@@ -362,17 +472,35 @@ def test_lenient_checkbox_turns_a_refusal_into_a_warning(page, app_url):
     import urllib.parse
 
     schema = '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, "maxItems": 3}'
-    q = urllib.parse.urlencode({"kind": "schema", "c": schema, "prompt": "Three digits as a JSON list", "mode": "jump",
-                                "backend": "fsm", "max": 16})
+    q = urllib.parse.urlencode(
+        {
+            "kind": "schema",
+            "c": schema,
+            "prompt": "Three digits as a JSON list",
+            "mode": "jump",
+            "backend": "fsm",
+            "max": 16,
+        }
+    )
     page.goto(f"{app_url}/?{q}", wait_until="domcontentloaded")
-    page.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')", timeout=120_000)
-    page.wait_for_function("document.querySelector('#schema-input')?.innerText.includes('uniqueItems')", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=120_000,
+    )
+    page.wait_for_function(
+        "document.querySelector('#schema-input')?.innerText.includes('uniqueItems')", timeout=60_000
+    )
     page.locator("#run").click()
-    page.wait_for_function("document.querySelector('#run-error').innerText.includes('unsupported_feature')", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#run-error').innerText.includes('unsupported_feature')",
+        timeout=60_000,
+    )
     assert "/uniqueItems" in page.locator("#run-error").inner_text()
     page.locator("#lenient input").check()
     page.locator("#run").click()
-    page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')", timeout=120_000)
+    page.wait_for_function(
+        "document.querySelector('#summary').innerText.includes('finished')", timeout=120_000
+    )
     summary = page.locator("#summary").inner_text()
     assert "warning" in summary and "uniqueItems" in summary and "NOT enforced" in summary
     assert page.locator("#run-error").inner_text().strip() == ""
@@ -382,18 +510,32 @@ def test_spec_reading_checkbox_opens_objects_and_accepts_1_0_in_the_test_strings
     import urllib.parse
 
     schema = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
-    page.goto(f"{app_url}/?{urllib.parse.urlencode({'kind': 'schema', 'c': schema})}", wait_until="domcontentloaded")
-    page.wait_for_function("document.querySelector('#model-status')?.innerText.includes('Model ready')", timeout=120_000)
-    page.wait_for_function("document.querySelector('#schema-input')?.innerText.includes('required')", timeout=60_000)
+    page.goto(
+        f"{app_url}/?{urllib.parse.urlencode({'kind': 'schema', 'c': schema})}",
+        wait_until="domcontentloaded",
+    )
+    page.wait_for_function(
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=120_000,
+    )
+    page.wait_for_function(
+        "document.querySelector('#schema-input')?.innerText.includes('required')", timeout=60_000
+    )
     rows = _check_test_strings(page, '{"a":1,"b":2}\n{"a":1.0}\n{"a":"x"}')
-    assert "leaves at byte 6" in rows.nth(0).inner_text()  # generation's reading: the object is closed
+    assert (
+        "leaves at byte 6" in rows.nth(0).inner_text()
+    )  # generation's reading: the object is closed
     assert "leaves at byte 6" in rows.nth(1).inner_text()  # and 1 is written one way
     page.locator("#spec input").check()
     page.locator("#test-strings-run").click()
-    page.wait_for_function("!document.querySelector('#test-strings-result .ts-row').innerText.includes('leaves')",
-                           timeout=60_000)
+    page.wait_for_function(
+        "!document.querySelector('#test-strings-result .ts-row').innerText.includes('leaves')",
+        timeout=60_000,
+    )
     assert "match" in rows.nth(0).inner_text() and "match" in rows.nth(1).inner_text()
-    assert "leaves at byte 5" in rows.nth(2).inner_text()  # a string is no integer in either reading
+    assert (
+        "leaves at byte 5" in rows.nth(2).inner_text()
+    )  # a string is no integer in either reading
 
 
 def test_api_endpoints_with_gradio_client(app_url):
@@ -402,7 +544,18 @@ def test_api_endpoints_with_gradio_client(app_url):
     c = Client(app_url + "/", verbose=False)
     rep = c.predict("regex", "(apple|apricot) pie", "compact", "fsm", api_name="/compile")
     assert rep["chains"] and rep["num_states"] > 3
-    tr = c.predict("Which fruit pie?", "regex", "(apple|apricot) pie", "compact", "fsm", "jump", 16, 0.0, 0, api_name="/run")
+    tr = c.predict(
+        "Which fruit pie?",
+        "regex",
+        "(apple|apricot) pie",
+        "compact",
+        "fsm",
+        "jump",
+        16,
+        0.0,
+        0,
+        api_name="/run",
+    )
     assert tr["text"] in ("apple pie", "apricot pie")
     assert tr["version"] == 2 and tr["jumps"]
     with pytest.raises(Exception) as ei:
@@ -426,8 +579,18 @@ def test_concurrent_api_clients_decode_together(app_url):
 
     def client(i):
         c = Client(app_url + "/", verbose=False)
-        out[i] = c.predict(f"Client {i}, tell a story.", "regex", rf"client {i}: [a-z]+( [a-z]+){{3,30}}", "compact",
-                           "fsm", "masked", 24, 0.0, i, api_name="/run")
+        out[i] = c.predict(
+            f"Client {i}, tell a story.",
+            "regex",
+            rf"client {i}: [a-z]+( [a-z]+){{3,30}}",
+            "compact",
+            "fsm",
+            "masked",
+            24,
+            0.0,
+            i,
+            api_name="/run",
+        )
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(3)]
     for t in threads:
@@ -435,7 +598,10 @@ def test_concurrent_api_clients_decode_together(app_url):
     for t in threads:
         t.join(300)
     for i in range(3):
-        assert out[i]["text"].startswith(f"client {i}: ") and out[i]["scheduler"]["kind"] == "continuous"
+        assert (
+            out[i]["text"].startswith(f"client {i}: ")
+            and out[i]["scheduler"]["kind"] == "continuous"
+        )
         assert out[i]["totals"]["output_tokens"] > 3
     assert max(s["batch_size"] for tr in out.values() for s in tr["steps"]) >= 2
 
@@ -446,10 +612,23 @@ def test_app_survives_a_client_that_disconnects_mid_run(app_url):
     from gradio_client import Client
 
     c = Client(app_url + "/", verbose=False)
-    job = c.submit("Write a long story.", "regex", "[a-z ]{1,300}", "compact", "fsm", "masked", 120, 0.0, 0, api_name="/run")
+    job = c.submit(
+        "Write a long story.",
+        "regex",
+        "[a-z ]{1,300}",
+        "compact",
+        "fsm",
+        "masked",
+        120,
+        0.0,
+        0,
+        api_name="/run",
+    )
     time.sleep(1.0)
     job.cancel()
     del c
     fresh = Client(app_url + "/", verbose=False)
-    tr = fresh.predict("Say ok.", "regex", "(ok)", "compact", "fsm", "jump", 4, 0.0, 0, api_name="/run")
+    tr = fresh.predict(
+        "Say ok.", "regex", "(ok)", "compact", "fsm", "jump", 4, 0.0, 0, api_name="/run"
+    )
     assert tr["text"] == "ok" and tr["totals"]["finished"]

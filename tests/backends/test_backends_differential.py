@@ -20,7 +20,10 @@ CASES = [
     (r"(apple|apricot|banana) pie [0-9]+", "apricot pie 12"),
     (r"[\u4e00-\u9fff]{2,5}!", "中文好不好!"),
     (r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "2024-02-29"),
-    (r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])", "192.168.1.254"),
+    (
+        r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])",
+        "192.168.1.254",
+    ),
 ]
 
 
@@ -48,9 +51,11 @@ def _compare(ms, vocab):
 def test_same_allowed_sets_along_real_tokenizations(ctx, tokenizer, character_regex, pattern, text):
     if pattern == "CHARACTER":
         pattern = character_regex
-        text = ('{\n    "name": "Harry Potter",\n    "house": "Gryffindor",\n    "blood status": "Half-blood",\n'
-                '    "occupation": "student",\n    "wand": {\n        "wood": "Holly",\n        "core": "Phoenix feather",\n'
-                '        "length": 11.0\n    },\n    "alive": "Alive",\n    "patronus": "Stag",\n    "bogart": "Dementor"\n}')
+        text = (
+            '{\n    "name": "Harry Potter",\n    "house": "Gryffindor",\n    "blood status": "Half-blood",\n'
+            '    "occupation": "student",\n    "wand": {\n        "wood": "Holly",\n        "core": "Phoenix feather",\n'
+            '        "length": 11.0\n    },\n    "alive": "Alive",\n    "patronus": "Stag",\n    "bogart": "Dementor"\n}'
+        )
     ms = _matchers(ctx, pattern)
     ids = tokenizer.encode(text, add_special_tokens=False)
     for t in ids:

@@ -19,23 +19,52 @@ from engine.regex.dfa import build_char_dfa, normalize_regex
 
 LONG = os.environ.get("CFSM_FUZZ") == "long"
 N = 400 if LONG else 40
-SETTINGS = settings(max_examples=N, deadline=None, derandomize=not LONG,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=N,
+    deadline=None,
+    derandomize=not LONG,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
-ATOMS = st.sampled_from(["a", "b", "c", "0", " ", "[ab]", "[a-c]", "[^a]", r"\d", ".", "中", "🙂", r"\u00e9", "ab", "abc"])
+ATOMS = st.sampled_from(
+    [
+        "a",
+        "b",
+        "c",
+        "0",
+        " ",
+        "[ab]",
+        "[a-c]",
+        "[^a]",
+        r"\d",
+        ".",
+        "中",
+        "🙂",
+        r"\u00e9",
+        "ab",
+        "abc",
+    ]
+)
 
 
 def _extend(children):
     return st.one_of(
         st.tuples(children, children).map(lambda t: t[0] + t[1]),
         st.tuples(children, children).map(lambda t: f"({t[0]}|{t[1]})"),
-        st.tuples(children, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,2}"])).map(lambda t: f"({t[0]}){t[1]}"),
+        st.tuples(children, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,2}"])).map(
+            lambda t: f"({t[0]}){t[1]}"
+        ),
     )
 
 
 REGEXES = st.recursive(ATOMS, _extend, max_leaves=6)
-BROKEN = st.one_of(REGEXES.map(lambda r: r + "("), REGEXES.map(lambda r: r + r"\1"), REGEXES.map(lambda r: "(?=a)" + r),
-                   REGEXES.map(lambda r: r + "{3,1}"), REGEXES.map(lambda r: r + r"\b"))
+BROKEN = st.one_of(
+    REGEXES.map(lambda r: r + "("),
+    REGEXES.map(lambda r: r + r"\1"),
+    REGEXES.map(lambda r: "(?=a)" + r),
+    REGEXES.map(lambda r: r + "{3,1}"),
+    REGEXES.map(lambda r: r + r"\b"),
+)
 ALPHABET = "abc0 x中🙂é\n"
 
 
@@ -45,7 +74,12 @@ def test_every_regex_compiles_or_gives_a_clear_error(rx):
     try:
         dfa = build_char_dfa(rx, max_states=2000)
     except CfsmError as exc:
-        assert exc.kind in {"invalid_regex", "unsupported_feature", "state_explosion", "unsatisfiable"}
+        assert exc.kind in {
+            "invalid_regex",
+            "unsupported_feature",
+            "state_explosion",
+            "unsatisfiable",
+        }
         assert exc.message and "\n" not in exc.message
         return
     assert dfa.num_states >= 1
@@ -107,15 +141,31 @@ def test_automaton_agrees_with_python_re_and_jumps_agree(rx, seed):
 
 SCHEMAS = st.recursive(
     st.one_of(
-        st.just({"type": "string"}), st.just({"type": "integer"}), st.just({"type": "boolean"}), st.just({"type": "null"}),
-        st.just({"type": "number"}), st.lists(st.sampled_from(["a", "ab", "b", "x y"]), min_size=0, max_size=3).map(lambda v: {"enum": v}),
-        st.just({"type": "string", "maxLength": 3}), st.just({"const": "k"}),
+        st.just({"type": "string"}),
+        st.just({"type": "integer"}),
+        st.just({"type": "boolean"}),
+        st.just({"type": "null"}),
+        st.just({"type": "number"}),
+        st.lists(st.sampled_from(["a", "ab", "b", "x y"]), min_size=0, max_size=3).map(
+            lambda v: {"enum": v}
+        ),
+        st.just({"type": "string", "maxLength": 3}),
+        st.just({"const": "k"}),
     ),
     lambda ch: st.one_of(
         st.dictionaries(st.sampled_from(["a", "b", "c d", "é"]), ch, max_size=3).flatmap(
-            lambda props: st.lists(st.sampled_from(sorted(props)), unique=True).map(
-                lambda req, props=props: {"type": "object", "properties": props, "required": req})
-            if props else st.just({"type": "object", "properties": {}})),
+            lambda props: (
+                st.lists(st.sampled_from(sorted(props)), unique=True).map(
+                    lambda req, props=props: {
+                        "type": "object",
+                        "properties": props,
+                        "required": req,
+                    }
+                )
+                if props
+                else st.just({"type": "object", "properties": {}})
+            )
+        ),
         ch.map(lambda c: {"type": "array", "items": c, "maxItems": 2}),
         st.lists(ch, min_size=1, max_size=2).map(lambda xs: {"anyOf": xs}),
         st.lists(ch, min_size=2, max_size=2).map(lambda xs: {"allOf": xs}),
@@ -131,11 +181,19 @@ def test_every_schema_compiles_or_gives_a_clear_error(schema, ws):
         rx = schema_to_regex(json.dumps(schema), ws)
         build_char_dfa(rx, max_states=5000)
     except CfsmError as exc:
-        assert exc.kind in {"invalid_schema", "unsupported_feature", "unsatisfiable", "state_explosion", "invalid_regex"}
+        assert exc.kind in {
+            "invalid_schema",
+            "unsupported_feature",
+            "unsatisfiable",
+            "state_explosion",
+            "invalid_regex",
+        }
         assert "\n" not in exc.message
 
 
-TAILED = st.tuples(REGEXES, ATOMS).map(lambda t: f"({t[0]})({t[1]})?")  # optional tails after accepting states
+TAILED = st.tuples(REGEXES, ATOMS).map(
+    lambda t: f"({t[0]})({t[1]})?"
+)  # optional tails after accepting states
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +214,10 @@ def _walk_backends(ctx, rx: str, seed: int, steps: int = 8) -> None:
     from engine.constraint import Constraint
 
     c = Constraint("regex", rx)
-    ms = {b: get_backend(b).compile(c, ctx).matcher() for b in ("fsm", "outlines", "xgrammar", "llguidance")}
+    ms = {
+        b: get_backend(b).compile(c, ctx).matcher()
+        for b in ("fsm", "outlines", "xgrammar", "llguidance")
+    }
     rng = random.Random(seed)
     for _ in range(steps):
         sets = {b: set(m.allowed_ids().tolist()) for b, m in ms.items()}
@@ -187,7 +248,9 @@ def test_backends_agree_byte_by_byte(byte_ctx, rx, seed):
     _walk_backends(byte_ctx, rx, seed)
 
 
-@pytest.mark.parametrize("rx,text", [(r"[0-9]+(\.[0-9]+)?", "1.5"), (r"-?[0-9]+(\.[0-9]+)?", "-0.5"), ("a|ab", "ab")])
+@pytest.mark.parametrize(
+    "rx,text", [(r"[0-9]+(\.[0-9]+)?", "1.5"), (r"-?[0-9]+(\.[0-9]+)?", "-0.5"), ("a|ab", "ab")]
+)
 def test_outlines_accepts_past_an_accepting_state(byte_ctx, rx, text):
     # outlines-core 0.2.x alone refuses these (it drops tokens leaving an accepting state);
     # the adapter's end marker works around it
@@ -200,8 +263,12 @@ def test_outlines_accepts_past_an_accepting_state(byte_ctx, rx, text):
 
 
 @pytest.mark.model
-@settings(max_examples=6 if not LONG else 60, deadline=None, derandomize=not LONG,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6 if not LONG else 60,
+    deadline=None,
+    derandomize=not LONG,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.one_of(REGEXES, TAILED), st.integers(0, 2**32 - 1))
 def test_backends_agree_along_random_walks(ctx, rx, seed):
     try:

@@ -9,8 +9,12 @@ from cfsm.bench.jsonschemabench import summarize, walk_instance
 from engine.constraint import Constraint, reorder_like_schema
 from engine.serving.compile_cache import CompileCache
 
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"enum": ["alpha", "beta"]}},
-          "required": ["n", "tag"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "tag": {"enum": ["alpha", "beta"]}},
+    "required": ["n", "tag"],
+    "additionalProperties": False,
+}
 
 
 def test_paper_items_cover_both_tasks(paper_bench):
@@ -25,13 +29,17 @@ def test_walk_instance_accepts_valid_and_rejects_invalid(ctx):
     try:
         for backend in ("fsm", "xgrammar", "llguidance"):
             comp = cache.get(Constraint("schema", json.dumps(SCHEMA), "compact"), backend).compiled
-            good = json.dumps(reorder_like_schema({"tag": "beta", "n": 12}, SCHEMA), separators=(",", ":"))
+            good = json.dumps(
+                reorder_like_schema({"tag": "beta", "n": 12}, SCHEMA), separators=(",", ":")
+            )
             assert good == '{"n":12,"tag":"beta"}'
             w = walk_instance(comp, ctx.tokenizer, ctx.vocab.token_bytes, good)
             assert w["accepted"], backend
             assert len(w["mask_s"]) >= 3
             assert 0 < w["covered"] < w["bytes"]  # `{"n":` and `,"tag":"` are forced
-            bad = walk_instance(comp, ctx.tokenizer, ctx.vocab.token_bytes, '{"n":12,"tag":"gamma"}')
+            bad = walk_instance(
+                comp, ctx.tokenizer, ctx.vocab.token_bytes, '{"n":12,"tag":"gamma"}'
+            )
             assert not bad["accepted"], backend
     finally:
         cache.close()
@@ -39,26 +47,64 @@ def test_walk_instance_accepts_valid_and_rejects_invalid(ctx):
 
 def test_summary_counts_coverage_and_leaks():
     rows = [
-        {"subset": "s", "id": "a", "backends": {"xgrammar": {"compiled": True, "compile_s": 0.01, "mask_us": [5.0, 7.0],
-                                                             "valid": 2, "valid_accepted": 2, "invalid": 1, "invalid_accepted": [0],
-                                                             "jump_covered_bytes": 10, "instance_bytes": 40},
-                                                "llguidance": {"compiled": False, "error": "unsupported_feature"}}},
-        {"subset": "s", "id": "b", "backends": {"xgrammar": {"compiled": False, "error": "compile_timeout"},
-                                                "llguidance": {"compiled": True, "compile_s": 0.02}}},
+        {
+            "subset": "s",
+            "id": "a",
+            "backends": {
+                "xgrammar": {
+                    "compiled": True,
+                    "compile_s": 0.01,
+                    "mask_us": [5.0, 7.0],
+                    "valid": 2,
+                    "valid_accepted": 2,
+                    "invalid": 1,
+                    "invalid_accepted": [0],
+                    "jump_covered_bytes": 10,
+                    "instance_bytes": 40,
+                },
+                "llguidance": {"compiled": False, "error": "unsupported_feature"},
+            },
+        },
+        {
+            "subset": "s",
+            "id": "b",
+            "backends": {
+                "xgrammar": {"compiled": False, "error": "compile_timeout"},
+                "llguidance": {"compiled": True, "compile_s": 0.02},
+            },
+        },
     ]
     res = summarize(rows, ["xgrammar", "llguidance"])
     assert res["summary"]["xgrammar"]["coverage"] == 0.5
     assert res["summary"]["xgrammar"]["jump_share_of_instance_bytes"] == 0.25
     assert res["fallback_chain"]["covered"] == 2
-    assert res["invalid_instances_accepted"] == [{"subset": "s", "id": "a", "backend": "xgrammar", "tests": [0]}]
+    assert res["invalid_instances_accepted"] == [
+        {"subset": "s", "id": "a", "backend": "xgrammar", "tests": [0]}
+    ]
 
 
 def test_html_report(tmp_path):
     from cfsm.bench.report import write_report
 
-    rows = [{"subset": "s", "id": "a", "backends": {"xgrammar": {"compiled": True, "compile_s": 0.01, "mask_us": [5.0],
-                                                                "valid": 1, "valid_accepted": 1, "invalid": 0, "invalid_accepted": [],
-                                                                "jump_covered_bytes": 3, "instance_bytes": 9}}}]
+    rows = [
+        {
+            "subset": "s",
+            "id": "a",
+            "backends": {
+                "xgrammar": {
+                    "compiled": True,
+                    "compile_s": 0.01,
+                    "mask_us": [5.0],
+                    "valid": 1,
+                    "valid_accepted": 1,
+                    "invalid": 0,
+                    "invalid_accepted": [],
+                    "jump_covered_bytes": 3,
+                    "instance_bytes": 9,
+                }
+            },
+        }
+    ]
     html = write_report(summarize(rows, ["xgrammar"]), tmp_path / "r.html").read_text()
     assert "Compile coverage" in html and "plotly" in html.lower()
 
@@ -72,25 +118,50 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
 
     from cfsm.bench.peers import SYSTEMS, Task, format_table, run_peers
 
-    small = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
-    tasks = [Task("yes/no (regex)", Constraint("regex", "(yes|no)"), ["Is water wet? Answer yes or no."]),
-             Task("ok (schema)", Constraint("schema", json.dumps(small), "compact"), ["Is the sky blue? Answer as JSON."])]
+    small = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    tasks = [
+        Task(
+            "yes/no (regex)", Constraint("regex", "(yes|no)"), ["Is water wet? Answer yes or no."]
+        ),
+        Task(
+            "ok (schema)",
+            Constraint("schema", json.dumps(small), "compact"),
+            ["Is the sky blue? Answer as JSON."],
+        ),
+    ]
     assert tasks[0].valid("yes") and not tasks[0].valid("yes!") and tasks[1].valid('{"ok":true}')
     assert not tasks[1].valid('{"ok":1}')
     res = run_peers(engine, tasks, max_new_tokens=16, log=lambda *_: None)
-    assert [(r["task"], r["system"]) for r in res["rows"]] == [(t.name, s) for t in tasks for s in SYSTEMS]
+    assert [(r["task"], r["system"]) for r in res["rows"]] == [
+        (t.name, s) for t in tasks for s in SYSTEMS
+    ]
     for r in res["rows"]:
         assert r["valid"] == r["runs"] == 1, r
         assert r["output_tokens"] >= 1 and r["wall_s"] > 0 and r["compile_s"] >= 0
         assert r["output_chars"] == len(r["texts"][0]) and r["texts"][0].startswith(r["sample"])
     assert set(res["summary"]) == {t.name for t in tasks}
-    assert all(not s["fastest_peer"].startswith("cfsm") and s["all_valid"] and s["cfsm_valid"] for s in res["summary"].values())
+    assert all(
+        not s["fastest_peer"].startswith("cfsm") and s["all_valid"] and s["cfsm_valid"]
+        for s in res["summary"].values()
+    )
     yes_no = [r["texts"][0] for r in res["rows"] if r["task"] == "yes/no (regex)"]
-    assert len(set(yes_no)) == 1, yes_no  # same prompt ids, greedy, same language: the same answer everywhere
+    assert len(set(yes_no)) == 1, (
+        yes_no
+    )  # same prompt ids, greedy, same language: the same answer everywhere
     speed = res["compile"]["seconds"]
-    assert set(speed) == {"outlines-core Index", "fsm (default backend; lazy: states indexed as decoding reaches them)",
-                          "fsm, every state indexed up front (what Index builds)", "xgrammar", "llguidance",
-                          "fsm, cached (engine compile cache)"}
+    assert set(speed) == {
+        "outlines-core Index",
+        "fsm (default backend; lazy: states indexed as decoding reaches them)",
+        "fsm, every state indexed up front (what Index builds)",
+        "xgrammar",
+        "llguidance",
+        "fsm, cached (engine compile cache)",
+    }
     assert res["compile"]["vs_outlines_core"]["outlines-core Index"] == pytest.approx(1.0)
     assert "| yes/no (regex) | cfsm jump |" in format_table(res)
     json.dumps(res)  # the --json line

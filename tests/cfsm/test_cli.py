@@ -10,14 +10,19 @@ from cfsm.cli import main
 
 
 def run_cli(*args, timeout=120):
-    r = subprocess.run([sys.executable, "-m", "cfsm", *args], capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "cfsm", *args], capture_output=True, text=True, timeout=timeout
+    )
     return r
 
 
 def test_jump_prints_continuations():
     r = run_cli("jump", "--regex", "(apple|apricot) pie", "--prefix", "", "--prefix", "apr")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == [{"prefix": "", "continuation": "ap"}, {"prefix": "apr", "continuation": "icot pie"}]
+    assert json.loads(r.stdout) == [
+        {"prefix": "", "continuation": "ap"},
+        {"prefix": "apr", "continuation": "icot pie"},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -27,15 +32,36 @@ def test_jump_prints_continuations():
         (["jump", "--regex", "a(b"], "invalid_regex"),
         (["jump", "--regex", "(?<=a)b"], "unsupported_feature"),
         (["jump", "--regex", "a{100000}"], "state_explosion"),
-        (["compile", "--regex", "(a|b)*a(a|b){18}", "--max-states", "10000000", "--timeout", "2", "--json"],
-         "compile_timeout"),
+        (
+            [
+                "compile",
+                "--regex",
+                "(a|b)*a(a|b){18}",
+                "--max-states",
+                "10000000",
+                "--timeout",
+                "2",
+                "--json",
+            ],
+            "compile_timeout",
+        ),
         (["compile", "--regex", "(a|b)*a(a|b){24}", "--json"], "state_explosion"),
         (["compile", "--schema", '{"type": "strin"}', "--json"], "invalid_schema"),
         (["compile", "--schema", "{not json", "--json"], "invalid_schema"),
-        (["compile", "--schema", '{"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}', "--json"],
-         "unsatisfiable"),
+        (
+            [
+                "compile",
+                "--schema",
+                '{"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}',
+                "--json",
+            ],
+            "unsatisfiable",
+        ),
         (["compile", "--regex", "abc", "--backend", "nope", "--json"], "unknown_backend"),
-        (["generate", "--regex", "a", "--prompt", "x", "--model", "nobody/nothing", "--json"], "unknown_model"),
+        (
+            ["generate", "--regex", "a", "--prompt", "x", "--model", "nobody/nothing", "--json"],
+            "unknown_model",
+        ),
     ],
 )
 def test_errors_exit_2_with_json(args, kind):
@@ -57,7 +83,14 @@ def test_compile_json_describes_the_automata(compile_engine, capsys):
     # in-process: reuses the session's tokenizer cache
     assert main(["compile", "--regex", r'\{"a": [0-9]+, "b": (true|false)\}', "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    for key in ("num_states", "transitions", "accepting", "chains", "jumpable_states", "compile_seconds"):
+    for key in (
+        "num_states",
+        "transitions",
+        "accepting",
+        "chains",
+        "jumpable_states",
+        "compile_seconds",
+    ):
         assert key in rep
     assert {"from": 0, "string": '{"a": '}.items() <= rep["chains"][0].items()
     assert rep["backend_stats"]["token_index"]["vocab_size"] == 49152
@@ -67,11 +100,23 @@ def test_compile_json_describes_the_automata(compile_engine, capsys):
 def test_generate_requests_file(engine, tmp_path, capsys):
     f = tmp_path / "reqs.jsonl"
     f.write_text(
-        json.dumps({"prompt": "Is water wet?", "regex": "(yes|no)", "mode": "jump"}) + "\n"
-        + json.dumps({"prompt": "Pick", "regex": "(?=x)", "mode": "jump"}) + "\n"
-        + json.dumps({"prompt": "A number", "schema": {"type": "integer"}, "mode": "masked", "max_new_tokens": 8}) + "\n"
-        + json.dumps(["not", "an", "object"]) + "\n"
-        + json.dumps({"prompt": "x", "regex": "a", "max_new_tokens": "many"}) + "\n"
+        json.dumps({"prompt": "Is water wet?", "regex": "(yes|no)", "mode": "jump"})
+        + "\n"
+        + json.dumps({"prompt": "Pick", "regex": "(?=x)", "mode": "jump"})
+        + "\n"
+        + json.dumps(
+            {
+                "prompt": "A number",
+                "schema": {"type": "integer"},
+                "mode": "masked",
+                "max_new_tokens": 8,
+            }
+        )
+        + "\n"
+        + json.dumps(["not", "an", "object"])
+        + "\n"
+        + json.dumps({"prompt": "x", "regex": "a", "max_new_tokens": "many"})
+        + "\n"
     )
     rc = main(["generate", "--requests", str(f), "--json"])
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
@@ -79,7 +124,9 @@ def test_generate_requests_file(engine, tmp_path, capsys):
     assert lines[0]["text"] in ("yes", "no")  # in input order
     assert lines[1]["error"]["kind"] == "unsupported_feature"
     assert lines[2]["text"].lstrip("-").isdigit()
-    assert lines[3]["error"]["kind"] == lines[4]["error"]["kind"] == "invalid_input"  # the run went on
+    assert (
+        lines[3]["error"]["kind"] == lines[4]["error"]["kind"] == "invalid_input"
+    )  # the run went on
     # the file's requests go to the continuous batcher (that they share passes when they
     # overlap is tested in test_serving.py; here they may not overlap in time)
     assert lines[0]["scheduler"]["kind"] == lines[2]["scheduler"]["kind"] == "continuous"
@@ -88,7 +135,15 @@ def test_generate_requests_file(engine, tmp_path, capsys):
 @pytest.mark.model
 def test_lenient_warning_travels_to_the_trace_and_the_summary(engine, capsys):
     schema = '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, "maxItems": 3}'
-    base = ["generate", "--schema", schema, "--prompt", "Three digits as a JSON list", "--max-new-tokens", "16"]
+    base = [
+        "generate",
+        "--schema",
+        schema,
+        "--prompt",
+        "Three digits as a JSON list",
+        "--max-new-tokens",
+        "16",
+    ]
     assert main([*base, "--json"]) == 2
     assert json.loads(capsys.readouterr().out)["error"]["kind"] == "unsupported_feature"
     assert main([*base, "--lenient"]) == 0
@@ -104,30 +159,86 @@ def test_lenient_warning_travels_to_the_trace_and_the_summary(engine, capsys):
 def test_run_summary_on_the_page_shows_warnings():
     from viz.summaries import summary_md
 
-    totals = {"output_tokens": 1, "forward_passes": 1, "wall_s": 0.1, "tokens_per_s": 10, "jumps": 0, "jumped_chars": 0,
-              "finished": True, "reason": "complete"}
-    md = summary_md({"mode": "jump", "backend": "fsm", "totals": totals, "valid": True, "validation": "ok",
-                     "warnings": ["`uniqueItems` at /uniqueItems is NOT enforced: x"]})
+    totals = {
+        "output_tokens": 1,
+        "forward_passes": 1,
+        "wall_s": 0.1,
+        "tokens_per_s": 10,
+        "jumps": 0,
+        "jumped_chars": 0,
+        "finished": True,
+        "reason": "complete",
+    }
+    md = summary_md(
+        {
+            "mode": "jump",
+            "backend": "fsm",
+            "totals": totals,
+            "valid": True,
+            "validation": "ok",
+            "warnings": ["`uniqueItems` at /uniqueItems is NOT enforced: x"],
+        }
+    )
     assert "warning" in md and "uniqueItems" in md and "Spec reading" not in md
-    spec = summary_md({"mode": "jump", "backend": "fsm", "totals": totals, "valid": True, "validation": "ok",
-                       "request": {"constraint": {"kind": "schema", "text": "{}", "spec": True}}})
+    spec = summary_md(
+        {
+            "mode": "jump",
+            "backend": "fsm",
+            "totals": totals,
+            "valid": True,
+            "validation": "ok",
+            "request": {"constraint": {"kind": "schema", "text": "{}", "spec": True}},
+        }
+    )
     assert "Spec reading" in spec
 
 
 def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_path):
     out = tmp_path / "peers.json"
-    r = run_cli("bench", "--suite", "peers", "--names", "1", "--max-new-tokens", "8", "--json", "--out", str(out),
-                timeout=600)
+    r = run_cli(
+        "bench",
+        "--suite",
+        "peers",
+        "--names",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--json",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1
     res = json.loads(lines[0])
-    systems = ["outlines", "transformers+xgrammar", "transformers+llguidance", "cfsm masked", "cfsm jump"]
+    systems = [
+        "outlines",
+        "transformers+xgrammar",
+        "transformers+llguidance",
+        "cfsm masked",
+        "cfsm jump",
+    ]
     assert [row["system"] for row in res["rows"]] == systems * 3
-    assert {row["task"] for row in res["rows"]} == {"character (regex)", "person (compact object)", "order (arrays and enums)"}
+    assert {row["task"] for row in res["rows"]} == {
+        "character (regex)",
+        "person (compact object)",
+        "order (arrays and enums)",
+    }
     for row in res["rows"]:
-        assert {"system", "task", "wall_s", "output_tokens", "valid", "runs", "compile_s", "tokens_per_s"} <= set(row)
+        assert {
+            "system",
+            "task",
+            "wall_s",
+            "output_tokens",
+            "valid",
+            "runs",
+            "compile_s",
+            "tokens_per_s",
+        } <= set(row)
         assert row["runs"] == 1 and 0 <= row["valid"] <= 1
-        assert row["output_tokens"] <= 8 or row["system"] == "outlines"  # outlines: its text re-tokenized
+        assert (
+            row["output_tokens"] <= 8 or row["system"] == "outlines"
+        )  # outlines: its text re-tokenized
     assert json.loads(out.read_text()) == res and out.with_suffix(".html").exists()
     assert all(v > 0 for v in res["compile"]["seconds"].values())

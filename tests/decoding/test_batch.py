@@ -16,13 +16,18 @@ pytestmark = pytest.mark.model
 def setup(engine, paper_bench, character_regex):
     c = Constraint("regex", character_regex)
     comp = engine.compile(c, "fsm").compiled
-    prompts = [paper_bench["character"]["prompt_template"].format(name=n) for n in ("Cho Chang", "Dobby", "Fred Weasley")]
+    prompts = [
+        paper_bench["character"]["prompt_template"].format(name=n)
+        for n in ("Cho Chang", "Dobby", "Fred Weasley")
+    ]
     return engine, c, comp, prompts
 
 
 def test_batch_of_one_equals_the_single_decoder(setup):
     engine, c, comp, prompts = setup
-    single = engine.generate(GenerateRequest(prompt=prompts[0], constraint=c, mode="jump", healing_tokens=0))
+    single = engine.generate(
+        GenerateRequest(prompt=prompts[0], constraint=c, mode="jump", healing_tokens=0)
+    )
     r = run_batch(engine.ensure_model(), prompts[:1], comp, mode="jump")
     assert r["texts"][0] == single["text"]
     assert r["finished"] == [True]
@@ -38,6 +43,7 @@ def test_batched_requests_keep_their_own_states(setup, character_regex):
             assert re.fullmatch(character_regex, t)
     # each request's output is its own: the three outputs differ (different characters)
     assert len(set(jump["texts"])) == 3
+
     # jumping requests leave the batch for a prefill on their own prefix (requests that
     # jump in the same step share that pass) and rejoin: far fewer passes in all
     def total(r):

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.model
 def close(engine, a, b) -> bool:
     """Logits equal up to the precision the model runs in (float32 on CPU, half on GPUs)."""
     half = engine.ensure_model().lm.dtype in ("float16", "bfloat16")
-    return torch.allclose(a.float(), b.float(), atol=0.15 if half else 2e-3, rtol=2e-2 if half else 1e-3)
+    return torch.allclose(
+        a.float(), b.float(), atol=0.15 if half else 2e-3, rtol=2e-2 if half else 1e-3
+    )
 
 
 def gen(engine, prompt, constraint=None, **kw):
@@ -71,9 +73,14 @@ def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
     dec = engine.ensure_model()
     run = dec.runner
     tok = dec.lm.tokenizer
-    seqs = [dec.prompt_ids("Name a colour.", raw=False), dec.prompt_ids("Write about the sea and the sky.", raw=False)]
+    seqs = [
+        dec.prompt_ids("Name a colour.", raw=False),
+        dec.prompt_ids("Write about the sea and the sky.", raw=False),
+    ]
     caches = [run.new_cache(), run.new_cache()]
-    run.forward([Feed(caches[0], seqs[0]), Feed(caches[1], seqs[1])])  # prompts of different lengths
+    run.forward(
+        [Feed(caches[0], seqs[0]), Feed(caches[1], seqs[1])]
+    )  # prompts of different lengths
     built = run.stacks_built
     nxt = tok.encode(" the big blue whale swims", add_special_tokens=False)
     for t in nxt[:3]:
@@ -96,7 +103,9 @@ def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
 def test_model_self_check_passed_at_load(engine):
     lm = engine.ensure_model().lm
     assert lm.self_check["cache_arg"] in ("cache", "past_key_values")
-    assert max(lm.self_check["max_logprob_diff"].values()) < (0.25 if lm.dtype in ("float16", "bfloat16") else 1e-2)
+    assert max(lm.self_check["max_logprob_diff"].values()) < (
+        0.25 if lm.dtype in ("float16", "bfloat16") else 1e-2
+    )
 
 
 def test_character_regex_jump_vs_masked(engine, paper_bench, character_regex):
@@ -123,7 +132,16 @@ def test_character_regex_jump_vs_masked(engine, paper_bench, character_regex):
     origins = {t["origin"] for t in jump["tokens"]}
     assert {"jump", "model"} <= origins
     first = jump["steps"][0]
-    for key in ("char_state", "token_state", "allowed", "top_raw", "top_masked", "feasible_mass", "forward_ms", "mask_us"):
+    for key in (
+        "char_state",
+        "token_state",
+        "allowed",
+        "top_raw",
+        "top_masked",
+        "feasible_mass",
+        "forward_ms",
+        "mask_us",
+    ):
         assert key in first
     assert 0 < first["feasible_mass"] <= 1
     assert len(first["top_raw"]) == 10
@@ -156,8 +174,14 @@ def test_boundary_back_off(engine, paper_bench, character_regex):
 @pytest.mark.parametrize(
     "pattern, prompt",
     [
-        (r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "When did the Apollo 11 mission land? Answer with a date."),
-        (r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])", "Give an example IPv4 address."),
+        (
+            r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])",
+            "When did the Apollo 11 mission land? Answer with a date.",
+        ),
+        (
+            r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])",
+            "Give an example IPv4 address.",
+        ),
         (r"(北京|上海|广州)是一个(大|小)城市。", "用中文介绍一个城市。"),
         (r"The answer is (yes|no)\.", "Is the sky blue?"),
     ],
@@ -183,7 +207,14 @@ PERSON = {
 @pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
 def test_json_schema_end_to_end_per_backend(engine, backend):
     c = Constraint("schema", json.dumps(PERSON), "spaced")
-    tr = gen(engine, "Describe a person who lives in Tokyo as JSON.", c, mode="jump", backend=backend, max_new_tokens=60)
+    tr = gen(
+        engine,
+        "Describe a person who lives in Tokyo as JSON.",
+        c,
+        mode="jump",
+        backend=backend,
+        max_new_tokens=60,
+    )
     assert tr["totals"]["finished"], tr["totals"]
     doc = json.loads(tr["text"])
     jsonschema.validate(doc, PERSON)
@@ -203,17 +234,49 @@ def test_whitespace_policies(engine, ws):
 
 def test_grammar_through_native_backends(engine):
     ebnf = 'root ::= "The colour is " ("red" | "green" | "blue") "."'
-    tr = gen(engine, "Pick a colour.", Constraint("grammar", ebnf), mode="jump", backend="xgrammar", max_new_tokens=20)
+    tr = gen(
+        engine,
+        "Pick a colour.",
+        Constraint("grammar", ebnf),
+        mode="jump",
+        backend="xgrammar",
+        max_new_tokens=20,
+    )
     assert re.fullmatch(r"The colour is (red|green|blue)\.", tr["text"])
     lark = 'start: "The colour is " COLOR "."\nCOLOR: "red" | "green" | "blue"'
-    tr = gen(engine, "Pick a colour.", Constraint("grammar", lark), mode="masked", backend="llguidance", max_new_tokens=20)
+    tr = gen(
+        engine,
+        "Pick a colour.",
+        Constraint("grammar", lark),
+        mode="masked",
+        backend="llguidance",
+        max_new_tokens=20,
+    )
     assert re.fullmatch(r"The colour is (red|green|blue)\.", tr["text"])
 
 
 def test_sampling_is_seeded(engine):
     c = Constraint("regex", r"[a-z]{3,12}")
-    a = gen(engine, "Say a word.", c, mode="masked", temperature=1.0, top_p=0.9, seed=7, max_new_tokens=12)
-    b = gen(engine, "Say a word.", c, mode="masked", temperature=1.0, top_p=0.9, seed=7, max_new_tokens=12)
+    a = gen(
+        engine,
+        "Say a word.",
+        c,
+        mode="masked",
+        temperature=1.0,
+        top_p=0.9,
+        seed=7,
+        max_new_tokens=12,
+    )
+    b = gen(
+        engine,
+        "Say a word.",
+        c,
+        mode="masked",
+        temperature=1.0,
+        top_p=0.9,
+        seed=7,
+        max_new_tokens=12,
+    )
     assert a["text"] == b["text"]
     assert re.fullmatch(r"[a-z]{3,12}", a["text"])
 
@@ -225,7 +288,9 @@ def test_free_mode_and_max_tokens(engine):
 
 
 def test_max_new_tokens_holds_across_a_jump(engine):
-    c = Constraint("regex", r'\{"description": "a long fixed preamble that is forced", "n": [0-9]\}')
+    c = Constraint(
+        "regex", r'\{"description": "a long fixed preamble that is forced", "n": [0-9]\}'
+    )
     tr = gen(engine, "JSON please.", c, mode="jump", max_new_tokens=4)
     assert tr["totals"]["output_tokens"] == 4
     assert not tr["totals"]["finished"] and tr["totals"]["reason"] == "max_new_tokens"
@@ -246,13 +311,27 @@ def test_bad_requests(engine):
 
 def test_every_output_is_validated_in_the_trace(engine):
     """The trace says whether the output satisfies the constraint, checked independently."""
-    person = gen(engine, "Describe a person who lives in Tokyo as JSON.", Constraint("schema", json.dumps(PERSON), "spaced"),
-                 max_new_tokens=60)
+    person = gen(
+        engine,
+        "Describe a person who lives in Tokyo as JSON.",
+        Constraint("schema", json.dumps(PERSON), "spaced"),
+        max_new_tokens=60,
+    )
     assert person["valid"] is True and "valid against the schema" in person["validation"]
     jsonschema.validate(json.loads(person["text"]), PERSON)
-    cut = gen(engine, "Describe a person as JSON.", Constraint("schema", json.dumps(PERSON)), max_new_tokens=5)
+    cut = gen(
+        engine,
+        "Describe a person as JSON.",
+        Constraint("schema", json.dumps(PERSON)),
+        max_new_tokens=5,
+    )
     assert cut["valid"] is False and "not finished (max_new_tokens)" in cut["validation"]
-    rx = gen(engine, "Is the sky blue?", Constraint("regex", r"The answer is (yes|no)\."), max_new_tokens=20)
+    rx = gen(
+        engine,
+        "Is the sky blue?",
+        Constraint("regex", r"The answer is (yes|no)\."),
+        max_new_tokens=20,
+    )
     assert rx["valid"] is True and re.fullmatch(r"The answer is (yes|no)\.", rx["text"])
     free = gen(engine, "Count to ten.", None, mode="free", max_new_tokens=5)
     assert free["valid"] is None
@@ -281,7 +360,9 @@ def test_validation_reads_shorthand_classes_as_the_engine_does():
 
     assert validate_output(Constraint("regex", r"a\Wb"), "aéb", True, "eos", None)[0] is True
     assert validate_output(Constraint("regex", r"\w+"), "é", True, "eos", None)[0] is False
-    ok, why = validate_output(Constraint("schema", '{"type": "integer"}'), "1" * 5000, True, "eos", None)
+    ok, why = validate_output(
+        Constraint("schema", '{"type": "integer"}'), "1" * 5000, True, "eos", None
+    )
     assert ok is False and why.startswith("not JSON")  # Python refuses integers this long
 
 

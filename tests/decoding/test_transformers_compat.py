@@ -45,19 +45,32 @@ def oldest_declared() -> str:
 
 
 def test_oldest_supported_transformers_decodes_like_the_installed_one(engine):
-    assert COMPAT.is_dir(), "run `make setup`: it installs the oldest supported transformers for this test"
+    assert COMPAT.is_dir(), (
+        "run `make setup`: it installs the oldest supported transformers for this test"
+    )
     env = {**os.environ, "PYTHONPATH": f"{COMPAT}{os.pathsep}{ROOT}"}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps([REGEX, PROMPTS])], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, json.dumps([REGEX, PROMPTS])],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     old = json.loads(out.stdout.strip().splitlines()[-1])
     assert old["version"].startswith(oldest_declared())
     assert old["check"]["cache_arg"] == "past_key_values"
     c = Constraint("regex", REGEX)
-    here = [engine.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"] for p in PROMPTS]
+    here = [
+        engine.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"]
+        for p in PROMPTS
+    ]
     assert old["texts"] == here
     assert "Harry Potter" in here[0]  # the text the broken cache turned into "H and and and"
-    batch = run_batch(engine.ensure_model(), PROMPTS, engine.compile(c, "fsm").compiled, max_new_tokens=40)
+    batch = run_batch(
+        engine.ensure_model(), PROMPTS, engine.compile(c, "fsm").compiled, max_new_tokens=40
+    )
     assert old["batch"] == batch["texts"]
     for t in old["texts"] + old["batch"]:
         assert re.fullmatch(REGEX, t)
@@ -72,7 +85,11 @@ def test_a_cache_passed_under_the_wrong_name_is_refused_at_load(engine):
     # as when a transformers release renames the argument again: forward() swallows the
     # unknown name into **kwargs and never fills the cache
     runner.cache_arg = "kv_cache"
-    ids = list(lm.tokenizer.encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False))
+    ids = list(
+        lm.tokenizer.encode(
+            "The quick brown fox jumps over the lazy dog.", add_special_tokens=False
+        )
+    )
     with pytest.raises(CfsmError) as ei:
         runner.self_check(ids)
     assert ei.value.kind == "unsupported_model"

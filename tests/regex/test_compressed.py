@@ -70,5 +70,8 @@ def test_chains_collapse_single_edge_runs():
 def test_character_regex_stats(character_regex):
     cfsm = CompressedFSM(build_char_dfa(character_regex))
     assert cfsm.continuation("") == '{\n    "name": "'
-    assert cfsm.continuation('{\n    "name": "Harry",\n    "house": "G') == 'ryffindor",\n    "blood status": "'
+    assert (
+        cfsm.continuation('{\n    "name": "Harry",\n    "house": "G')
+        == 'ryffindor",\n    "blood status": "'
+    )
     assert cfsm.stats()["longest_chain"] >= len('",\n    "house": "')

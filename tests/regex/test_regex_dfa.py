@@ -77,23 +77,32 @@ def test_numbering_is_canonical_across_hash_seeds(character_regex):
     outs = []
     for seed in ("1", "2"):
         env = {"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"}
-        r = subprocess.run([sys.executable, "-c", code, character_regex], capture_output=True, text=True, env=env, check=True)
+        r = subprocess.run(
+            [sys.executable, "-c", code, character_regex],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
         outs.append(json.loads(r.stdout))
     assert outs[0] == outs[1]
     assert outs[0]["num_states"] > 100
 
 
-@pytest.mark.parametrize("pattern, accept, reject", [
-    ("(?s)a.b", ["a\nb", "axb"], ["ab"]),
-    ("a.b", ["axb"], ["a\nb"]),
-    ("^$|^https://x\\.com/", ["", "https://x.com/"], ["x"]),
-    (r"a\\$", ["a\\"], ["a"]),
-    ("(^x|y$)", ["x", "y"], ["xy"]),
-    ("(?i)ab", ["AB", "aB"], ["ac"]),
-    ("(?i:a)b", ["Ab", "ab"], ["AB"]),
-    (r"\Aab\Z", ["ab"], ["a"]),
-    (r"[\W]x", ["-x"], ["ax"]),
-])
+@pytest.mark.parametrize(
+    "pattern, accept, reject",
+    [
+        ("(?s)a.b", ["a\nb", "axb"], ["ab"]),
+        ("a.b", ["axb"], ["a\nb"]),
+        ("^$|^https://x\\.com/", ["", "https://x.com/"], ["x"]),
+        (r"a\\$", ["a\\"], ["a"]),
+        ("(^x|y$)", ["x", "y"], ["xy"]),
+        ("(?i)ab", ["AB", "aB"], ["ac"]),
+        ("(?i:a)b", ["Ab", "ab"], ["AB"]),
+        (r"\Aab\Z", ["ab"], ["a"]),
+        (r"[\W]x", ["-x"], ["ax"]),
+    ],
+)
 def test_regex_dialect_matches_python(pattern, accept, reject):
     dfa = build_char_dfa(pattern)
     for t in accept:
@@ -102,9 +111,15 @@ def test_regex_dialect_matches_python(pattern, accept, reject):
         assert not re.fullmatch(pattern, t, re.ASCII) and not dfa.accepts(t), t
 
 
-@pytest.mark.parametrize("pattern, named", [
-    ("(?P<x>a)(?P=x)", "(?P=x)"), (r"(a)\1", r"\1"), ("a^b", "anchor ^ inside"), (r"a\bb", r"word boundary \b"),
-])
+@pytest.mark.parametrize(
+    "pattern, named",
+    [
+        ("(?P<x>a)(?P=x)", "(?P=x)"),
+        (r"(a)\1", r"\1"),
+        ("a^b", "anchor ^ inside"),
+        (r"a\bb", r"word boundary \b"),
+    ],
+)
 def test_unsupported_constructs_are_named_as_written(pattern, named):
     with pytest.raises(CfsmError) as err:
         build_char_dfa(pattern)
@@ -124,8 +139,16 @@ def _both(rx: str):
     from engine.regex.dfa import _canonical, _interegular_neutral, validate_regex
 
     norm = validate_regex(rx)
-    a, b = (_canonical(rx, d, 10_000) for d in (build_neutral(norm, 10_000), _interegular_neutral(norm, 10_000)))
-    return (a.classes, a.other_class, a.trans, a.finals), (b.classes, b.other_class, b.trans, b.finals)
+    a, b = (
+        _canonical(rx, d, 10_000)
+        for d in (build_neutral(norm, 10_000), _interegular_neutral(norm, 10_000))
+    )
+    return (a.classes, a.other_class, a.trans, a.finals), (
+        b.classes,
+        b.other_class,
+        b.trans,
+        b.finals,
+    )
 
 
 def test_own_dfa_construction_equals_interegulars_on_presets_and_schemas():
@@ -137,8 +160,12 @@ def test_own_dfa_construction_equals_interegulars_on_presets_and_schemas():
     from engine.constraint import schema_to_regex
 
     rxs = [p["text"] for p in presets().values() if p["kind"] == "regex"]
-    rxs += [schema_to_regex(p["text"], ws) for p in presets().values() if p["kind"] == "schema"
-            for ws in ("compact",)]
+    rxs += [
+        schema_to_regex(p["text"], ws)
+        for p in presets().values()
+        if p["kind"] == "schema"
+        for ws in ("compact",)
+    ]
     rxs += ["", "(a|ab)", r"[^\n]*\n", "x(y|)z", "(a?){3}", r"[^\"\\]*", json.dumps("é")[1:-1]]
     for rx in rxs:
         mine, theirs = _both(rx)
@@ -146,10 +173,19 @@ def test_own_dfa_construction_equals_interegulars_on_presets_and_schemas():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.recursive(st.sampled_from(["a", "b", "[ab]", "[^a]", r"\d", ".", "中", "🙂", "ab", "[a-c]"]),
-                    lambda c: st.one_of(st.tuples(c, c).map("".join), st.tuples(c, c).map(lambda t: f"({t[0]}|{t[1]})"),
-                                        st.tuples(c, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,2}", "{2,}"]))
-                                        .map(lambda t: f"({t[0]}){t[1]}")), max_leaves=8))
+@given(
+    st.recursive(
+        st.sampled_from(["a", "b", "[ab]", "[^a]", r"\d", ".", "中", "🙂", "ab", "[a-c]"]),
+        lambda c: st.one_of(
+            st.tuples(c, c).map("".join),
+            st.tuples(c, c).map(lambda t: f"({t[0]}|{t[1]})"),
+            st.tuples(c, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,2}", "{2,}"])).map(
+                lambda t: f"({t[0]}){t[1]}"
+            ),
+        ),
+        max_leaves=8,
+    )
+)
 def test_own_dfa_construction_equals_interegulars_on_random_regexes(rx):
     mine, theirs = _both(rx)
     assert mine == theirs

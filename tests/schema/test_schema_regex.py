@@ -22,12 +22,20 @@ INVOICE = {
     "type": "object",
     "properties": {
         "id": {"type": "string", "maxLength": 8},
-        "lines": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-            "type": "object",
-            "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"},
-                           "qty": {"type": "integer", "minimum": 1, "maximum": 99},
-                           "price": {"type": "number", "minimum": 0}},
-            "required": ["sku", "qty", "price"]}},
+        "lines": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"},
+                    "qty": {"type": "integer", "minimum": 1, "maximum": 99},
+                    "price": {"type": "number", "minimum": 0},
+                },
+                "required": ["sku", "qty", "price"],
+            },
+        },
     },
     "required": ["id", "lines"],
 }
@@ -36,58 +44,189 @@ INVOICE = {
 # checked with jsonschema. Rejected: invalid texts, and a few valid ones the README's
 # policy leaves out (an extra key where `properties` closes the object, a duplicate key).
 CASES = [
-    ({"type": "integer", "minimum": 1, "maximum": 99}, ["1", "42", "99"], ["0", "100", "-1", "1.5", "01"]),
-    ({"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 120}, ["-2", "0", "119"], ["-3", "120", "-10"]),
-    ({"type": "number", "minimum": 0, "maximum": 2.5}, ["0", "2.5", "1.25", "2.4999"], ["-0.1", "2.51", "3"]),
+    (
+        {"type": "integer", "minimum": 1, "maximum": 99},
+        ["1", "42", "99"],
+        ["0", "100", "-1", "1.5", "01"],
+    ),
+    (
+        {"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 120},
+        ["-2", "0", "119"],
+        ["-3", "120", "-10"],
+    ),
+    (
+        {"type": "number", "minimum": 0, "maximum": 2.5},
+        ["0", "2.5", "1.25", "2.4999"],
+        ["-0.1", "2.51", "3"],
+    ),
     ({"type": "number", "exclusiveMaximum": 0}, ["-1", "-0.001"], ["0", "0.0", "1"]),
     ({"type": "number"}, ["1e10", "-1.5E-3", "0"], ["01", "1.", "+1"]),
     ({"type": "integer", "multipleOf": 5}, ["0", "15", "-20", "1000"], ["7", "12"]),
     ({"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 50}, ["0", "49"], ["50", "8"]),
-    ({"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 2}, ["0.25", "1.5", "2"], ["0.3", "2.25", "-0.25"]),
-    ({"type": "string", "minLength": 2, "maxLength": 3}, ['"ab"', '"abc"', '"\\n\\t"'], ['"a"', '"abcd"']),
+    (
+        {"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 2},
+        ["0.25", "1.5", "2"],
+        ["0.3", "2.25", "-0.25"],
+    ),
+    (
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        ['"ab"', '"abc"', '"\\n\\t"'],
+        ['"a"', '"abcd"'],
+    ),
     ({"type": "string", "pattern": "^[a-z]+-[0-9]$"}, ['"ab-1"'], ['"ab-x"', '"Ab-1"']),
     ({"type": "string", "pattern": "b+"}, ['"abbc"', '"b"'], ['"ac"']),
     ({"type": "string", "pattern": '^a"b$'}, ['"a\\"b"'], ['"ab"']),
-    ({"type": "string", "format": "date"}, ['"2024-02-29"', '"2023-12-31"'], ['"2023-02-29"', '"2023-04-31"', '"2023-13-01"']),
-    ({"type": "string", "format": "date-time"}, ['"2019-11-30T08:15:27+05:30"', '"2019-11-30T08:15:27.5z"'],
-     ['"2019-11-30 08:15:27Z"', '"1998-12-31T22:59:60Z"']),
-    ({"type": "string", "format": "time"}, ['"23:59:59Z"', '"08:30:06.283185Z"', '"23:59:60Z"'],
-     ['"24:00:00Z"', '"08:30:06"', '"22:59:60Z"']),
-    ({"type": "string", "format": "email"}, ['"joe.bloggs@example.com"', '"te~st@example.com"', '"joe.bloggs@[IPv6:::1]"'],
-     ['"2962"', '"a..b@x.com"', '"joe@[IPv6:::g]"']),
-    ({"type": "string", "format": "uuid"}, ['"2EB8AA08-AA98-11EA-B4AA-73B441D16380"'], ['"2eb8aa08-aa98-11ea-b4aa73b441d16380"']),
+    (
+        {"type": "string", "format": "date"},
+        ['"2024-02-29"', '"2023-12-31"'],
+        ['"2023-02-29"', '"2023-04-31"', '"2023-13-01"'],
+    ),
+    (
+        {"type": "string", "format": "date-time"},
+        ['"2019-11-30T08:15:27+05:30"', '"2019-11-30T08:15:27.5z"'],
+        ['"2019-11-30 08:15:27Z"', '"1998-12-31T22:59:60Z"'],
+    ),
+    (
+        {"type": "string", "format": "time"},
+        ['"23:59:59Z"', '"08:30:06.283185Z"', '"23:59:60Z"'],
+        ['"24:00:00Z"', '"08:30:06"', '"22:59:60Z"'],
+    ),
+    (
+        {"type": "string", "format": "email"},
+        ['"joe.bloggs@example.com"', '"te~st@example.com"', '"joe.bloggs@[IPv6:::1]"'],
+        ['"2962"', '"a..b@x.com"', '"joe@[IPv6:::g]"'],
+    ),
+    (
+        {"type": "string", "format": "uuid"},
+        ['"2EB8AA08-AA98-11EA-B4AA-73B441D16380"'],
+        ['"2eb8aa08-aa98-11ea-b4aa73b441d16380"'],
+    ),
     ({"type": "string", "format": "ipv4"}, ['"192.168.0.1"'], ['"256.1.1.1"', '"01.1.1.1"']),
-    ({"type": "string", "format": "ipv6"}, ['"::1"', '"2001:db8::7"', '"::ffff:192.168.0.1"'], ['"1:2:3:4:5:6:7:8:9"', '":::"']),
-    ({"type": "string", "format": "hostname"}, ['"www.example.com"', '"a-b"'], ['"-a"', '"a_b"', '"ab--cd"']),
-    ({"type": "string", "format": "uri"}, ['"http://foo.bar/?baz=qux#quux"', '"mailto:a@b.c"'], ['"//foo.bar"', '"abc"']),
+    (
+        {"type": "string", "format": "ipv6"},
+        ['"::1"', '"2001:db8::7"', '"::ffff:192.168.0.1"'],
+        ['"1:2:3:4:5:6:7:8:9"', '":::"'],
+    ),
+    (
+        {"type": "string", "format": "hostname"},
+        ['"www.example.com"', '"a-b"'],
+        ['"-a"', '"a_b"', '"ab--cd"'],
+    ),
+    (
+        {"type": "string", "format": "uri"},
+        ['"http://foo.bar/?baz=qux#quux"', '"mailto:a@b.c"'],
+        ['"//foo.bar"', '"abc"'],
+    ),
     ({"enum": ["a", 1, None, [1, 2]]}, ['"a"', "1", "null", "[1,2]"], ['"b"', "2", "true"]),
     ({"const": {"k": [1]}}, ['{"k":[1]}'], ['{"k":[2]}', '{"k":[1.0]}']),  # one spelling per number
-    ({"maxProperties": 2.0}, ['{"foo":1}', '{"a":1,"b":2}'], ['{"a":1,"b":2,"c":3}']),  # a float count
+    (
+        {"maxProperties": 2.0},
+        ['{"foo":1}', '{"a":1,"b":2}'],
+        ['{"a":1,"b":2,"c":3}'],
+    ),  # a float count
     ({"type": "string", "enum": ["a", 1, "b"], "maxLength": 1}, ['"a"', '"b"'], ["1"]),
-    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, ["[1]", "[1,2]"], ["[]", "[1,2,3]", '["a"]']),
-    ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
-     ['["a",1]', '["a"]', "[]"], ['["a",1,2]', "[1]"]),
-    ({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "boolean"}, "minItems": 2},
-     ['["a",true]', '["a",true,false]'], ['["a"]', '["a",1]']),
-    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"]},
-     ['{"b":"x"}', '{"a":1,"b":"x"}'], ["{}", '{"a":1}', '{"b":"x","c":1}']),
-    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}},
-     ['{"a":1,"z":true}', '{"z":false,"y":true}', "{}"], ['{"a":1,"z":1}', '{"a":1,"a":true}']),
-    ({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
-     ['{"x-a":1}', "{}"], ['{"x-a":"s"}', '{"y":1}']),
-    ({"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "integer"}},
-     ['{"ab":1}'], ['{"abc":1}']),
-    ({"anyOf": [{"type": "integer", "maximum": 3}, {"type": "string"}]}, ["3", '"s"'], ["4", "null"]),
-    ({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}, "v": {"type": "integer"}}, "required": ["k", "v"]},
-                {"type": "object", "properties": {"k": {"const": "b"}, "v": {"type": "string"}}, "required": ["k", "v"]}]},
-     ['{"k":"a","v":1}', '{"k":"b","v":"x"}'], ['{"k":"a","v":"x"}']),
+    (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2},
+        ["[1]", "[1,2]"],
+        ["[]", "[1,2,3]", '["a"]'],
+    ),
+    (
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+        ['["a",1]', '["a"]', "[]"],
+        ['["a",1,2]', "[1]"],
+    ),
+    (
+        {
+            "type": "array",
+            "prefixItems": [{"type": "string"}],
+            "items": {"type": "boolean"},
+            "minItems": 2,
+        },
+        ['["a",true]', '["a",true,false]'],
+        ['["a"]', '["a",1]'],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["b"],
+        },
+        ['{"b":"x"}', '{"a":1,"b":"x"}'],
+        ["{}", '{"a":1}', '{"b":"x","c":1}'],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "additionalProperties": {"type": "boolean"},
+        },
+        ['{"a":1,"z":true}', '{"z":false,"y":true}', "{}"],
+        ['{"a":1,"z":1}', '{"a":1,"a":true}'],
+    ),
+    (
+        {
+            "type": "object",
+            "patternProperties": {"^x-": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+        ['{"x-a":1}', "{}"],
+        ['{"x-a":"s"}', '{"y":1}'],
+    ),
+    (
+        {
+            "type": "object",
+            "propertyNames": {"maxLength": 2},
+            "additionalProperties": {"type": "integer"},
+        },
+        ['{"ab":1}'],
+        ['{"abc":1}'],
+    ),
+    (
+        {"anyOf": [{"type": "integer", "maximum": 3}, {"type": "string"}]},
+        ["3", '"s"'],
+        ["4", "null"],
+    ),
+    (
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"k": {"const": "a"}, "v": {"type": "integer"}},
+                    "required": ["k", "v"],
+                },
+                {
+                    "type": "object",
+                    "properties": {"k": {"const": "b"}, "v": {"type": "string"}},
+                    "required": ["k", "v"],
+                },
+            ]
+        },
+        ['{"k":"a","v":1}', '{"k":"b","v":"x"}'],
+        ['{"k":"a","v":"x"}'],
+    ),
     ({"allOf": [{"type": "integer", "minimum": 2}, {"maximum": 5}]}, ["2", "5"], ["1", "6"]),
-    ({"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
-     ["[1,2]"], ["[0]"]),
-    ({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"},
-     ["{}", '{"next":{"next":{}}}'], ['{"next":1}']),
-    (INVOICE, ['{"id":"A1","lines":[{"sku":"ABC-123","qty":99,"price":1.5}]}'],
-     ['{"id":"A1","lines":[{"sku":"ABC-123","qty":100,"price":1.5}]}', '{"id":"A1","lines":[]}']),
+    (
+        {
+            "$defs": {"pos": {"type": "integer", "minimum": 1}},
+            "type": "array",
+            "items": {"$ref": "#/$defs/pos"},
+        },
+        ["[1,2]"],
+        ["[0]"],
+    ),
+    (
+        {
+            "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            "$ref": "#/$defs/node",
+        },
+        ["{}", '{"next":{"next":{}}}'],
+        ['{"next":1}'],
+    ),
+    (
+        INVOICE,
+        ['{"id":"A1","lines":[{"sku":"ABC-123","qty":99,"price":1.5}]}'],
+        ['{"id":"A1","lines":[{"sku":"ABC-123","qty":100,"price":1.5}]}', '{"id":"A1","lines":[]}'],
+    ),
 ]
 
 
@@ -106,16 +245,35 @@ def test_keyword_enforced_exactly(schema, good, bad):
         assert not dfa.accepts(text), text
 
 
-@pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not", "/properties/a/not"),
-    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
-    ({"type": "string", "format": "duration"}, "format", "/format"),
-    ({"type": "string", "pattern": "^(?=.*[0-9])[a-z0-9]{3,8}$"}, "pattern", "/pattern"),
-    ({"type": "number", "multipleOf": 0.3}, "multipleOf", "/multipleOf"),
-    ({"type": "number", "multipleOf": 0.01}, "multipleOf", "/multipleOf"),  # unbounded: float division decides
-    ({"if": {"type": "string"}, "then": {"minLength": 2}}, "if", "/if"),
-    ({"type": "string", "pattern": "a", "maxLength": 3}, "maxLength", "/maxLength"),  # "xxxxa" matches the pattern
-])
+@pytest.mark.parametrize(
+    "schema,keyword,pointer",
+    [
+        (
+            {"type": "object", "properties": {"a": {"not": {"type": "string"}}}},
+            "not",
+            "/properties/a/not",
+        ),
+        (
+            {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+            "uniqueItems",
+            "/uniqueItems",
+        ),
+        ({"type": "string", "format": "duration"}, "format", "/format"),
+        ({"type": "string", "pattern": "^(?=.*[0-9])[a-z0-9]{3,8}$"}, "pattern", "/pattern"),
+        ({"type": "number", "multipleOf": 0.3}, "multipleOf", "/multipleOf"),
+        (
+            {"type": "number", "multipleOf": 0.01},
+            "multipleOf",
+            "/multipleOf",
+        ),  # unbounded: float division decides
+        ({"if": {"type": "string"}, "then": {"minLength": 2}}, "if", "/if"),
+        (
+            {"type": "string", "pattern": "a", "maxLength": 3},
+            "maxLength",
+            "/maxLength",
+        ),  # "xxxxa" matches the pattern
+    ],
+)
 def test_unenforceable_keyword_refused_by_name_and_pointer(schema, keyword, pointer):
     with pytest.raises(CfsmError) as err:
         schema_regex(schema)
@@ -133,9 +291,16 @@ def test_lenient_compiles_with_a_warning_that_reaches_the_compiled_constraint():
     assert compiled.stats()["warnings"] == res.warnings
 
 
-@pytest.mark.parametrize("ws,text", [("compact", '{"a":[1,2]}'), ("spaced", '{"a": [1, 2]}'), ("flexible", '{ "a" : [ 1 , 2 ] }')])
+@pytest.mark.parametrize(
+    "ws,text",
+    [("compact", '{"a":[1,2]}'), ("spaced", '{"a": [1, 2]}'), ("flexible", '{ "a" : [ 1 , 2 ] }')],
+)
 def test_whitespace_policy(ws, text):
-    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["a"],
+    }
     assert _accepts(schema, text, ws)
 
 
@@ -155,11 +320,14 @@ def test_xgrammar_refuses_a_lookahead_it_would_drop(byte_ctx):
     assert check_text(compiled, None, byte_ctx, '"abc"')["accepted"]
 
 
-@pytest.mark.parametrize("backend,schema,keyword", [
-    ("xgrammar", {"minimum": 2}, "minimum"),
-    ("xgrammar", {"type": "integer", "multipleOf": 2}, "multipleOf"),
-    ("llguidance", {"type": "string", "format": "date"}, "format"),
-])
+@pytest.mark.parametrize(
+    "backend,schema,keyword",
+    [
+        ("xgrammar", {"minimum": 2}, "minimum"),
+        ("xgrammar", {"type": "integer", "multipleOf": 2}, "multipleOf"),
+        ("llguidance", {"type": "string", "format": "date"}, "format"),
+    ],
+)
 def test_native_backend_gaps_refused(byte_ctx, backend, schema, keyword):
     with pytest.raises(CfsmError) as err:
         get_backend(backend).compile(Constraint("schema", json.dumps(schema)), byte_ctx)
@@ -191,17 +359,32 @@ def test_conformance_suite_subset_accepts_no_invalid_instance_unwarned():
 
 # Found in review: each was accepted although jsonschema calls it invalid. Now refused or rejected.
 NEVER = [
-    ({"type": "number", "multipleOf": 0.1}, "0.3", False),  # jsonschema divides floats: 0.3 / 0.1 = 2.9999999999999996
+    (
+        {"type": "number", "multipleOf": 0.1},
+        "0.3",
+        False,
+    ),  # jsonschema divides floats: 0.3 / 0.1 = 2.9999999999999996
     ({"type": "number", "exclusiveMaximum": 1}, "0.99999999999999999999", False),  # parses to 1.0
     ({"type": "number", "exclusiveMinimum": 0.1}, "0.10000000000000000001", False),
     ({"type": "number", "minimum": 9007199254740993}, "9007199254740993.0", False),
     ({"allOf": [{"enum": [[1]]}, {"enum": [[True]]}]}, "[1]", False),  # true is not 1, nested too
     ({"allOf": [{"const": {"a": 1}}, {"const": {"a": True}}]}, '{"a":1}', False),
     ({"const": [1], "enum": [[True]]}, "[1]", False),
-    ({"type": ["string", "object"], "properties": {"v": {"enum": [["x"], [1]], "items": {"$ref": "#"}}}}, '{"v":[1]}', False),
+    (
+        {
+            "type": ["string", "object"],
+            "properties": {"v": {"enum": [["x"], [1]], "items": {"$ref": "#"}}},
+        },
+        '{"v":[1]}',
+        False,
+    ),
     ({"type": "object", "properties": {}, "dependentRequired": {"t": ["b"]}}, '{"t":1}', False),
     ({"type": "string", "pattern": "^[^\\x00-\\x09\\x0b-\\U0010ffff]+$"}, '"\\nnn"', False),
-    ({"type": "number", "multipleOf": 0.3, "minimum": 0}, "-5", True),  # lenient drops only multipleOf
+    (
+        {"type": "number", "multipleOf": 0.3, "minimum": 0},
+        "-5",
+        True,
+    ),  # lenient drops only multipleOf
     ({"type": "integer", "multipleOf": 0.3, "minimum": 0, "maximum": 10000}, "1.5", True),
 ]
 
@@ -212,19 +395,34 @@ def test_invalid_document_never_accepted(schema, text, lenient):
     try:
         rx = schema_regex(schema, lenient=lenient).regex
     except CfsmError as exc:
-        assert exc.kind in ("unsupported_feature", "unsatisfiable") and not lenient or exc.kind == "unsatisfiable"
+        assert (
+            exc.kind in ("unsupported_feature", "unsatisfiable")
+            and not lenient
+            or exc.kind == "unsatisfiable"
+        )
         return
     assert not build_char_dfa(rx).accepts(text)
 
 
-@pytest.mark.parametrize("schema", [
-    {"allOf": [{"$ref": "#/$defs/f"}], "$defs": {"f": False}},
-    {"type": "object", "properties": {"a": {}}, "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"maxLength": 3}}},
-    {"anyOf": [{"type": "null"}, {"$ref": "#"}]},
-    {"type": "integer", "multipleOf": 4096},
-    {"oneOf": [{"type": "null"}, {"$ref": "#"}]},
-    {"properties": {"a": {}}, "patternProperties": {"\\p{L}": {}}},  # ECMA, but Python's re cannot read it
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"$ref": "#/$defs/f"}], "$defs": {"f": False}},
+        {
+            "type": "object",
+            "properties": {"a": {}},
+            "propertyNames": {"$ref": "#/$defs/n"},
+            "$defs": {"n": {"maxLength": 3}},
+        },
+        {"anyOf": [{"type": "null"}, {"$ref": "#"}]},
+        {"type": "integer", "multipleOf": 4096},
+        {"oneOf": [{"type": "null"}, {"$ref": "#"}]},
+        {
+            "properties": {"a": {}},
+            "patternProperties": {"\\p{L}": {}},
+        },  # ECMA, but Python's re cannot read it
+    ],
+)
 def test_odd_schemas_give_an_error_object_or_a_regex(schema):
     try:
         rx = schema_regex(schema).regex
@@ -243,7 +441,10 @@ def test_ignorecase_folds_before_a_negated_class_complements():
 
 
 def test_several_pattern_properties_values_satisfy_every_pattern():
-    schema = {"type": "object", "patternProperties": {"a*": {"type": "integer"}, "aaa*": {"maximum": 20}}}
+    schema = {
+        "type": "object",
+        "patternProperties": {"a*": {"type": "integer"}, "aaa*": {"maximum": 20}},
+    }
     validator = jsonschema.Draft202012Validator(schema)
     dfa = build_char_dfa(schema_regex(schema).regex)
     for text in ('{"aaaa":18}', '{"a":1,"aaaa":18}', "{}"):
@@ -252,30 +453,68 @@ def test_several_pattern_properties_values_satisfy_every_pattern():
 
 
 def test_a_property_named_like_a_keyword_is_not_a_gap(byte_ctx):
-    schema = {"type": "object", "properties": {"minimum": {"type": "string"}}, "required": ["minimum"]}
+    schema = {
+        "type": "object",
+        "properties": {"minimum": {"type": "string"}},
+        "required": ["minimum"],
+    }
     compiled = get_backend("xgrammar").compile(Constraint("schema", json.dumps(schema)), byte_ctx)
-    assert not compiled.warnings and check_text(compiled, None, byte_ctx, '{"minimum":"x"}')["accepted"]
+    assert (
+        not compiled.warnings
+        and check_text(compiled, None, byte_ctx, '{"minimum":"x"}')["accepted"]
+    )
 
 
 # (schema, texts only the spec reading accepts, texts neither accepts)
 SPEC = [
-    ({"type": "object", "properties": {"a": {"type": "integer"}}}, ['{"a":1,"b":[true]}', '{"zz":null}'],
-     ['{"a":"x"}', '{"a":1,"a":2}']),
-    ({"type": "object", "properties": {"a": {}}, "additionalProperties": False}, [], ['{"a":1,"b":2}']),
-    ({"type": "integer", "minimum": 1, "maximum": 99}, ["99.0", "1.00"], ["100.0", "0.0", "1.5", "1."]),
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}}},
+        ['{"a":1,"b":[true]}', '{"zz":null}'],
+        ['{"a":"x"}', '{"a":1,"a":2}'],
+    ),
+    (
+        {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+        [],
+        ['{"a":1,"b":2}'],
+    ),
+    (
+        {"type": "integer", "minimum": 1, "maximum": 99},
+        ["99.0", "1.00"],
+        ["100.0", "0.0", "1.5", "1."],
+    ),
     ({"const": 1}, ["1.0"], ["1.5", "true"]),
     ({"const": -2.0}, ["-2"], ["2"]),  # generation writes -2.0; both spell the same number
     ({"enum": [[0], 1.5]}, ["[0.0]", "1.50"], ["[false]", "1.05"]),
-    ({"const": {"foo": "bar", "baz": 1}}, ['{"baz":1,"foo":"bar"}', '{"baz":1.0,"foo":"bar"}'], ['{"foo":"bar"}']),
+    (
+        {"const": {"foo": "bar", "baz": 1}},
+        ['{"baz":1,"foo":"bar"}', '{"baz":1.0,"foo":"bar"}'],
+        ['{"foo":"bar"}'],
+    ),
     ({"type": "integer", "multipleOf": 2, "minimum": 0, "maximum": 10}, ["4.0"], ["3.0", "12.0"]),
-    ({"type": "integer", "maximum": 9007199254740995}, [], ["9007199254740995.0"]),  # the float rounds up past the bound
-    ({"anyOf": [{"properties": {"bar": {"type": "integer"}}, "required": ["bar"]},
-                {"properties": {"foo": {"type": "string"}}, "required": ["foo"]}]}, ['{"bar":2,"foo":"baz"}'], ['{"bar":"x"}']),
+    (
+        {"type": "integer", "maximum": 9007199254740995},
+        [],
+        ["9007199254740995.0"],
+    ),  # the float rounds up past the bound
+    (
+        {
+            "anyOf": [
+                {"properties": {"bar": {"type": "integer"}}, "required": ["bar"]},
+                {"properties": {"foo": {"type": "string"}}, "required": ["foo"]},
+            ]
+        },
+        ['{"bar":2,"foo":"baz"}'],
+        ['{"bar":"x"}'],
+    ),
 ]
 
 
-@pytest.mark.parametrize("schema,spec_only,neither", SPEC, ids=[json.dumps(c[0])[:60] for c in SPEC])
-def test_spec_reading_accepts_what_json_schema_allows_and_nothing_invalid(schema, spec_only, neither):
+@pytest.mark.parametrize(
+    "schema,spec_only,neither", SPEC, ids=[json.dumps(c[0])[:60] for c in SPEC]
+)
+def test_spec_reading_accepts_what_json_schema_allows_and_nothing_invalid(
+    schema, spec_only, neither
+):
     validator = jsonschema.Draft202012Validator(schema)
     generation = build_char_dfa(schema_regex(schema).regex)
     spec = build_char_dfa(schema_regex(schema, spec=True).regex)
@@ -287,22 +526,32 @@ def test_spec_reading_accepts_what_json_schema_allows_and_nothing_invalid(schema
 
 
 def test_spec_reading_reaches_every_backend_and_the_cache_key(byte_ctx):
-    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    schema = json.dumps(
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    )
     closed, open_ = Constraint("schema", schema), Constraint("schema", schema, spec=True)
     assert closed.key != open_.key
     for b in ("fsm", "outlines", "xgrammar", "llguidance"):
         compiled = get_backend(b).compile(open_, byte_ctx)
         assert check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
         assert not check_text(compiled, None, byte_ctx, '{"b":2}')["accepted"], b
-    for b in ("fsm", "outlines", "xgrammar"):  # llguidance always reads objects as the spec does (README)
+    for b in (
+        "fsm",
+        "outlines",
+        "xgrammar",
+    ):  # llguidance always reads objects as the spec does (README)
         compiled = get_backend(b).compile(closed, byte_ctx)
         assert not check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
 
 
 def test_an_anchor_inside_an_enum_is_data_not_an_identifier():
-    schema = {"$defs": {"in_enum": {"enum": [{"$anchor": "my_anchor", "type": "null"}]},
-                        "real": {"$anchor": "my_anchor", "type": "string"}},
-              "anyOf": [{"$ref": "#/$defs/in_enum"}, {"$ref": "#my_anchor"}]}
+    schema = {
+        "$defs": {
+            "in_enum": {"enum": [{"$anchor": "my_anchor", "type": "null"}]},
+            "real": {"$anchor": "my_anchor", "type": "string"},
+        },
+        "anyOf": [{"$ref": "#/$defs/in_enum"}, {"$ref": "#my_anchor"}],
+    }
     dfa = build_char_dfa(schema_regex(schema).regex)
     assert dfa.accepts('"any string"') and dfa.accepts('{"$anchor":"my_anchor","type":"null"}')
     assert not dfa.accepts('{"type":"null"}') and not dfa.accepts("1")
@@ -310,25 +559,42 @@ def test_an_anchor_inside_an_enum_is_data_not_an_identifier():
 
 @pytest.mark.parametrize("backend", ["fsm", "xgrammar", "llguidance"])
 def test_a_custom_metaschema_is_refused_by_name(byte_ctx, backend):
-    schema = {"$schema": "http://localhost:1234/draft2020-12/metaschema-no-validation.json",
-              "properties": {"a": {"type": "integer"}}}
+    schema = {
+        "$schema": "http://localhost:1234/draft2020-12/metaschema-no-validation.json",
+        "properties": {"a": {"type": "integer"}},
+    }
     with pytest.raises(CfsmError) as err:
         get_backend(backend).compile(Constraint("schema", json.dumps(schema)), byte_ctx)
     assert err.value.kind == "unsupported_feature" and "`$schema` at /$schema" in err.value.message
-    standard = {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
-    assert get_backend(backend).compile(Constraint("schema", json.dumps(standard)), byte_ctx) is not None
+    standard = {
+        **schema,
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+    }
+    assert (
+        get_backend(backend).compile(Constraint("schema", json.dumps(standard)), byte_ctx)
+        is not None
+    )
 
 
 def test_instances_are_written_in_the_order_an_all_of_merge_generates():
     from engine.constraint import dump_as_generated
 
-    schema = {"allOf": [{"properties": {"bar": {"type": "integer"}}, "required": ["bar"]},
-                        {"properties": {"foo": {"type": "string"}}, "required": ["foo"]}]}
+    schema = {
+        "allOf": [
+            {"properties": {"bar": {"type": "integer"}}, "required": ["bar"]},
+            {"properties": {"foo": {"type": "string"}}, "required": ["foo"]},
+        ]
+    }
     text = dump_as_generated({"foo": "baz", "bar": 2}, schema)
-    assert text == '{"bar":2,"foo":"baz"}' and build_char_dfa(schema_regex(schema).regex).accepts(text)
+    assert text == '{"bar":2,"foo":"baz"}' and build_char_dfa(schema_regex(schema).regex).accepts(
+        text
+    )
 
 
-@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "email", "uuid", "ipv4", "ipv6", "hostname", "uri"])
+@pytest.mark.parametrize(
+    "fmt", ["date", "time", "date-time", "email", "uuid", "ipv4", "ipv6", "hostname", "uri"]
+)
 def test_every_string_a_format_regex_generates_passes_the_output_validator(fmt):
     """The output validator checks `format` on its own (jsonschema's checkers, RFC 3339
     time here): whatever the compiler lets a model write must pass it."""
@@ -337,7 +603,9 @@ def test_every_string_a_format_regex_generates_passes_the_output_validator(fmt):
 
     from engine.schema.formats import FORMATS
 
-    @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
+    )
     @given(st.from_regex(FORMATS[fmt], fullmatch=True))
     def check(content):
         try:
@@ -357,9 +625,13 @@ def test_the_output_validator_checks_formats_and_rfc3339_leap_seconds():
         return validate_output(c, json.dumps(value), True, "complete", None)[0]
 
     assert valid("date", "2024-02-29") and not valid("date", "2023-02-29")
-    assert valid("time", "15:59:60-08:00") and valid("time", "23:59:60Z")  # jsonschema's own checker says no
+    assert valid("time", "15:59:60-08:00") and valid(
+        "time", "23:59:60Z"
+    )  # jsonschema's own checker says no
     assert not valid("time", "22:59:60Z") and not valid("time", "1২:00:00Z")
-    assert valid("date-time", "1998-12-31T15:59:60.123-08:00") and not valid("date-time", "1985-04-12T23:20:50Z\n")
+    assert valid("date-time", "1998-12-31T15:59:60.123-08:00") and not valid(
+        "date-time", "1985-04-12T23:20:50Z\n"
+    )
     assert not valid("ipv4", "256.1.1.1") and not valid("uri", "//no-scheme")
 
 
@@ -372,14 +644,37 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
     from engine.constraint import dump_as_generated
     from engine.schema.ecma import ecma_schema
 
-    pats, subs = ["a", "^a", "b$", "a.b", "^[ab]+$", "c*", "ab|ba", "^x-", "\\d{2}", "\\s", "^\\W"], [
-        {"type": "integer"}, {"maximum": 5}, {"type": "string"}, True, False, {"minimum": 3}]
-    keys, values = ["a", "b", "ab", "ba", "c", "ca", "xb", "x-1", "12", 'a"b', "", "b\n", "a\u2028b", "\ufeff",
-                    "\u0661\u0662", "é"], [1, 7, "s", True, None, 4.5]
+    pats, subs = (
+        ["a", "^a", "b$", "a.b", "^[ab]+$", "c*", "ab|ba", "^x-", "\\d{2}", "\\s", "^\\W"],
+        [{"type": "integer"}, {"maximum": 5}, {"type": "string"}, True, False, {"minimum": 3}],
+    )
+    keys, values = (
+        [
+            "a",
+            "b",
+            "ab",
+            "ba",
+            "c",
+            "ca",
+            "xb",
+            "x-1",
+            "12",
+            'a"b',
+            "",
+            "b\n",
+            "a\u2028b",
+            "\ufeff",
+            "\u0661\u0662",
+            "é",
+        ],
+        [1, 7, "s", True, None, 4.5],
+    )
     rnd = random.Random(7)
     checked = 0
     for _ in range(16):
-        schema: dict = {"patternProperties": {p: rnd.choice(subs) for p in rnd.sample(pats, rnd.randint(1, 3))}}
+        schema: dict = {
+            "patternProperties": {p: rnd.choice(subs) for p in rnd.sample(pats, rnd.randint(1, 3))}
+        }
         extra = rnd.choice([None, False, {"type": "boolean"}, True])
         if extra is not None:
             schema["additionalProperties"] = extra
@@ -387,7 +682,9 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
             schema["properties"] = {rnd.choice(keys): rnd.choice(subs)}
         validator = jsonschema.Draft202012Validator(ecma_schema(schema))
         for spec in (False, True):
-            dfa = build_char_dfa(schema_regex(schema, spec=spec).regex, max_states=200_000, max_chars=10**7)
+            dfa = build_char_dfa(
+                schema_regex(schema, spec=spec).regex, max_states=200_000, max_chars=10**7
+            )
             for _ in range(15):
                 doc = {k: rnd.choice(values) for k in rnd.sample(keys, rnd.randint(0, 2))}
                 text, valid = dump_as_generated(doc, schema), validator.is_valid(doc)
@@ -397,39 +694,87 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
     assert checked == 16 * 2 * 15
 
 
-@pytest.mark.parametrize("pattern,value,valid", [
-    ("^\\D$", "\u07c0", True), ("^\\d$", "\u07c0", False), ("^\\W$", "é", True), ("^\\w$", "é", False),
-    ("^\\s$", "\ufeff", True), ("^\\S$", "\ufeff", False), ("^a$", "a\n", False), ("^a.b$", "a\u2028b", False),
-    ("^a.b$", "a\u00e9b", True),
-])
+@pytest.mark.parametrize(
+    "pattern,value,valid",
+    [
+        ("^\\D$", "\u07c0", True),
+        ("^\\d$", "\u07c0", False),
+        ("^\\W$", "é", True),
+        ("^\\w$", "é", False),
+        ("^\\s$", "\ufeff", True),
+        ("^\\S$", "\ufeff", False),
+        ("^a$", "a\n", False),
+        ("^a.b$", "a\u2028b", False),
+        ("^a.b$", "a\u00e9b", True),
+    ],
+)
 def test_patterns_are_read_as_ecma_262_by_the_compiler_and_the_validator(pattern, value, valid):
     from engine.decoding.validate import validate_output
 
     schema = {"type": "string", "pattern": pattern}
     text = json.dumps(value, ensure_ascii=False)
     assert build_char_dfa(schema_regex(schema).regex).accepts(text) == valid
-    assert validate_output(Constraint("schema", json.dumps(schema)), text, True, "complete", None)[0] == valid
+    assert (
+        validate_output(Constraint("schema", json.dumps(schema)), text, True, "complete", None)[0]
+        == valid
+    )
 
 
 D4 = "http://json-schema.org/draft-04/schema#"
 # Found in review of the spec reading, the pattern regions and the ECMA-262 reading: each
 # was accepted although invalid (under the declared draft, patterns read as ECMA-262).
 NEVER_EITHER_READING = [
-    ({"patternProperties": {"[^\u4e00-\u9fff]": {"type": "integer"}, "é": {"type": "string"}}}, '{"é":"s"}'),
-    ({"patternProperties": {"^[ -\u7fff]$": {"type": "string"}}, "additionalProperties": {"type": "integer"}}, '{"é":1}'),
-    ({"properties": {"é": {"type": "integer"}}, "patternProperties": {"\\W": {"type": "string"}}}, '{"é":1}'),
-    ({"type": "integer", "multipleOf": 0.5, "minimum": 1152921504606846977, "maximum": 1152921504606846979},
-     "1152921504606846977.0"),
+    (
+        {"patternProperties": {"[^\u4e00-\u9fff]": {"type": "integer"}, "é": {"type": "string"}}},
+        '{"é":"s"}',
+    ),
+    (
+        {
+            "patternProperties": {"^[ -\u7fff]$": {"type": "string"}},
+            "additionalProperties": {"type": "integer"},
+        },
+        '{"é":1}',
+    ),
+    (
+        {
+            "properties": {"é": {"type": "integer"}},
+            "patternProperties": {"\\W": {"type": "string"}},
+        },
+        '{"é":1}',
+    ),
+    (
+        {
+            "type": "integer",
+            "multipleOf": 0.5,
+            "minimum": 1152921504606846977,
+            "maximum": 1152921504606846979,
+        },
+        "1152921504606846977.0",
+    ),
     ({"type": "integer"}, "1" + "0" * 400 + ".0"),  # a float reads it as infinity
-    ({"$defs": {"t": {"type": "integer"}}, "required": ["default"], "additionalProperties": False,
-      "properties": {"default": {"$id": "http://e.com/i", "$defs": {"t": {"type": "string"}}, "$ref": "#/$defs/t"}}},
-     '{"default":1}'),
+    (
+        {
+            "$defs": {"t": {"type": "integer"}},
+            "required": ["default"],
+            "additionalProperties": False,
+            "properties": {
+                "default": {
+                    "$id": "http://e.com/i",
+                    "$defs": {"t": {"type": "string"}},
+                    "$ref": "#/$defs/t",
+                }
+            },
+        },
+        '{"default":1}',
+    ),
     ({"$schema": D4, "type": "integer"}, "1.0"),  # draft-04: 1.0 is no integer
     ({"$schema": D4, "type": "integer", "minimum": 5, "exclusiveMinimum": True}, "5"),
 ]
 
 
-@pytest.mark.parametrize("schema,text", NEVER_EITHER_READING, ids=[json.dumps(c[0])[:50] for c in NEVER_EITHER_READING])
+@pytest.mark.parametrize(
+    "schema,text", NEVER_EITHER_READING, ids=[json.dumps(c[0])[:50] for c in NEVER_EITHER_READING]
+)
 @pytest.mark.parametrize("spec", [False, True])
 def test_review_findings_are_never_accepted(schema, text, spec):
     from engine.schema.ecma import ecma_schema
@@ -451,12 +796,18 @@ def test_regex_algebra_matches_brute_force_and_survives_all_final():
     from engine.regex.algebra import combine
 
     assert combine(["a*"], lambda b: True) is not None  # every product state final: no crash
-    cases = [(["[ab]*", ".*b.*"], lambda b: b[0] and not b[1]), (["a|ab", "(ab)*"], lambda b: b[0] != b[1]),
-             (["[^a]c", "x?"], lambda b: not b[0] and not b[1])]
+    cases = [
+        (["[ab]*", ".*b.*"], lambda b: b[0] and not b[1]),
+        (["a|ab", "(ab)*"], lambda b: b[0] != b[1]),
+        (["[^a]c", "x?"], lambda b: not b[0] and not b[1]),
+    ]
     for regexes, want in cases:
         rx = combine(regexes, want)
         for n in range(4):
             for chars in itertools.product("abcx\n", repeat=n):
                 t = "".join(chars)
                 expected = want(tuple(bool(re.fullmatch(r, t)) for r in regexes))
-                assert (rx is not None and re.fullmatch(rx, t) is not None) == expected, (regexes, t)
+                assert (rx is not None and re.fullmatch(rx, t) is not None) == expected, (
+                    regexes,
+                    t,
+                )

@@ -12,7 +12,9 @@ from engine.serving.compile_cache import CompileCache
 
 @pytest.fixture()
 def cache(ctx):
-    c = CompileCache(ctx, timeout_s=4.0, max_states=10_000_000)  # so that the exponential regex is slow, not refused
+    c = CompileCache(
+        ctx, timeout_s=4.0, max_states=10_000_000
+    )  # so that the exponential regex is slow, not refused
     yield c
     c.close()
 
@@ -124,10 +126,20 @@ def test_page_model_names_are_restricted(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CFSM_MODELS_DIR", str(tmp_path))
     assert check_page_model("") == "embedded"
-    assert check_page_model("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert (
+        check_page_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+        == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    )
     (tmp_path / "mine").mkdir()
     assert check_page_model(str(tmp_path / "mine")) == str((tmp_path / "mine").resolve())
-    for bad in ("/etc", "../../etc/passwd", "~/.ssh", str(tmp_path / ".." / "x"), "a/b/c", "x" * 300):
+    for bad in (
+        "/etc",
+        "../../etc/passwd",
+        "~/.ssh",
+        str(tmp_path / ".." / "x"),
+        "a/b/c",
+        "x" * 300,
+    ):
         with pytest.raises(CfsmError) as ei:
             check_page_model(bad)
         assert ei.value.kind == "unknown_model"

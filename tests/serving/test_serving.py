@@ -18,7 +18,9 @@ def _submit_all(dec, reqs, compiled, stops=None):
 
     def work(i):
         try:
-            out[i] = dec.submit(reqs[i], compiled[i], should_stop=stops[i].is_set if stops else None).to_json()
+            out[i] = dec.submit(
+                reqs[i], compiled[i], should_stop=stops[i].is_set if stops else None
+            ).to_json()
         except Exception as exc:  # noqa: BLE001
             out[i] = exc
 
@@ -34,8 +36,15 @@ def test_concurrent_requests_share_passes_and_keep_their_own_states(engine):
     dec = engine.ensure_model()
     regexes = [rf"client {i} says: [a-z]+( [a-z]+){{2,5}}\." for i in range(4)]
     comps = [engine.compile(Constraint("regex", r), "fsm").compiled for r in regexes]
-    reqs = [GenerateRequest(prompt=f"Client {i}, describe the sea.", constraint=c.constraint, mode="jump",
-                            max_new_tokens=40) for i, c in enumerate(comps)]
+    reqs = [
+        GenerateRequest(
+            prompt=f"Client {i}, describe the sea.",
+            constraint=c.constraint,
+            mode="jump",
+            max_new_tokens=40,
+        )
+        for i, c in enumerate(comps)
+    ]
     traces = _submit_all(dec, reqs, comps)
     for i, tr in enumerate(traces):
         assert not isinstance(tr, Exception), tr
@@ -47,11 +56,15 @@ def test_concurrent_requests_share_passes_and_keep_their_own_states(engine):
     assert max(s["batch_size"] for tr in traces for s in tr["steps"]) >= 2
 
 
-def test_a_solo_request_in_the_batcher_equals_the_single_decoder(engine, paper_bench, character_regex):
+def test_a_solo_request_in_the_batcher_equals_the_single_decoder(
+    engine, paper_bench, character_regex
+):
     dec = engine.ensure_model()
     c = Constraint("regex", character_regex)
     comp = engine.compile(c, "fsm").compiled
-    req = GenerateRequest(prompt=paper_bench["character"]["prompt_template"].format(name="Hedwig"), constraint=c)
+    req = GenerateRequest(
+        prompt=paper_bench["character"]["prompt_template"].format(name="Hedwig"), constraint=c
+    )
     served = dec.submit(req, comp).to_json()
     single = dec.run(req, comp).to_json()
     assert served["text"] == single["text"]
@@ -70,8 +83,12 @@ def test_stop_cancels_only_its_own_request(engine):
     out = {}
 
     def short_run():
-        req = GenerateRequest(prompt="Is the sky blue?", constraint=short_c.constraint, max_new_tokens=20)
-        out["short"] = dec.submit(req, short_c, on_event=lambda k, d: k == "start" and short_started.set()).to_json()
+        req = GenerateRequest(
+            prompt="Is the sky blue?", constraint=short_c.constraint, max_new_tokens=20
+        )
+        out["short"] = dec.submit(
+            req, short_c, on_event=lambda k, d: k == "start" and short_started.set()
+        ).to_json()
 
     short_thread = threading.Thread(target=short_run)
 
@@ -83,13 +100,21 @@ def test_stop_cancels_only_its_own_request(engine):
         if short_started.is_set():
             stop_long.set()  # the long request's user presses Stop
 
-    req = GenerateRequest(prompt="Write a long story about a cat.", constraint=long_c.constraint, mode="masked",
-                          max_new_tokens=300)
-    out["long"] = dec.submit(req, long_c, on_event=on_long_event, should_stop=stop_long.is_set).to_json()
+    req = GenerateRequest(
+        prompt="Write a long story about a cat.",
+        constraint=long_c.constraint,
+        mode="masked",
+        max_new_tokens=300,
+    )
+    out["long"] = dec.submit(
+        req, long_c, on_event=on_long_event, should_stop=stop_long.is_set
+    ).to_json()
     short_thread.join(300)
     assert out["long"]["totals"]["reason"] == "cancelled" and not out["long"]["totals"]["finished"]
     assert out["long"]["totals"]["output_tokens"] < 200
-    assert out["short"]["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", out["short"]["text"])
+    assert out["short"]["totals"]["finished"] and re.fullmatch(
+        r"The answer is (yes|no)\.", out["short"]["text"]
+    )
 
 
 def test_close_serves_what_was_submitted_and_refuses_the_rest(engine):
@@ -103,7 +128,9 @@ def test_close_serves_what_was_submitted_and_refuses_the_rest(engine):
     batcher.close()
     for f in futs:
         seq = f.result(timeout=300)  # resolved, not left hanging
-        assert seq.finished and re.fullmatch(r"The answer is (yes|no)\.", own.texts.bytes(seq.out_ids).decode())
+        assert seq.finished and re.fullmatch(
+            r"The answer is (yes|no)\.", own.texts.bytes(seq.out_ids).decode()
+        )
     with pytest.raises(RuntimeError, match="shut down"):
         own.submit(req, comp)
 
@@ -122,11 +149,17 @@ def test_a_failing_request_fails_alone(engine):
             m.accept_token = lambda tid: (_ for _ in ()).throw(RuntimeError("backend crashed"))
             return m
 
-    reqs = [GenerateRequest(prompt="Is the sky blue?", constraint=good.constraint, max_new_tokens=20),
-            GenerateRequest(prompt="Sky colour?", constraint=bad.constraint, mode="masked", max_new_tokens=20)]
+    reqs = [
+        GenerateRequest(prompt="Is the sky blue?", constraint=good.constraint, max_new_tokens=20),
+        GenerateRequest(
+            prompt="Sky colour?", constraint=bad.constraint, mode="masked", max_new_tokens=20
+        ),
+    ]
     good_tr, bad_exc = _submit_all(dec, reqs, [good, Broken()])
     assert isinstance(bad_exc, RuntimeError) and "backend crashed" in str(bad_exc)
-    assert good_tr["totals"]["finished"] and re.fullmatch(r"The answer is (yes|no)\.", good_tr["text"])
+    assert good_tr["totals"]["finished"] and re.fullmatch(
+        r"The answer is (yes|no)\.", good_tr["text"]
+    )
 
 
 def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
@@ -135,7 +168,9 @@ def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
 
     dec = engine.ensure_model()
     comp = engine.compile(Constraint("regex", r"The answer is (yes|no)\."), "fsm").compiled
-    req = GenerateRequest(prompt="Is the sky blue?", constraint=comp.constraint, mode="masked", max_new_tokens=20)
+    req = GenerateRequest(
+        prompt="Is the sky blue?", constraint=comp.constraint, mode="masked", max_new_tokens=20
+    )
     real = sched.plan_passes
     calls = {"n": 0}
 
@@ -161,8 +196,12 @@ def test_shutdown_cancels_running_requests_and_ends_the_thread(engine):
     comp = engine.compile(Constraint("regex", r"[a-z ]{200,300}"), "fsm").compiled
     batcher = own.serve()
     started = threading.Event()
-    req = GenerateRequest(prompt="Write a long story.", constraint=comp.constraint, mode="masked", max_new_tokens=300)
-    fut = batcher.submit(own.sequence(req, comp, on_event=lambda k, d: k == "step" and started.set()))
+    req = GenerateRequest(
+        prompt="Write a long story.", constraint=comp.constraint, mode="masked", max_new_tokens=300
+    )
+    fut = batcher.submit(
+        own.sequence(req, comp, on_event=lambda k, d: k == "step" and started.set())
+    )
     assert started.wait(120)
     batcher.shutdown()
     seq = fut.result(timeout=1)

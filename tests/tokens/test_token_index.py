@@ -22,7 +22,10 @@ def brute_allowed(dfa, vocab, state: int) -> set[int]:
     return out
 
 
-@pytest.mark.parametrize("pattern", [r"(apple|apricot) pie [0-9]{1,3}", r'\{"id": [0-9]+, "ok": (true|false)\}', r"[a-z ]{0,8}\."])
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(apple|apricot) pie [0-9]{1,3}", r'\{"id": [0-9]+, "ok": (true|false)\}', r"[a-z ]{0,8}\."],
+)
 def test_vectorized_index_matches_brute_force(ctx, pattern):
     dfa = build_char_dfa(pattern)
     idx = TokenIndex(dfa, ctx.vocab)
@@ -49,7 +52,11 @@ def test_partial_utf8_tokens_walk_through_pending_states(ctx, tokenizer):
     assert idx.is_final(s)
     assert ctx.eos_token_id in set(idx.allowed_ids(s).tolist())
     # a lone continuation byte is never allowed at the start
-    cont = [t for t in range(ctx.vocab.size) if ctx.vocab.token_bytes[t] and 0x80 <= ctx.vocab.token_bytes[t][0] <= 0xBF]
+    cont = [
+        t
+        for t in range(ctx.vocab.size)
+        if ctx.vocab.token_bytes[t] and 0x80 <= ctx.vocab.token_bytes[t][0] <= 0xBF
+    ]
     assert not set(cont) & set(idx.allowed_ids(idx.initial).tolist())
 
 

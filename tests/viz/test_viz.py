@@ -21,8 +21,14 @@ RX = r'\{"id": [0-9]+, "ok": (true|false)\}'
 
 @pytest.fixture(scope="module")
 def trace(engine):
-    tr = engine.generate(GenerateRequest(prompt="Give a record as JSON.", constraint=Constraint("regex", RX), mode="jump",
-                                         max_new_tokens=30))
+    tr = engine.generate(
+        GenerateRequest(
+            prompt="Give a record as JSON.",
+            constraint=Constraint("regex", RX),
+            mode="jump",
+            max_new_tokens=30,
+        )
+    )
     assert tr["jumps"], "this regex starts with forced text"
     return json.loads(json.dumps(tr))  # exactly what a downloaded trace holds
 
@@ -40,8 +46,11 @@ def test_collapsed_graph_labels_chains_and_hides_inner_states():
     assert f'id="s{inner[0]}"' in expanded
     # accepting states are double circles
     final = auto["accepting"][0]
-    block = expanded[expanded.index(f'id="s{final}"'):]
-    assert block.index("</g>") > block.index("<ellipse") and block.count("<ellipse", 0, block.index("</g>")) == 2
+    block = expanded[expanded.index(f'id="s{final}"') :]
+    assert (
+        block.index("</g>") > block.index("<ellipse")
+        and block.count("<ellipse", 0, block.index("</g>")) == 2
+    )
 
 
 def test_a_state_inside_a_chain_is_shown_as_that_chain_with_its_position():
@@ -82,7 +91,13 @@ def test_focus_layouts_always_draw_the_current_element_and_stub_what_is_outside(
     n = 10_000  # hand-made: a line of states with a skip edge every 10 (compiling such a regex takes long)
     edges = [{"from": i, "to": i + 1, "label": "[a-z]"} for i in range(n - 1)]
     edges += [{"from": i, "to": i + 2, "label": "-"} for i in range(0, n - 2, 10)]
-    auto = {"num_states": n, "initial": 0, "accepting": list(range(1, n)), "transitions": edges, "chains": []}
+    auto = {
+        "num_states": n,
+        "initial": 0,
+        "accepting": list(range(1, n)),
+        "transitions": edges,
+        "chains": [],
+    }
     view = graph_view(auto)
     current = [view.element(s) for s in range(0, 10_000, 5)]
     keeps, which = plan_focus(view, current)
@@ -135,15 +150,21 @@ def test_token_strip_has_one_chip_per_token(trace):
 
 def test_byte_tokens_read_as_hex_and_show_the_character_they_complete():
     b = "日".encode()
-    tokens = [{"id": 1, "text": "<E6 97>", "hex": b[:2].hex(), "step": 0, "origin": "model"},
-              {"id": 2, "text": "<A5>", "hex": b[2:].hex(), "step": 1, "origin": "model"},
-              {"id": 3, "text": "x", "step": 2, "origin": "model"}]
+    tokens = [
+        {"id": 1, "text": "<E6 97>", "hex": b[:2].hex(), "step": 0, "origin": "model"},
+        {"id": 2, "text": "<A5>", "hex": b[2:].hex(), "step": 1, "origin": "model"},
+        {"id": 3, "text": "x", "step": 2, "origin": "model"},
+    ]
     labels = chip_labels(tokens)
     assert labels[0][0] == "<E6 97>" and "part of a character" in labels[0][1]
     assert labels[1][0] == "<A5> = 日" and labels[2][0] == "x"
     from engine.decoding.sequence import readable
 
-    assert readable(b[:2]) == "<E6 97>" and readable(b"a" + b[:2]) == "a<E6 97>" and readable(b"><") == "><"
+    assert (
+        readable(b[:2]) == "<E6 97>"
+        and readable(b"a" + b[:2]) == "a<E6 97>"
+        and readable(b"><") == "><"
+    )
 
 
 @pytest.mark.model
@@ -163,7 +184,9 @@ def test_output_panel_shows_the_text_and_the_verdict(trace):
     html = output_panel(trace)
     import html as h
 
-    text = re.search(r'<pre id="output-text"[^>]*><span class="done">(.*?)</span>', html, re.S).group(1)
+    text = re.search(
+        r'<pre id="output-text"[^>]*><span class="done">(.*?)</span>', html, re.S
+    ).group(1)
     assert h.unescape(text) == trace["text"]
     assert f'data-valid="{str(trace["valid"]).lower()}"' in html
 
@@ -189,8 +212,11 @@ def test_timeline_and_stat_cards_have_the_run_figures(trace):
 @pytest.mark.model
 def test_step_view_html_carries_its_bundle(trace):
     html = step_view_html(trace)
-    data = json.loads(re.search(r'<script type="application/json" class="cfsm-bundle">(.*)</script>', html, re.S)
-                      .group(1).replace("<\\/", "</"))
+    data = json.loads(
+        re.search(r'<script type="application/json" class="cfsm-bundle">(.*)</script>', html, re.S)
+        .group(1)
+        .replace("<\\/", "</")
+    )
     assert data["n"] == len(trace["steps"]) and data["text"] == trace["text"]
     assert 'id="step-view"' in html and f'data-steps="{len(trace["steps"])}"' in html
 
@@ -205,7 +231,9 @@ def _as_v1(trace: dict) -> dict:
     old["totals"].pop("queue_s")
     for s in old["steps"]:
         s.pop("batch_size")
-        s["allowed_sample"] = [row[:3] for row in s.get("allowed_sample", [])]  # by id, no probabilities
+        s["allowed_sample"] = [
+            row[:3] for row in s.get("allowed_sample", [])
+        ]  # by id, no probabilities
     return old
 
 
@@ -219,12 +247,22 @@ def test_version_1_traces_still_load_and_render(trace):
     assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
     assert up["valid"] is None and "version 1" in up["validation"]
     # the upgraded trace is the current one, apart from the fields version 1 did not have
-    assert up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
+    assert (
+        up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
+    )
     old, new = step_bundle(up), step_bundle(trace)
     assert old["layouts"] == new["layouts"]
     for a, b in zip(old["steps"], new["steps"], strict=True):
-        assert (a["el"], a["L"], a["t"], a["J"], a["c"]) == (b["el"], b["L"], b["t"], b["J"], b["c"])
-        assert [r[0] for r in a.get("s", [])] == [r[0] for r in b.get("s", [])] and all(r[2] is None for r in a.get("s", []))
+        assert (a["el"], a["L"], a["t"], a["J"], a["c"]) == (
+            b["el"],
+            b["L"],
+            b["t"],
+            b["J"],
+            b["c"],
+        )
+        assert [r[0] for r in a.get("s", [])] == [r[0] for r in b.get("s", [])] and all(
+            r[2] is None for r in a.get("s", [])
+        )
 
 
 @pytest.mark.model
@@ -232,7 +270,13 @@ def test_traces_from_the_future_or_not_traces_are_refused(trace):
     from engine.decoding.trace import validate_trace
     from engine.errors import CfsmError
 
-    for bad in ({**trace, "version": 3}, {**trace, "version": True}, {"version": 2}, "[1, 2]", "{not json"):
+    for bad in (
+        {**trace, "version": 3},
+        {**trace, "version": True},
+        {"version": 2},
+        "[1, 2]",
+        "{not json",
+    ):
         with pytest.raises(CfsmError) as ei:
             validate_trace(bad)
         assert ei.value.kind == "invalid_input"
@@ -248,13 +292,23 @@ def test_synthetic_trace_has_the_engine_trace_shape(trace):
     assert set(syn["totals"]) == set(trace["totals"])
 
 
-@pytest.mark.parametrize("rx,prompt,steps", [("hello world", "Say hello.", 0), ("(red|green|blue)", "What colour is grass?", 1),
-                                             ("(yes|no)", "Answer.", 2)])
+@pytest.mark.parametrize(
+    "rx,prompt,steps",
+    [
+        ("hello world", "Say hello.", 0),
+        ("(red|green|blue)", "What colour is grass?", 1),
+        ("(yes|no)", "Answer.", 2),
+    ],
+)
 @pytest.mark.model
 def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, steps):
     """The first things a beginner types: a constant (all one jump), a one-step choice that
     ends on a jump, a two-step choice. Every position, the end included, is drawn."""
-    tr = engine.generate(GenerateRequest(prompt=prompt, constraint=Constraint("regex", rx), mode="jump", max_new_tokens=20))
+    tr = engine.generate(
+        GenerateRequest(
+            prompt=prompt, constraint=Constraint("regex", rx), mode="jump", max_new_tokens=20
+        )
+    )
     assert len(tr["steps"]) == steps
     b = step_bundle(json.loads(json.dumps(tr)))
     assert len(b["steps"]) == steps + 1
@@ -270,8 +324,15 @@ def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, step
 @pytest.mark.model
 def test_a_cancelled_run_has_a_view(engine):
     calls = []
-    tr = engine.generate(GenerateRequest(prompt="Describe a wizard.", constraint=Constraint("regex", RX), mode="jump",
-                                         max_new_tokens=30), should_stop=lambda: calls.append(1) or len(calls) > 3)
+    tr = engine.generate(
+        GenerateRequest(
+            prompt="Describe a wizard.",
+            constraint=Constraint("regex", RX),
+            mode="jump",
+            max_new_tokens=30,
+        ),
+        should_stop=lambda: calls.append(1) or len(calls) > 3,
+    )
     assert tr["totals"]["reason"] == "cancelled"
     b = step_bundle(json.loads(json.dumps(tr)))
     assert len(b["steps"]) == len(tr["steps"]) + 1 and "cancelled" in b["steps"][-1]["c"]
@@ -282,8 +343,14 @@ def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
     from app.presets import presets
 
     p = presets()["CJK (regex)"]
-    tr = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=Constraint("regex", p["text"]), mode="jump",
-                                         max_new_tokens=60))
+    tr = engine.generate(
+        GenerateRequest(
+            prompt=p["prompt"],
+            constraint=Constraint("regex", p["text"]),
+            mode="jump",
+            max_new_tokens=60,
+        )
+    )
     hexed = [t for t in tr["tokens"] if "hex" in t]
     assert hexed, "the embedded tokenizer splits these characters into byte tokens"
     assert all("\ufffd" not in t["text"] for t in tr["tokens"])
@@ -301,7 +368,10 @@ def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_larg
 
     small = synthetic_trace(r"[a-z]{1,80}", steps=5)  # 81 states: focus views unless whole is asked
     focus = step_bundle(small)
-    assert all(layout.count('class="node"') < 40 for layout in focus["layouts"]) and focus["note"] == ""
+    assert (
+        all(layout.count('class="node"') < 40 for layout in focus["layouts"])
+        and focus["note"] == ""
+    )
     whole = step_bundle(small, whole=True)
     assert len(whole["layouts"]) == 1 and whole["note"] == ""
     assert whole["layouts"][0].count('class="node"') >= 81
