@@ -56,7 +56,10 @@ APP_CSS = """
 
 def _msg(exc: BaseException) -> str:
     if isinstance(exc, CfsmError):
-        return f'<div class="cfsm-error" id="error-box">\u26a0 {html.escape(exc.kind)}: {html.escape(exc.message)}</div>'
+        return (
+            f'<div class="cfsm-error" id="error-box">\u26a0 {html.escape(exc.kind)}: '
+            f"{html.escape(exc.message)}</div>"
+        )
     text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
     return (
         f'<div class="cfsm-error" id="error-box">\u26a0 internal error: {html.escape(text)}</div>'
@@ -83,7 +86,8 @@ def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) ->
             if not takes:
                 choices = " or ".join(f"{n} ({s})" for n, s in GRAMMAR_SYNTAX.items())
                 return (
-                    f'<div class="cfsm-muted">valid {GRAMMAR_SYNTAX[parser]}; the {html.escape(backend)} backend '
+                    f'<div class="cfsm-muted">valid {GRAMMAR_SYNTAX[parser]}; the '
+                    f"{html.escape(backend)} backend "
                     f"takes no grammars \u2014 choose {choices}</div>"
                 )
         elif kind == "regex":
@@ -93,7 +97,10 @@ def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) ->
             try:
                 schema_to_regex(text, ws)
             except CfsmError as exc:
-                return f'<div class="cfsm-muted">valid schema; the FSM view is unavailable ({exc.message}) \u2014 tick Lenient, or use xgrammar or llguidance</div>'
+                return (
+                    '<div class="cfsm-muted">valid schema; the FSM view is unavailable '
+                    f"({exc.message}) \u2014 tick Lenient, or use xgrammar or llguidance</div>"
+                )
         return '<div class="cfsm-muted" style="color:#15803d">\u2713 looks valid</div>'
     except CfsmError as exc:
         return _msg(exc)

@@ -14,20 +14,24 @@ _BENCH = (
 
 # fallbacks so the app works without ../shared (the regexes are the SGLang benchmark's data)
 _CHARACTER_RX = (
-    r'\{\n    "name": "[\w\d\s]{1,16}",\n    "house": "(Gryffindor|Slytherin|Ravenclaw|Hufflepuff)",\n'
-    r'    "blood status": "(Pure-blood|Half-blood|Muggle-born)",\n    "occupation": "(student|teacher|auror|ministry of magic|death eater|order of the phoenix)",\n'
-    r'    "wand": \{\n        "wood": "[\w\d\s]{1,16}",\n        "core": "[\w\d\s]{1,16}",\n        "length": [0-9]{1,2}\.[0-9]{0,2}\n    \},\n'
-    r'    "alive": "(Alive|Deceased)",\n    "patronus": "[\w\d\s]{1,16}",\n    "bogart": "[\w\d\s]{1,16}"\n\}'
+    r'\{\n    "name": "[\w\d\s]{1,16}",\n    "house": '
+    r'"(Gryffindor|Slytherin|Ravenclaw|Hufflepuff)",\n    "blood status": '
+    r'"(Pure-blood|Half-blood|Muggle-born)",\n    "occupation": "(student|teacher|auror|ministry '
+    r'of magic|death eater|order of the phoenix)",\n    "wand": \{\n        "wood": '
+    r'"[\w\d\s]{1,16}",\n        "core": "[\w\d\s]{1,16}",\n        "length": '
+    r'[0-9]{1,2}\.[0-9]{0,2}\n    \},\n    "alive": "(Alive|Deceased)",\n    "patronus": '
+    r'"[\w\d\s]{1,16}",\n    "bogart": "[\w\d\s]{1,16}"\n\}'
 )
 _CITY_RX = (
-    r'\{\n  "name": "[\w\d\s]{1,16}",\n  "country": "[\w\d\s]{1,16}",\n  "latitude": [-+]?[0-9]*\.?[0-9]{0,2},\n'
-    r'  "population": [-+]?[0-9]{1,9},\n  "top 3 landmarks": \["[\w\d\s]{1,16}", "[\w\d\s]{1,16}", "[\w\d\s]{1,16}"\]\n\}'
+    r'\{\n  "name": "[\w\d\s]{1,16}",\n  "country": "[\w\d\s]{1,16}",\n  "latitude": '
+    r'[-+]?[0-9]*\.?[0-9]{0,2},\n  "population": [-+]?[0-9]{1,9},\n  "top 3 landmarks": '
+    r'\["[\w\d\s]{1,16}", "[\w\d\s]{1,16}", "[\w\d\s]{1,16}"\]\n\}'
 )
 PARIS = (
-    "Paris is the capital and largest city of France. With an estimated population of 2,102,650 residents in "
-    "January 2023 in an area of more than 105 km2, Paris is the fourth-most populous city in the European Union. "
-    "It lies on the Seine at a latitude of 48.86 degrees north. Its landmarks include the Eiffel Tower, the "
-    "Louvre museum and the Notre-Dame cathedral.\n"
+    "Paris is the capital and largest city of France. With an estimated population of 2,102,650 "
+    "residents in January 2023 in an area of more than 105 km2, Paris is the fourth-most populous "
+    "city in the European Union. It lies on the Seine at a latitude of 48.86 degrees north. Its "
+    "landmarks include the Eiffel Tower, the Louvre museum and the Notre-Dame cathedral.\n"
 )
 
 PERSON_SCHEMA = {
@@ -68,11 +72,14 @@ def presets() -> dict[str, dict]:
     city = b.get("city", {})
     char_prompt = char.get(
         "prompt_template",
-        "{name} is a character in Harry Potter. Please fill in the following information about this character.\n",
+        "{name} is a character in Harry Potter. Please fill in the following information about "
+        "this character.\n",
     )
     city_prompt = city.get(
         "prompt_template",
-        "Please extract the information of a city from the following wikipedia page.\nPage begin.\n{document}Page end.\nHere is the name, country, and symbol of the city in JSON format.\n",
+        "Please extract the information of a city from the following wikipedia page.\n"
+        "Page begin.\n{document}Page end.\nHere is the name, country, and symbol of the city in "
+        "JSON format.\n",
     )
     return {
         "SGLang character (regex)": {
@@ -105,7 +112,10 @@ def presets() -> dict[str, dict]:
         },
         "IPv4 address (regex)": {
             "kind": "regex",
-            "text": r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])",
+            "text": (
+                r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}"
+                r"(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])"
+            ),
             "whitespace": "compact",
             "prompt": "What is the usual IP address of a home router?",
             "mode": "jump",

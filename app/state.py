@@ -31,8 +31,9 @@ class RunHandle:
         took = time.time() - self.t0
         if self.phase == "compiling":
             return (
-                f"Stopped while compiling {self.detail} ({took:.1f} s in). The compile goes on in the background "
-                "until it finishes or hits its time limit; a later run with the same constraint reuses its result."
+                f"Stopped while compiling {self.detail} ({took:.1f} s in). The compile goes on in "
+                "the background until it finishes or hits its time limit; a later run with the "
+                "same constraint reuses its result."
             )
         if self.phase == "decoding":
             return f"Stopped after {took:.1f} s of decoding; only this run was cancelled."
@@ -126,7 +127,10 @@ class EngineHub:
             eng = self._engines.get(name)
             if eng is not None:
                 lm = eng.lm
-                return f"Model ready: **{lm.name}** on `{lm.device}` ({lm.dtype}), loaded in {lm.load_seconds:.1f} s"
+                return (
+                    f"Model ready: **{lm.name}** on `{lm.device}` ({lm.dtype}), loaded in "
+                    f"{lm.load_seconds:.1f} s"
+                )
             if name in self._errors:
                 return f"Model failed to load: {self._errors[name]}"
             if name in self._started:

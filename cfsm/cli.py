@@ -39,7 +39,10 @@ def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> N
     p.add_argument(
         "--lenient",
         action="store_true",
-        help="compile schema keywords the backend cannot enforce, with a warning, instead of refusing",
+        help=(
+            "compile schema keywords the backend cannot enforce, with a warning, instead of "
+            "refusing"
+        ),
     )
     p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
@@ -62,7 +65,10 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="HF model id (from the local cache) or local path; default: embedded SmolLM2-135M-Instruct",
+        help=(
+            "HF model id (from the local cache) or local path; default: embedded "
+            "SmolLM2-135M-Instruct"
+        ),
     )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
     p.add_argument(
@@ -132,8 +138,9 @@ def cmd_compile(args) -> int:
         print(f"backend {rep['backend']}: compiled in {rep['compile_seconds']} s")
         if st:
             print(
-                f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} ({st['jumpable_share']:.0%}), "
-                f"chains {st['num_chains']}, longest chain {st['longest_chain']} chars"
+                f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} "
+                f"({st['jumpable_share']:.0%}), chains {st['num_chains']}, longest chain "
+                f"{st['longest_chain']} chars"
             )
             for c in rep["chains"][:20]:
                 print(f"  {c['from']:>4} -> {c['to']:<4} {c['string']!r}")
@@ -251,8 +258,9 @@ def cmd_generate(args) -> int:
         print(tr["text"])
         t = tr["totals"]
         print(
-            f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} forward passes, "
-            f"{t['wall_s']} s, finished={t['finished']} ({t['reason']}), valid={tr['valid']} ({tr['validation']})"
+            f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} "
+            f"forward passes, {t['wall_s']} s, finished={t['finished']} ({t['reason']}), "
+            f"valid={tr['valid']} ({tr['validation']})"
             + (
                 ", spec reading"
                 if ((tr.get("request") or {}).get("constraint") or {}).get("spec")
@@ -521,7 +529,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--prompt",
         default=None,
-        help="generate the samples with the model from this prompt (default: synthesize them from the automaton)",
+        help=(
+            "generate the samples with the model from this prompt (default: synthesize them from "
+            "the automaton)"
+        ),
     )
     d.add_argument("--max-new-tokens", type=int, default=256)
     d.add_argument("--seed", type=int, default=0)
@@ -544,9 +555,10 @@ def build_parser() -> argparse.ArgumentParser:
             "peers",
         ],
         help="paper-character: masked vs jump per backend on --names names; paper: the character "
-        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view scrub time in Chromium; "
-        "conformance: the JSON-Schema test suite through every backend (no model); peers: outlines, "
-        "transformers+xgrammar, transformers+llguidance, cfsm masked and jump side by side",
+        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view "
+        "scrub time in Chromium; conformance: the JSON-Schema test suite through every backend (no "
+        "model); peers: outlines, transformers+xgrammar, transformers+llguidance, cfsm masked and "
+        "jump side by side",
     )
     b.add_argument(
         "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"

@@ -30,7 +30,10 @@ from serverproc import served  # noqa: E402
 
 
 def regex_for(i: int) -> str:
-    return rf'client {i} says: \{{"mood": "(happy|sad|tired|calm)", "hours": [0-9]{{1,2}}, "note": "[a-z ]{{10,120}}"\}}'
+    return (
+        rf'client {i} says: \{{"mood": "(happy|sad|tired|calm)", "hours": [0-9]{{1,2}}, '
+        r'"note": "[a-z ]{10,120}"\}'
+    )
 
 
 class CrossTalk(Exception):

@@ -25,12 +25,15 @@ _LAYOUT_CAP = 256
 # The marks a step applies, as CSS (the page's head and a downloaded SVG use the same).
 MARK_CSS = f"""
 g.node.path ellipse {{ fill: #dbeafe; stroke: {PATH}; }}
-g.edge.path path {{ stroke: {PATH}; stroke-width: 2.2px; }} g.edge.path polygon {{ fill: {PATH}; stroke: {PATH}; }}
-g.edge.jumped path {{ stroke: {JUMP}; stroke-width: 3px; }} g.edge.jumped polygon {{ fill: {JUMP}; stroke: {JUMP}; }}
+g.edge.path path {{ stroke: {PATH}; stroke-width: 2.2px; }} \
+g.edge.path polygon {{ fill: {PATH}; stroke: {PATH}; }}
+g.edge.jumped path {{ stroke: {JUMP}; stroke-width: 3px; }} \
+g.edge.jumped polygon {{ fill: {JUMP}; stroke: {JUMP}; }}
 g.edge.jumped text {{ fill: {JUMP}; font-weight: bold; }}
 g.node.current ellipse {{ fill: {CURRENT}; stroke: #9a3412; stroke-width: 2px; }}
 g.node.current text {{ fill: white; font-weight: bold; }}
-g.edge.current path {{ stroke: {CURRENT}; stroke-width: 4px; }} g.edge.current polygon {{ fill: {CURRENT}; stroke: {CURRENT}; }}
+g.edge.current path {{ stroke: {CURRENT}; stroke-width: 4px; }} \
+g.edge.current polygon {{ fill: {CURRENT}; stroke: {CURRENT}; }}
 g.edge.current text {{ fill: #9a3412; font-weight: bold; }}
 g.node.hint ellipse, g.edge.hint path {{ stroke: #db2777; stroke-width: 3px; }}
 """
@@ -212,7 +215,8 @@ def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
     lines = [
         "digraph fsm {",
         'rankdir=LR; bgcolor="transparent"; nodesep=0.25; ranksep=0.35;',
-        'node [shape=circle, fontsize=11, width=0.35, fixedsize=false, fontname="Helvetica", style=filled, fillcolor="white"];',
+        'node [shape=circle, fontsize=11, width=0.35, fixedsize=false, fontname="Helvetica", '
+        'style=filled, fillcolor="white"];',
         'edge [fontsize=10, fontname="Helvetica", arrowsize=0.6];',
     ]
     states = view.states if keep is None else [s for s in view.states if s in keep]
@@ -240,8 +244,8 @@ def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
         lines.append(f's{a} -> s{b} [id="e{i}", label="{_esc_label(e["label"])}"{style}];')
     for s, k in sorted(outside.items()):
         lines.append(
-            f'more{s} [id="more{s}", shape=box, style="dashed,rounded", fontsize=9, color="#94a3b8", '
-            f'fontcolor="#64748b", label="+{k} edge{"s" if k > 1 else ""}"];'
+            f'more{s} [id="more{s}", shape=box, style="dashed,rounded", fontsize=9, '
+            f'color="#94a3b8", fontcolor="#64748b", label="+{k} edge{"s" if k > 1 else ""}"];'
         )
         lines.append(f's{s} -> more{s} [style=dashed, color="#cbd5e1", arrowhead=none];')
     lines.append("}")

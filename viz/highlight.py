@@ -36,7 +36,10 @@ def schema_node_html(schema_text: str, pointer: str) -> str:
         return ""
     parent, key = found
     if parent is None:
-        return f"<pre><mark>{html.escape(json.dumps(schema, indent=2, ensure_ascii=False))}</mark></pre>"
+        return (
+            f"<pre><mark>{html.escape(json.dumps(schema, indent=2, ensure_ascii=False))}</mark>"
+            "</pre>"
+        )
     node = parent[key]
     parent[key] = _MARK
     text = json.dumps(schema, indent=2, ensure_ascii=False)
@@ -44,7 +47,10 @@ def schema_node_html(schema_text: str, pointer: str) -> str:
     indent = len(line) - len(line.lstrip())
     body = json.dumps(node, indent=2, ensure_ascii=False).replace("\n", "\n" + " " * indent)
     before, after = text.split(f'"{_MARK}"', 1)
-    return f"<pre>{html.escape(before)}<mark id='doctor-mark'>{html.escape(body)}</mark>{html.escape(after)}</pre>"
+    return (
+        f"<pre>{html.escape(before)}<mark "
+        f"id='doctor-mark'>{html.escape(body)}</mark>{html.escape(after)}</pre>"
+    )
 
 
 def regex_span_html(pattern: str, place: str) -> str:

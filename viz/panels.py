@@ -10,11 +10,13 @@ ORIGIN_BORDER = {"model": "#3b82f6", "forced": "#d97706", "jump": "#16a34a"}
 
 CSS = """
 .cfsm-strip{font-family:ui-monospace,Menlo,monospace;font-size:13px;line-height:2.1;}
-.cfsm-chip{display:inline-block;padding:0 3px;margin:1px;border-radius:4px;border:1px solid;white-space:pre;}
+.cfsm-chip{display:inline-block;padding:0 3px;margin:1px;border-radius:4px;border:1px solid;\
+white-space:pre;}
 .cfsm-chip.cur{outline:2px solid #f97316;}
 .cfsm-chip.future{opacity:.25;}
 .cfsm-legend span{margin-right:10px;font-size:12px;}
-.cfsm-tok{font-family:ui-monospace,Menlo,monospace;background:#f1f5f9;border-radius:3px;padding:0 3px;margin:1px;display:inline-block;white-space:pre;}
+.cfsm-tok{font-family:ui-monospace,Menlo,monospace;background:#f1f5f9;border-radius:3px;\
+padding:0 3px;margin:1px;display:inline-block;white-space:pre;}
 .cfsm-tok.changed{background:#fee2e2;border:1px solid #ef4444;}
 .cfsm-tok.new{background:#dcfce7;border:1px solid #16a34a;}
 .cfsm-tok.backed{background:#fef3c7;border:1px dashed #d97706;}
@@ -22,34 +24,45 @@ CSS = """
 .cfsm-group{margin:2px 0;}
 .cfsm-muted{color:#64748b;font-size:12px;}
 #step-view.stale{opacity:.35;pointer-events:none;filter:grayscale(1);}
-.cfsm-caption{font-size:15px;background:#f8fafc;border-left:4px solid #2563eb;padding:6px 10px;margin:4px 0;}
+.cfsm-caption{font-size:15px;background:#f8fafc;border-left:4px solid #2563eb;padding:6px 10px;\
+margin:4px 0;}
 .cfsm-row{display:flex;gap:12px;flex-wrap:wrap;}
 .cfsm-row>*{flex:1 1 360px;min-width:0;}
 .cfsm-col-graph{flex:3 1 520px;}
 .cfsm-col-side{flex:2 1 340px;}
-#fsm-graph{height:460px;border:1px solid #e2e8f0;border-radius:6px;overflow:hidden;cursor:grab;background:#fff;touch-action:none;}
+#fsm-graph{height:460px;border:1px solid #e2e8f0;border-radius:6px;overflow:hidden;cursor:grab;\
+background:#fff;touch-action:none;}
 #fsm-graph svg{width:100%;height:100%;}
 #fsm-graph g.node, #fsm-graph g.edge{cursor:pointer;}
-.cfsm-graph-tools button{margin-right:4px;padding:0 8px;border:1px solid #cbd5e1;border-radius:4px;background:#f8fafc;}
+.cfsm-graph-tools button{margin-right:4px;padding:0 8px;border:1px solid #cbd5e1;border-radius:4px;\
+background:#f8fafc;}
 .cfsm-graph-tools a{margin-left:8px;font-size:12px;}
-.cfsm-legend i.lg{display:inline-block;width:12px;height:12px;border-radius:6px;margin-right:3px;vertical-align:middle;border:1px solid #64748b;}
-.cfsm-legend i.cur{background:#f97316;} .cfsm-legend i.path{background:#dbeafe;border-color:#2563eb;}
-.cfsm-legend i.jump{background:#16a34a;} .cfsm-legend i.acc{border:3px double #334155;background:#fff;}
+.cfsm-legend i.lg{display:inline-block;width:12px;height:12px;border-radius:6px;margin-right:3px;\
+vertical-align:middle;border:1px solid #64748b;}
+.cfsm-legend i.cur{background:#f97316;} \
+.cfsm-legend i.path{background:#dbeafe;border-color:#2563eb;}
+.cfsm-legend i.jump{background:#16a34a;} \
+.cfsm-legend i.acc{border:3px double #334155;background:#fff;}
 .cfsm-legend i.stub{border:1px dashed #94a3b8;border-radius:2px;background:#fff;}
-.cfsm-output{white-space:pre-wrap;word-break:break-word;font-size:13px;max-height:260px;overflow:auto;background:#f8fafc;padding:6px;margin:4px 0;}
+.cfsm-output{white-space:pre-wrap;word-break:break-word;font-size:13px;max-height:260px;\
+overflow:auto;background:#f8fafc;padding:6px;margin:4px 0;}
 .cfsm-output .rest{color:#94a3b8;}
 .cfsm-badge{padding:1px 6px;border-radius:8px;font-weight:600;font-size:12px;}
-.cfsm-badge.ok{background:#dcfce7;color:#166534;} .cfsm-badge.bad{background:#fee2e2;color:#991b1b;} .cfsm-badge.unk{background:#f1f5f9;color:#475569;}
+.cfsm-badge.ok{background:#dcfce7;color:#166534;} \
+.cfsm-badge.bad{background:#fee2e2;color:#991b1b;} \
+.cfsm-badge.unk{background:#f1f5f9;color:#475569;}
 .cfsm-arow,.cfsm-trow{display:flex;align-items:center;gap:6px;font-size:12px;margin:1px 0;}
 .cfsm-p{color:#475569;min-width:34px;font-size:11px;}
-.cfsm-trow .bar{display:inline-block;height:10px;border-radius:2px;} .bar.raw{background:#94a3b8;} .bar.msk{background:#2563eb;}
+.cfsm-trow .bar{display:inline-block;height:10px;border-radius:2px;} .bar.raw{background:#94a3b8;} \
+.bar.msk{background:#2563eb;}
 .cfsm-mask{position:relative;display:inline-block;line-height:0;}
 .cfsm-mask img{image-rendering:pixelated;border:1px solid #e2e8f0;}
 .cfsm-chosen{position:absolute;width:8px;height:8px;border:2px solid #f97316;border-radius:5px;}
 .cfsm-cards{display:flex;gap:8px;flex-wrap:wrap;}
 .cfsm-card{border:1px solid #e2e8f0;border-radius:6px;padding:4px 10px;min-width:120px;}
 .cfsm-card .v{font-size:20px;font-weight:600;} .cfsm-card .l{font-size:11px;color:#475569;}
-.cfsm-card .bar{height:4px;background:#e2e8f0;border-radius:2px;} .cfsm-card .bar span{display:block;height:4px;background:#2563eb;border-radius:2px;}
+.cfsm-card .bar{height:4px;background:#e2e8f0;border-radius:2px;} \
+.cfsm-card .bar span{display:block;height:4px;background:#2563eb;border-radius:2px;}
 #glossary dt{font-weight:600;margin-top:4px;} #glossary dd{margin-left:12px;font-size:13px;}
 """
 
@@ -58,7 +71,9 @@ def legend() -> str:
     return (
         '<div class="cfsm-legend">'
         + "".join(
-            f'<span><span class="cfsm-chip" style="background:{ORIGIN_COLOURS[o]};border-color:{ORIGIN_BORDER[o]}">{o}</span></span>'
+            '<span><span class="cfsm-chip" '
+            f'style="background:{ORIGIN_COLOURS[o]};border-color:{ORIGIN_BORDER[o]}">{o}</span>'
+            "</span>"
             for o in ("model", "forced", "jump")
         )
         + "</div>"
@@ -111,8 +126,10 @@ def token_strip(trace: dict, step: int | None = None) -> str:
             elif t["step"] > step:
                 cls += " future"
         chips.append(
-            f'<span class="{cls}" data-origin="{esc(str(o))}" data-step="{esc(str(t.get("step")))}" title="{esc(title)}" '
-            f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(label)}</span>'
+            f'<span class="{cls}" data-origin="{esc(str(o))}" '
+            f'data-step="{esc(str(t.get("step")))}" title="{esc(title)}" '
+            f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};'
+            f'border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(label)}</span>'
         )
     head = f'<div class="cfsm-muted">{len(tokens)} output tokens</div>'
     return '<div class="cfsm-strip" id="token-strip">' + legend() + head + "".join(chips) + "</div>"
@@ -144,10 +161,19 @@ def jump_panel(trace: dict, step: int | None) -> str:
     """The jump-forward string at this step and the re-tokenization diff."""
     j = jump_for_step(trace, step)
     if j is None:
-        msg = "No jump at this step: the next character is a choice (or the forced text is too short to be worth a jump)."
+        msg = (
+            "No jump at this step: the next character is a choice (or the forced text is too short "
+            "to be worth a jump)."
+        )
         if trace.get("mode") != "jump":
-            msg = f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by token."
-        return f'<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div class="cfsm-muted">{esc(msg)}</div></div>'
+            msg = (
+                f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
+                "token by token."
+            )
+        return (
+            '<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div '
+            f'class="cfsm-muted">{esc(msg)}</div></div>'
+        )
     before = j.get("tokens_before", [])
     after = j.get("tokens_after", [])
     reused = j.get("reused_output_tokens", 0)
@@ -160,11 +186,16 @@ def jump_panel(trace: dict, step: int | None) -> str:
     more = " \u2026" if tail else ""
     when = "before the first step" if j.get("step") == -1 else f"after step {j.get('step')}"
     body = [
-        f"<h4>Jump-forward {esc(when)}: <code>{esc(visible(j['string']))}</code> ({len(j['string'])} chars)</h4>",
-        f'<div class="cfsm-muted">before (last tokens){more}</div><div>{_tok_row(before[tail:], marks_before)}</div>',
-        f'<div class="cfsm-muted">after re-tokenizing the output{more}</div><div>{_tok_row(after[tail:], marks_after)}</div>',
-        f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in one pass: {j.get("prefilled", 0)} tokens'
-        f" \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize {j.get('retokenize_us', 0)} \u00b5s</div>",
+        f"<h4>Jump-forward {esc(when)}: <code>{esc(visible(j['string']))}</code> "
+        f"({len(j['string'])} chars)</h4>",
+        f'<div class="cfsm-muted">before (last tokens){more}</div>'
+        f"<div>{_tok_row(before[tail:], marks_before)}</div>",
+        f'<div class="cfsm-muted">after re-tokenizing the output{more}</div>'
+        f"<div>{_tok_row(after[tail:], marks_after)}</div>",
+        f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in '
+        f"one pass: {j.get('prefilled', 0)} tokens"
+        f" \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize "
+        f"{j.get('retokenize_us', 0)} \u00b5s</div>",
     ]
     return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
 
@@ -186,8 +217,8 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
         return f"Step {step}: no constraint; the model picked {tok} (p={s.get('prob', 0):.2f})."
     if s["origin"] == "forced":
         return (
-            f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the model still "
-            "needs a forward pass to read it."
+            f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the "
+            "model still needs a forward pass to read it."
         )
     if "verifies" in s:
         kept = (
@@ -196,18 +227,19 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
             else f" and chose {tok} instead (healing the token boundary)."
         )
         return (
-            f"Step {step}: the jumped text ended in {_q(s['verifies'][1])}, which a longer token could extend, so "
-            f"the model re-decided it ({_g('back-off')}) from the same prefill pass" + kept
+            f"Step {step}: the jumped text ended in {_q(s['verifies'][1])}, which a longer token "
+            f"could extend, so the model re-decided it ({_g('back-off')}) from the same prefill "
+            "pass" + kept
         )
     if step == 0:
         return (
-            f"Step 0, the first token: the constraint allows {allowed:,} of {vocab:,} tokens and the model "
-            f"chose {tok}."
+            f"Step 0, the first token: the constraint allows {allowed:,} of {vocab:,} tokens and "
+            f"the model chose {tok}."
         )
     out = (
-        f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep {mass:.0%} of the model's "
-        f"probability, the {_g('feasible-mass', 'feasible mass')}); the model chose {tok} "
-        f"(p={s.get('prob', 0):.2f} after masking)."
+        f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep "
+        f"{mass:.0%} of the model's probability, the {_g('feasible-mass', 'feasible mass')}); the "
+        f"model chose {tok} (p={s.get('prob', 0):.2f} after masking)."
     )
     if mass < 0.2:
         out += " Low feasible mass: the constraint is fighting what the model wants to write."
@@ -221,24 +253,25 @@ def caption(trace: dict, step: int | None) -> str:
         t = trace.get("totals", {})
         first = jump_for_step(trace, 0) if not steps else None
         lead = (
-            f"The constraint forced the whole output, {_q(first['string'])}, in one {_g('jump', 'jump-forward')}. "
+            f"The constraint forced the whole output, {_q(first['string'])}, in one "
+            f"{_g('jump', 'jump-forward')}. "
             if first is not None
             else ""
         )
         return (
-            lead
-            + f"Decoding ended: {esc(t.get('reason', '?'))} after {t.get('output_tokens', 0)} tokens and "
-            f"{t.get('forward_passes', 0)} forward passes."
+            lead + f"Decoding ended: {esc(t.get('reason', '?'))} after {t.get('output_tokens', 0)} "
+            f"tokens and {t.get('forward_passes', 0)} forward passes."
         )
     parts = [_choice_sentence(trace, steps[step], step)]
     j = jump_for_step(trace, step)
     if j is not None:
         when = "Before it" if j.get("step") == -1 else "After it"
         parts.append(
-            f"{when} the automaton had exactly one way forward for {len(j['string'])} characters (a "
-            f"{_g('chain')}), so {_q(j['string'])} was appended without decoding ({_g('jump', 'jump-forward')}); "
-            f"{_g('re-tokenization', 're-tokenizing')} kept {j.get('reused_output_tokens', 0)} cached tokens and "
-            f"prefilled {j.get('prefilled', 0)} in one pass."
+            f"{when} the automaton had exactly one way forward for {len(j['string'])} characters "
+            f"(a {_g('chain')}), so {_q(j['string'])} was appended without decoding "
+            f"({_g('jump', 'jump-forward')}); {_g('re-tokenization', 're-tokenizing')} kept "
+            f"{j.get('reused_output_tokens', 0)} cached tokens and prefilled "
+            f"{j.get('prefilled', 0)} in one pass."
         )
     return " ".join(parts)
 
@@ -312,16 +345,22 @@ def output_panel(trace: dict) -> str:
     cls, mark = {True: ("ok", "\u2713 valid"), False: ("bad", "\u2717 invalid")}.get(
         valid, ("unk", "? not checked")
     )
-    badge = f'<span id="output-valid" class="cfsm-badge {cls}" data-valid="{esc(str(valid).lower())}">{mark}</span>'
+    badge = (
+        f'<span id="output-valid" class="cfsm-badge {cls}" '
+        f'data-valid="{esc(str(valid).lower())}">{mark}</span>'
+    )
     parts = [
-        f'<div class="cfsm-out-head"><b>Output</b> {badge} <span class="cfsm-muted">{esc(why)}</span></div>',
-        f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span class="rest"></span></pre>',
+        f'<div class="cfsm-out-head"><b>Output</b> {badge} <span '
+        f'class="cfsm-muted">{esc(why)}</span></div>',
+        f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span '
+        'class="rest"></span></pre>',
     ]
     kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
     pj = pretty_json(text) if kind == "schema" else None
     if pj is not None and pj != text:
         parts.append(
-            f'<details><summary>Pretty-printed JSON</summary><pre class="cfsm-output">{esc(pj)}</pre></details>'
+            "<details><summary>Pretty-printed JSON</summary><pre "
+            f'class="cfsm-output">{esc(pj)}</pre></details>'
         )
     return '<div id="output-panel" class="cfsm-panel">' + "".join(parts) + "</div>"
 

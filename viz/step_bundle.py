@@ -91,8 +91,9 @@ def graph_plan(
     note = ""
     if whole:
         note = (
-            f"Whole automaton is off for this constraint: {n:,} states remain after collapsing chains (the limit "
-            f"is {WHOLE_LIMIT}; beyond it `dot` takes seconds and the drawing cannot be read). Showing focus views."
+            f"Whole automaton is off for this constraint: {n:,} states remain after collapsing "
+            f"chains (the limit is {WHOLE_LIMIT}; beyond it `dot` takes seconds and the drawing "
+            "cannot be read). Showing focus views."
         )
     keeps, which = plan_focus(view, where)
     return [render_svg(dot_source(view, k)) for k in keeps], which, note
@@ -198,8 +199,14 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False) -> dict
 
 def _no_jump(trace: dict) -> str:
     if trace.get("mode") != "jump":
-        return f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by token."
-    return "No jump at this step: the next character is a choice (or the forced text is too short to be worth a jump)."
+        return (
+            f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by "
+            "token."
+        )
+    return (
+        "No jump at this step: the next character is a choice (or the forced text is too short to "
+        "be worth a jump)."
+    )
 
 
 def _no_graph(trace: dict) -> str:
@@ -228,10 +235,10 @@ def step_view_html(trace: dict, collapse: bool = True, whole: bool = False) -> s
         "<", "\\u003c"
     )  # inert in <script>
     graph = (
-        '<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button data-z="out" '
-        'title="zoom out">\u2212</button><button data-z="fit">fit</button><button data-z="cur">current</button>'
-        '<a id="dl-svg" download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph"></div>'
-        + LEGEND
+        '<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button '
+        'data-z="out" title="zoom out">\u2212</button><button data-z="fit">fit</button><button '
+        'data-z="cur">current</button><a id="dl-svg" download="fsm.svg" href="#">download '
+        'SVG</a></div><div id="fsm-graph"></div>' + LEGEND
         if b["layouts"]
         else f'<div id="fsm-graph" class="cfsm-muted">{esc(_no_graph(trace))}</div>'
     )
@@ -239,18 +246,22 @@ def step_view_html(trace: dict, collapse: bool = True, whole: bool = False) -> s
         f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}">'
         '<div id="caption" class="cfsm-caption"></div>'
         '<div class="cfsm-row"><div class="cfsm-col-graph">'
-        f'<div id="graph-where" class="cfsm-muted"></div><div id="graph-note" class="cfsm-muted">{esc(b["note"])}</div>'
-        f'{graph}</div><div class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div>'
-        '<div id="allowed-html"></div></div></div>'
-        f'<div id="strip-html">{token_strip(trace)}</div>'
-        '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" class="cfsm-panel"></div></div>'
-        f'{glossary_html()}<script type="application/json" class="cfsm-bundle">{data}</script></div>'
+        '<div id="graph-where" class="cfsm-muted"></div><div id="graph-note" '
+        f'class="cfsm-muted">{esc(b["note"])}</div>{graph}</div><div '
+        f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div><div '
+        f'id="allowed-html"></div></div></div><div id="strip-html">{token_strip(trace)}</div>'
+        '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" '
+        f'class="cfsm-panel"></div></div>{glossary_html()}<script type="application/json" '
+        f'class="cfsm-bundle">{data}</script></div>'
     )
 
 
 def empty_view(message: str) -> str:
     """What the step view shows before a run, or while a new one decodes."""
-    return f'<div id="step-view" data-step="-1" data-steps="0"><div class="cfsm-muted">{esc(message)}</div></div>'
+    return (
+        '<div id="step-view" data-step="-1" data-steps="0"><div '
+        f'class="cfsm-muted">{esc(message)}</div></div>'
+    )
 
 
 def head_html() -> str:

@@ -13,9 +13,10 @@ def summary_md(trace: dict) -> str:
     t = trace["totals"]
     ideal = trace.get("ideal") or {}
     parts = [
-        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 {t['output_tokens']} tokens \u00b7 "
-        f"{t['forward_passes']} forward passes \u00b7 {t['wall_s']} s \u00b7 {t['tokens_per_s']} tok/s \u00b7 "
-        f"{t['jumps']} jumps ({t['jumped_chars']} chars) \u00b7 finished: {t['finished']} ({t['reason']})"
+        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 {t['output_tokens']} "
+        f"tokens \u00b7 {t['forward_passes']} forward passes \u00b7 {t['wall_s']} s \u00b7 "
+        f"{t['tokens_per_s']} tok/s \u00b7 {t['jumps']} jumps ({t['jumped_chars']} chars) \u00b7 "
+        f"finished: {t['finished']} ({t['reason']})"
     ]
     valid, why = trace.get("valid"), trace.get("validation") or ""
     if valid is not None or why:
@@ -31,7 +32,8 @@ def summary_md(trace: dict) -> str:
         )
     if ideal:
         parts.append(
-            f"Ideal for this output: {ideal['ideal_forward_passes']} passes ({ideal['ideal_reduction']}x fewer than one per token)."
+            f"Ideal for this output: {ideal['ideal_forward_passes']} passes "
+            f"({ideal['ideal_reduction']}x fewer than one per token)."
         )
     return "  \n".join(parts)
 
@@ -78,7 +80,8 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         caveats.append("the outputs differ, so the runs did different work")
     if temperature > 0:
         caveats.append(
-            f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives other outputs"
+            f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives "
+            "other outputs"
         )
     verdict = (
         f"B is {speed:.2f}x {'faster' if speed >= 1 else 'slower'} than A in wall time, with "
@@ -97,9 +100,10 @@ def doctor_md(rep: dict, source: str = "") -> str:
     f = rep["fsm"]
     out = [
         f"### Ideal forward-pass reduction: **{rep['ideal_reduction']}x**",
-        f"{rep['total_tokens']} output tokens, {rep['model_tokens']} chosen by the model, over {rep['samples']['count']} "
-        f"{rep['samples']['source']} samples. Compressed FSM: {f['num_states']} states, {f['jumpable_states']} jumpable "
-        f"({f['jumpable_share']:.0%}), {f['num_chains']} chains, longest {f['longest_chain']} characters.",
+        f"{rep['total_tokens']} output tokens, {rep['model_tokens']} chosen by the model, over "
+        f"{rep['samples']['count']} {rep['samples']['source']} samples. Compressed FSM: "
+        f"{f['num_states']} states, {f['jumpable_states']} jumpable ({f['jumpable_share']:.0%}), "
+        f"{f['num_chains']} chains, longest {f['longest_chain']} characters.",
         "",
         "| share | cause | where | suggestion |",
         "|---:|---|---|---|",
@@ -111,7 +115,8 @@ def doctor_md(rep: dict, source: str = "") -> str:
         )
     b = rep["token_boundaries"]
     out.append(
-        f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): {b['suggestion']}"
+        f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): "
+        f"{b['suggestion']}"
     )
     if rep["what_if"]:
         out += ["", "#### What if", "| change | before | after | verdict |", "|---|---:|---:|---|"]
@@ -120,8 +125,8 @@ def doctor_md(rep: dict, source: str = "") -> str:
                 out.append(f"| {w['change']} | | {w['error']} | |")
             else:
                 out.append(
-                    f"| {w['change']} | {w['ideal_reduction_before']}x | **{w['ideal_reduction_after']}x** | "
-                    f"{w['advice']} |"
+                    f"| {w['change']} | {w['ideal_reduction_before']}x | "
+                    f"**{w['ideal_reduction_after']}x** | {w['advice']} |"
                 )
     top = next(
         (c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None

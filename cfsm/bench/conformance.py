@@ -274,8 +274,8 @@ def run(
 
 def format_table(res: dict) -> str:
     head = (
-        f"{'backend':<20} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} {'valid ok':>9} "
-        f"{'valid rej':>14} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
+        f"{'backend':<20} {'schemas':>7} {'compiled':>8} {'refused':>7} {'warned':>6} "
+        f"{'valid ok':>9} {'valid rej':>14} {'inv rej':>8} {'inv acc':>7} {'inv acc unwarned':>16}"
     )
     rows = [head]
     for b, r in res["backends"].items():
@@ -288,8 +288,8 @@ def format_table(res: dict) -> str:
                 continue
             share = f"{t['valid_rejected']} ({100 * t['valid_rejected'] / max(t['valid'], 1):.1f}%)"
             rows.append(
-                f"{label:<20} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} {t['warned']:>6} "
-                f"{t['valid_accepted']:>9} {share:>14} {t['invalid_rejected']:>8} "
+                f"{label:<20} {t['schemas']:>7} {t['compiled']:>8} {t['refused']:>7} "
+                f"{t['warned']:>6} {t['valid_accepted']:>9} {share:>14} {t['invalid_rejected']:>8} "
                 f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}"
             )
     return "\n".join(rows)

@@ -25,7 +25,8 @@ def _row(name: str, c: dict) -> str:
     for k in _COLS:
         bad = k == "invalid_accepted_unwarned" and c[k]
         cells.append(
-            f"<td style='text-align:right;{'color:#b91c1c;font-weight:bold' if bad else ''}'>{c[k]}</td>"
+            f"<td style='text-align:right;{'color:#b91c1c;font-weight:bold' if bad else ''}'>"
+            f"{c[k]}</td>"
         )
     return f"<tr><td>{html.escape(name)}</td>{''.join(cells)}</tr>"
 
@@ -38,17 +39,22 @@ def _split_rows(backend: str, r: dict) -> list[str]:
 
 def _table(rows: list[str]) -> str:
     head = "".join(f"<th>{k.replace('_', ' ')}</th>" for k in _COLS)
-    return f"<table border=1 cellpadding=3 style='border-collapse:collapse'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+    return (
+        "<table border=1 cellpadding=3 style='border-collapse:collapse'><tr>"
+        f"<th></th>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
 def conformance_html(res: dict) -> str:
     parts = [
-        "<html><head><meta charset='utf-8'><title>cfsm conformance</title></head><body style='font-family:sans-serif'>",
+        "<html><head><meta charset='utf-8'><title>cfsm conformance</title></head><body "
+        "style='font-family:sans-serif'>",
         "<h1>JSON-Schema test suite (draft 2020-12) through every backend</h1>",
         f"<p>whitespace: {html.escape(res['whitespace'])}, lenient: {res['lenient']}, "
         f"spec reading: {res.get('spec', False)}. Instances written compact, keys "
-        "in schema order; walked byte by byte through each backend's matcher. The suite's required tests "
-        "and its optional/ folder (formats, ECMA-262 regex details) are also counted apart.</p>",
+        "in schema order; walked byte by byte through each backend's matcher. The suite's required "
+        "tests and its optional/ folder (formats, ECMA-262 regex details) are also counted "
+        "apart.</p>",
         _table([row for b, r in res["backends"].items() for row in _split_rows(b, r)]),
     ]
     for b, r in res["backends"].items():
@@ -63,8 +69,9 @@ def conformance_html(res: dict) -> str:
             parts.append(
                 "<details><summary>disagreements with the suite</summary><ul>"
                 + "".join(
-                    f"<li>{'valid rejected' if c['valid'] else 'INVALID ACCEPTED'} {html.escape(c['file'])}: "
-                    f"{html.escape(c['group'])} / {html.escape(c['test'])}: <code>{html.escape(c['text'])}</code></li>"
+                    f"<li>{'valid rejected' if c['valid'] else 'INVALID ACCEPTED'} "
+                    f"{html.escape(c['file'])}: {html.escape(c['group'])} / "
+                    f"{html.escape(c['test'])}: <code>{html.escape(c['text'])}</code></li>"
                     for c in cases
                 )
                 + "</ul></details>"

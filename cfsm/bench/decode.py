@@ -94,9 +94,11 @@ def run_paper_character(
             }
             rows.append(row)
             log(
-                f"{backend:10s} {name:20s} masked {pair['masked']['forward_passes']:4d} passes {pair['masked']['wall_s']:6.2f}s | "
-                f"jump {pair['jump']['forward_passes']:3d} passes (ideal {pair['jump']['ideal_forward_passes']}) "
-                f"{pair['jump']['wall_s']:5.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']}"
+                f"{backend:10s} {name:20s} masked {pair['masked']['forward_passes']:4d} passes "
+                f"{pair['masked']['wall_s']:6.2f}s | jump {pair['jump']['forward_passes']:3d} "
+                f"passes (ideal {pair['jump']['ideal_forward_passes']}) "
+                f"{pair['jump']['wall_s']:5.2f}s | valid "
+                f"{pair['masked']['valid']}/{pair['jump']['valid']}"
             )
     summary = {}
     for backend in backends:
@@ -178,23 +180,28 @@ def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=pri
             }
         )
         log(
-            f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 {pair['masked']['latency_p50_s']:.2f}s | "
-            f"jump {pair['jump']['tokens_per_s']:7.1f} tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid {pair['masked']['valid']}/{pair['jump']['valid']} of {b}"
+            f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 "
+            f"{pair['masked']['latency_p50_s']:.2f}s | jump {pair['jump']['tokens_per_s']:7.1f} "
+            f"tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid "
+            f"{pair['masked']['valid']}/{pair['jump']['valid']} of {b}"
         )
     return {"suite": "batch", "device": dec.lm.device, "rows": rows}
 
 
 def format_batch_table(result: dict) -> str:
     lines = [
-        "| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
+        "| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump "
+        "latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         lines.append(
-            f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | {r['throughput_speedup']}x | "
-            f"{r['masked_latency_p50_s']} / {r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / {r['jump_latency_p95_s']} s | "
-            f"{r['masked_batched_passes']} / {r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | "
-            f"{r['masked_valid']} / {r['jump_valid']} |"
+            f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | "
+            f"{r['throughput_speedup']}x | {r['masked_latency_p50_s']} / "
+            f"{r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / "
+            f"{r['jump_latency_p95_s']} s | {r['masked_batched_passes']} / "
+            f"{r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | {r['masked_valid']} "
+            f"/ {r['jump_valid']} |"
         )
     return "\n".join(lines)
 

@@ -252,17 +252,20 @@ def _count(xs) -> dict:
 
 def format_table(res: dict) -> str:
     lines = [
-        "| backend | compiled | coverage | compile p50 / p90 ms | mask p50 / p99 us | valid accepted | invalid accepted | jump share |",
+        "| backend | compiled | coverage | compile p50 / p90 ms | mask p50 / p99 us | valid "
+        "accepted | invalid accepted | jump share |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for b, s in res["summary"].items():
         lines.append(
-            f"| {b} | {s['compiled']}/{s['schemas']} | {s['coverage']:.0%} | {s['compile_ms_p50']} / {s['compile_ms_p90']} | "
-            f"{s['mask_us_p50']} / {s['mask_us_p99']} | {s['valid_accepted']}/{s['valid']} | {s['invalid_accepted']}/{s['invalid']} | "
-            f"{s['jump_share_of_instance_bytes']:.0%} |"
+            f"| {b} | {s['compiled']}/{s['schemas']} | {s['coverage']:.0%} | "
+            f"{s['compile_ms_p50']} / {s['compile_ms_p90']} | {s['mask_us_p50']} / "
+            f"{s['mask_us_p99']} | {s['valid_accepted']}/{s['valid']} | "
+            f"{s['invalid_accepted']}/{s['invalid']} | {s['jump_share_of_instance_bytes']:.0%} |"
         )
     fc = res["fallback_chain"]
     lines.append(
-        f"\nFallback chain {' -> '.join(fc['order'])}: {fc['covered']}/{res['schemas']} schemas ({fc['coverage']:.0%})."
+        f"\nFallback chain {' -> '.join(fc['order'])}: {fc['covered']}/{res['schemas']} schemas "
+        f"({fc['coverage']:.0%})."
     )
     return "\n".join(lines)

@@ -99,7 +99,8 @@ def default_tasks(names: int) -> list[Task]:
             "order (arrays and enums)",
             Constraint("schema", json.dumps(ORDER), "compact"),
             [
-                f"Write a JSON order placed by {n}: an id, a status, express or not, and one to three items."
+                f"Write a JSON order placed by {n}: an id, a status, express or not, and one to "
+                "three items."
                 for n in who
             ],
         ),
@@ -325,8 +326,8 @@ def run_peers(
             }
             rows.append(row)
             log(
-                f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile {compile_s * 1e3:8.1f} ms  "
-                f"valid {valid}/{len(task.prompts)}"
+                f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile "
+                f"{compile_s * 1e3:8.1f} ms  valid {valid}/{len(task.prompts)}"
             )
     speed = (
         compile_speed(engine, tasks[0].constraint.text)
@@ -440,15 +441,16 @@ def format_table(res: dict) -> str:
     ]
     for r in res["rows"]:
         lines.append(
-            f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | {r['output_chars']} | "
-            f"{r['ms_per_char']} | {r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} |"
+            f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | "
+            f"{r['output_chars']} | {r['ms_per_char']} | {r['compile_s'] * 1e3:.1f} ms | "
+            f"{r['valid']}/{r['runs']} |"
         )
     for task, s in res["summary"].items():
         lines.append(
-            f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer ({s['fastest_peer']}) "
-            f"in wall time, {s['jump_speedup_per_char']}x per output character; same outputs "
-            f"{s['same_outputs_as_fastest_peer']}; every cfsm output valid: {s['cfsm_valid']}, every output: "
-            f"{s['all_valid']}"
+            f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer "
+            f"({s['fastest_peer']}) in wall time, {s['jump_speedup_per_char']}x per output "
+            f"character; same outputs {s['same_outputs_as_fastest_peer']}; every cfsm output "
+            f"valid: {s['cfsm_valid']}, every output: {s['all_valid']}"
         )
     if res.get("compile"):
         lines += [

@@ -7,7 +7,8 @@ from pathlib import Path
 
 def _page(title: str, figs: list, notes: str = "") -> str:
     parts = [
-        f"<html><head><meta charset='utf-8'><title>{title}</title></head><body style='font-family:sans-serif'>",
+        f"<html><head><meta charset='utf-8'><title>{title}</title></head><body "
+        "style='font-family:sans-serif'>",
         f"<h1>{title}</h1><p>{notes}</p>",
     ]
     for i, f in enumerate(figs):

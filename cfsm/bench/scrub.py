@@ -152,7 +152,8 @@ def measure_page(page, trace: dict, steps: int = 40, whole: bool = False) -> dic
     t0 = time.perf_counter()
     page.locator("#up-trace input[type=file]").set_input_files(str(path))
     run = page.evaluate(
-        "document.querySelector('#step-view') ? document.querySelector('#step-view').dataset.run || '' : ''"
+        "document.querySelector('#step-view') ? document.querySelector('#step-view').dataset.run "
+        "|| '' : ''"
     )
     page.wait_for_function(
         f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "

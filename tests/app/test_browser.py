@@ -29,7 +29,8 @@ def _free_port() -> int:
 def app_url(engine):
     if not os.path.exists(CHROMIUM):
         pytest.fail(
-            "Debian chromium is missing: run `make test` (it installs it) or apt-get install chromium"
+            "Debian chromium is missing: run `make test` (it installs it) or apt-get "
+            "install chromium"
         )
     from app.main import serve
 
@@ -182,9 +183,12 @@ def test_a_new_run_dims_the_old_step_view_at_once(page):
     """The page's own script dims the old view on the click, before the server answers;
     the server then replaces it, and the new run's view is not dimmed."""
     old = page.evaluate("document.querySelector('#step-view').dataset.run")
-    page.evaluate("""() => { window.__dimmed = null; const v = document.querySelector('#step-view');
+    page.evaluate(
+        """() => { window.__dimmed = null; const v = document.querySelector('#step-view');
         new MutationObserver(() => { if (window.__dimmed === null && v.classList.contains('stale'))
-          window.__dimmed = v.dataset.run; }).observe(v, {attributes: true, attributeFilter: ['class']}); }""")
+          window.__dimmed = v.dataset.run; }).observe(v, """
+        "{attributes: true, attributeFilter: ['class']}); }"
+    )
     page.locator("#run").click()
     page.wait_for_function("window.__dimmed !== null", timeout=5_000)
     assert page.evaluate("window.__dimmed") == old  # the old run's view was dimmed in place
@@ -440,7 +444,8 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
         "(document.querySelector('#stop-message').innerText)",
         timeout=20_000,
     )
-    # the step view is not left saying "Decoding": the previous run's view (or the empty one) is back
+    # the step view is not left saying "Decoding": the previous run's view
+    # (or the empty one) is back
     page.wait_for_function(
         "!document.querySelector('#step-view').innerText.includes('Decoding')", timeout=20_000
     )
@@ -471,7 +476,10 @@ def test_permalink_restores_inputs(page, app_url):
 def test_lenient_checkbox_turns_a_refusal_into_a_warning(page, app_url):
     import urllib.parse
 
-    schema = '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, "maxItems": 3}'
+    schema = (
+        '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, '
+        '"maxItems": 3}'
+    )
     q = urllib.parse.urlencode(
         {
             "kind": "schema",

@@ -52,9 +52,10 @@ def test_same_allowed_sets_along_real_tokenizations(ctx, tokenizer, character_re
     if pattern == "CHARACTER":
         pattern = character_regex
         text = (
-            '{\n    "name": "Harry Potter",\n    "house": "Gryffindor",\n    "blood status": "Half-blood",\n'
-            '    "occupation": "student",\n    "wand": {\n        "wood": "Holly",\n        "core": "Phoenix feather",\n'
-            '        "length": 11.0\n    },\n    "alive": "Alive",\n    "patronus": "Stag",\n    "bogart": "Dementor"\n}'
+            '{\n    "name": "Harry Potter",\n    "house": "Gryffindor",\n    "blood status": '
+            '"Half-blood",\n    "occupation": "student",\n    "wand": {\n        "wood": '
+            '"Holly",\n        "core": "Phoenix feather",\n        "length": 11.0\n    },\n    '
+            '"alive": "Alive",\n    "patronus": "Stag",\n    "bogart": "Dementor"\n}'
         )
     ms = _matchers(ctx, pattern)
     ids = tokenizer.encode(text, add_special_tokens=False)

@@ -134,7 +134,10 @@ def test_generate_requests_file(engine, tmp_path, capsys):
 
 @pytest.mark.model
 def test_lenient_warning_travels_to_the_trace_and_the_summary(engine, capsys):
-    schema = '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, "maxItems": 3}'
+    schema = (
+        '{"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": true, '
+        '"maxItems": 3}'
+    )
     base = [
         "generate",
         "--schema",

@@ -32,7 +32,8 @@ from cfsm.bench.batch import run_batch
 regex, prompts = json.loads(sys.argv[1])
 eng = Engine()
 c = Constraint("regex", regex)
-texts = [eng.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"] for p in prompts]
+texts = [eng.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"] \
+for p in prompts]
 batch = run_batch(eng.ensure_model(), prompts, eng.compile(c, "fsm").compiled, max_new_tokens=40)
 print(json.dumps({"version": transformers.__version__, "check": eng.lm.self_check, "texts": texts,
                   "batch": batch["texts"]}))

@@ -88,7 +88,8 @@ def test_trail_lists_the_path_elements_in_order_with_chains_once():
 def test_focus_layouts_always_draw_the_current_element_and_stub_what_is_outside():
     """10,000 states: every position's layout holds its current element, each layout is
     small enough to read, and states with neighbours outside get a '+n' stub."""
-    n = 10_000  # hand-made: a line of states with a skip edge every 10 (compiling such a regex takes long)
+    # hand-made: a line of states with a skip edge every 10 (compiling such a regex takes long)
+    n = 10_000
     edges = [{"from": i, "to": i + 1, "label": "[a-z]"} for i in range(n - 1)]
     edges += [{"from": i, "to": i + 2, "label": "-"} for i in range(0, n - 2, 10)]
     auto = {
