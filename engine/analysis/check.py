@@ -44,7 +44,7 @@ def check_text(
 ) -> dict:
     """{accepted, prefix_ok, rejected_at (byte offset or None), expected, warnings} for one
     text under one compiled constraint (warnings start with what the compile let through)."""
-    ids = list(ctx.tokenizer.encode(text, add_special_tokens=False))
+    ids = ctx.continuation.encode(text)
     tb = ctx.vocab.token_bytes
     m = compiled.matcher()
     pos = 0

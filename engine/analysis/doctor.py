@@ -19,24 +19,29 @@ from .ideal import char_at_byte
 CAUSES = {
     "flexible_whitespace": (
         "Flexible whitespace",
-        "Optional whitespace between JSON tokens makes every separator a choice and breaks each chain.",
-        "Use compact separators (`,` and `:` with no spaces) or spaced ones (a space after `,` and `:`) "
+        "Optional whitespace between JSON tokens makes every separator a choice and breaks each "
+        "chain.",
+        "Use compact separators (`,` and `:` with no spaces) or spaced ones (a space after `,` "
+        "and `:`) "
         "instead of flexible whitespace.",
     ),
     "enum_alternatives": (
         "Alternatives / enums without a shared prefix",
         "The model must pick among literal alternatives; only their common prefix can be jumped.",
-        "Use `const` when the value is known; otherwise fewer alternatives, or values that share a prefix.",
+        "Use `const` when the value is known; otherwise fewer alternatives, or values that share "
+        "a prefix.",
     ),
     "optional_or_order": (
         "Optional properties or free property order",
         "Whether a property comes next (`,` or `}`) or which key comes next is a choice.",
-        "List every property in `required` and set `additionalProperties: false`, so presence and order are fixed.",
+        "List every property in `required` and set `additionalProperties: false`, so presence and "
+        "order are fixed.",
     ),
     "free_text": (
         "Free-text strings",
         "String contents are the model's to write; nothing there can be jumped.",
-        "Constrain strings with `enum`, `const`, `pattern` or a small `maxLength` where the content is known.",
+        "Constrain strings with `enum`, `const`, `pattern` or a small `maxLength` where the "
+        "content is known.",
     ),
     "numbers": (
         "Numbers",
@@ -50,7 +55,8 @@ CAUSES = {
     ),
     "short_chains": (
         "Chains too short to jump",
-        "Forced text of a single character is not worth a re-tokenization, so it costs a forced decoding step.",
+        "Forced text of a single character is not worth a re-tokenization, so it costs a forced "
+        "decoding step.",
         "Merge fixed text into longer literals; one-character chains cost a pass each.",
     ),
     "stop_decision": (
@@ -66,7 +72,8 @@ CAUSES = {
 }
 BOUNDARY = (
     "Token boundaries",
-    "Jump strings that start or end inside a token: the model's token and forced text share a token, "
+    "Jump strings that start or end inside a token: the model's token and forced text share a "
+    "token, "
     "and re-tokenization must re-decide the boundary (back-off).",
     "Nothing to change: boundary back-off heals these without extra passes.",
 )
@@ -617,15 +624,59 @@ def diagnose(
         "token_boundaries": boundary,
         "what_if": what_if,
         "threshold": threshold,
+        "tokenizer": tokenizer_reach(tokenizer, texts),
     }
+
+
+def tokenizer_reach(tokenizer, texts: list[str]) -> dict | None:
+    """Can the engine re-tokenize these outputs exactly on this tokenizer? Where it cannot,
+    its jumps are skipped (each with this reason) and the ideal is out of reach. None for
+    a plain tokenizer (one without the engine's continuation encoder)."""
+    exact = getattr(tokenizer, "exact", None)
+    if exact is None:
+        return None
+    whys = [why for _, why in (exact(t) for t in texts) if why]
+    return {
+        **tokenizer.traits.to_json(),
+        "exact_samples": len(texts) - len(whys),
+        "samples": len(texts),
+        "reachable": not whys,
+        "why": whys[0] if whys else None,
+    }
+
+
+def _tokenizer_lines(tok: dict | None) -> list[str]:
+    if not tok:
+        return []
+    prefix = (
+        f"prefix space by {tok['prefix_space_by']}, off for outputs"
+        if tok["prefix_space"]
+        else "no prefix space"
+    )
+    lines = [
+        f"Tokenizer: {tok['family']}, {prefix}, byte fallback "
+        f"{'yes' if tok['byte_fallback'] else 'no'}"
+    ]
+    if not tok["reachable"]:
+        lines.append(
+            f"The engine cannot reach this ideal on this tokenizer: "
+            f"{tok['samples'] - tok['exact_samples']} of "
+            f"{tok['samples']} samples cannot be re-tokenized exactly ({tok['why']}); their jumps "
+            f"are skipped."
+        )
+    return lines
 
 
 def format_report(rep: dict) -> str:
     lines = [
-        f"Ideal forward-pass reduction: {rep['ideal_reduction']}x ({rep['total_tokens']} tokens, {rep['model_tokens']} chosen "
+        f"Ideal forward-pass reduction: {rep['ideal_reduction']}x ({rep['total_tokens']} tokens, "
+        f"{rep['model_tokens']} chosen "
         f"by the model, over {rep['samples']['count']} {rep['samples']['source']} samples)",
-        f"Compressed FSM: {rep['fsm']['num_states']} states, {rep['fsm']['jumpable_states']} jumpable "
-        f"({rep['fsm']['jumpable_share']:.0%}), {rep['fsm']['num_chains']} chains, longest {rep['fsm']['longest_chain']} chars",
+        f"Compressed FSM: {rep['fsm']['num_states']} states, {rep['fsm']['jumpable_states']} "
+        f"jumpable "
+        f"({rep['fsm']['jumpable_share']:.0%}), {rep['fsm']['num_chains']} chains, longest "
+        f"{rep['fsm']['longest_chain']} chars",
+        *_tokenizer_lines(rep.get("tokenizer")),
         "",
         "Where the forward passes go:",
     ]

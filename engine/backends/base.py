@@ -30,6 +30,16 @@ class TokenizerContext:
         base = np.array([b is not None for b in self.vocab.token_bytes], dtype=bool)
         base[self.eos_token_id] = True
         self.emittable = base
+        self._continuation = None
+
+    @property
+    def continuation(self):
+        """Encodes outputs as they stand inside a longer text (tokens/continuation.py)."""
+        if self._continuation is None:
+            from ..tokens.continuation import ContinuationEncoder
+
+            self._continuation = ContinuationEncoder(self.tokenizer, self.vocab)
+        return self._continuation
 
     @property
     def fingerprint(self) -> str:

@@ -100,7 +100,8 @@ class XgrammarBackend(GrammarBackend):
                     any_whitespace=ws.flexible,
                     separators=None if ws.flexible else ws.separators,
                     max_whitespace_cnt=1 if ws.flexible else None,
-                    strict_mode=not constraint.spec,  # closed objects unless JSON Schema's reading is asked for
+                    # closed objects unless JSON Schema's reading is asked for
+                    strict_mode=not constraint.spec,
                 )
             else:
                 grammar = compiler.compile_grammar(constraint.text)

@@ -39,12 +39,17 @@ class Decoder:
         return list(tok.encode(prompt, add_special_tokens=True))
 
     def model_info(self) -> dict:
+        """The model card the trace, the CLI and the page show."""
+        cfg = self.lm.model.config
         return {
             "name": self.lm.name,
             "device": self.lm.device,
             "dtype": self.lm.dtype,
             "vocab_size": self.ctx.vocab_size,
             "eos_token_id": self.ctx.eos_token_id,
+            "architecture": getattr(cfg, "model_type", None),
+            "runtime": "transformers",
+            "tokenizer": self.ctx.continuation.traits.to_json(),
         }
 
     def sequence(

@@ -36,7 +36,8 @@ def cache_arg_name(model: Any) -> str:
             return name
     raise CfsmError(
         "unsupported_model",
-        f"{type(model).__name__}.forward takes no KV cache argument ({' or '.join(CACHE_ARG_NAMES)}) "
+        f"{type(model).__name__}.forward takes no KV cache argument "
+        f"({' or '.join(CACHE_ARG_NAMES)}) "
         f"with transformers {transformers_version()}",
     )
 
@@ -269,7 +270,8 @@ class ModelRunner:
                 raise CfsmError(
                     "unsupported_model",
                     f"{name} logits differ from a fresh prefill by {diffs[name]:.3g} "
-                    f"(limit {tol}) with transformers {ver}: this model/transformers pair cannot be "
+                    f"(limit {tol}) with transformers {ver}: this model/transformers pair cannot "
+                    f"be "
                     "decoded with a reused KV cache",
                 )
         return {"cache_arg": self.cache_arg, "transformers": ver, "max_logprob_diff": diffs}

@@ -22,7 +22,7 @@ from ..errors import CfsmError
 from .request import GenerateRequest
 from .runner import Feed, ModelRunner
 from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
-from .trace import JumpRecord, LiveToken, StepEvent, StepRecord, Trace, TraceRecorder
+from .trace import JumpRecord, JumpSkip, LiveToken, StepEvent, StepRecord, Trace, TraceRecorder
 from .validate import validate_output
 
 EventFn = Callable[[str, Any], None]  # ("start", dict), ("step", StepEvent), ("end", dict)
@@ -350,6 +350,11 @@ class Sequence:
             js = self.matcher.jump_forward()
             if len(js) > self.req.jump_threshold:
                 plan = self.jump(js, step_index)
+                if isinstance(plan, str):
+                    self.rec.add_skip(
+                        JumpSkip(step_index, js, len(self.texts.bytes(self.out_ids)), plan)
+                    )
+                    plan = None
             self.n.grammar_s += time.perf_counter() - t  # re-tokenization is grammar-side work
         if plan is None:
             if self.matcher is not None and self.out_ids and self._only_eos():
@@ -362,13 +367,13 @@ class Sequence:
             return
         self.feed = plan
 
-    def jump(self, js: str, step_index: int) -> PlannedFeed | bool | None:
+    def jump(self, js: str, step_index: int) -> PlannedFeed | bool | str:
         """Apply a jump-forward of `js`: re-tokenize, crop the cache to the common prefix
         and plan the prefill. Returns the feed, True when the match is then complete, or
-        None (nothing changed) when the jump cannot be applied."""
+        the reason (nothing changed) when the jump cannot be made exact."""
         res = self._retokenize(js, self.req.healing_tokens)
-        if res is None:
-            return None
+        if isinstance(res, str):
+            return res
         new_ids, cands, info = res
         keep = common_prefix(self.out_ids, new_ids)
         info.reused_output_tokens = keep
@@ -398,18 +403,18 @@ class Sequence:
         """Append `js`, re-tokenize the output alone and re-walk the grammar. Up to
         `healing` trailing tokens that a vocabulary token could extend (and the grammar
         allows) become candidates, re-decided from the same prefill's logits. Returns
-        (new ids, candidates, record) with the matcher before the candidates, or None
-        (matcher unchanged)."""
+        (new ids, candidates, record) with the matcher before the candidates, or the
+        reason (matcher unchanged)."""
         m, tb = self.matcher, self.texts.bytes
         old_bytes = tb(self.out_ids)
         try:
             old_text = old_bytes.decode("utf-8")
         except UnicodeDecodeError:
-            return None  # output ends inside a character: wait for it to complete
+            return "the output ends inside a UTF-8 character (the jump waits for it to complete)"
         t0 = time.perf_counter()
-        new_ids = list(self.ctx.tokenizer.encode(old_text + js, add_special_tokens=False))
-        if tb(new_ids) != (old_text + js).encode("utf-8"):
-            return None  # tokenizer normalizes text: cannot re-tokenize faithfully
+        new_ids, why = self.ctx.continuation.exact(old_text + js)
+        if new_ids is None:
+            return why
         common = common_prefix(self.out_ids, new_ids)
         m.rollback(len(self.out_ids) - common)
         for i, t in enumerate(new_ids[common:]):
@@ -417,7 +422,10 @@ class Sequence:
                 m.rollback(i)
                 for t_old in self.out_ids[common:]:
                     m.accept_token(t_old)
-                return None
+                return (
+                    f"the backend refuses the re-tokenized token {self.texts.text(t)!r} "
+                    "(the constraint allows the text but not this tokenization of it)"
+                )
         cands = 0
         while cands < healing and len(new_ids) - cands > 1:
             cut = len(new_ids) - cands - 1

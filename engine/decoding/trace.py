@@ -4,7 +4,9 @@ Version history: 1 = first release; 2 = records built from these dataclasses, pl
 `valid`/`validation` (the finished output checked against the constraint), `scheduler`
 (how the request was decoded: single, batch or continuous), `steps[].batch_size`
 (requests in the forward pass that produced the step's logits) and `totals.queue_s` (time
-waiting to join a running batch). Version 1 traces load and are upgraded with defaults.
+waiting to join a running batch); 3 = `jump_skips` (each jump the automaton forced but the
+engine could not make exact, with the reason) and `totals.jumps_skipped`. Older traces load
+and are upgraded with defaults.
 Readers check `version` and refuse newer ones.
 """
 
@@ -16,7 +18,8 @@ from typing import Any
 
 from ..errors import CfsmError
 
-TRACE_VERSION = 2
+TRACE_VERSION = 3
+MAX_SKIPS_IN_TRACE = 200  # every skip is counted in the totals; the first ones are listed
 REQUIRED_KEYS = ("version", "mode", "text", "tokens", "steps", "jumps", "totals")
 
 
@@ -106,6 +109,20 @@ class JumpRecord:
 
 
 @dataclass
+class JumpSkip:
+    """A jump the automaton forced but the engine did not make: the forced text was decoded
+    token by token instead. Never silent: the reason says why, for this jump."""
+
+    step: int
+    string: str
+    char_start: int
+    reason: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
 class Totals:
     forward_passes: int
     output_tokens: int
@@ -130,6 +147,7 @@ class Totals:
     finished: bool
     reason: str
     queue_s: float = 0.0
+    jumps_skipped: int = 0
 
 
 @dataclass
@@ -157,6 +175,7 @@ class Trace:
     regex: str | None = None
     automaton: dict | None = None
     ideal: dict | None = None
+    jump_skips: list[JumpSkip] = field(default_factory=list)
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -174,6 +193,7 @@ class Trace:
             "tokens": self.tokens,
             "steps": [s.to_json() for s in self.steps],
             "jumps": [j.to_json() for j in self.jumps],
+            "jump_skips": [s.to_json() for s in self.jump_skips],
             "masks": self.masks,
             "totals": asdict(self.totals),
         }
@@ -202,6 +222,8 @@ class TraceRecorder:
     def __init__(self) -> None:
         self.steps: list[StepRecord] = []
         self.jumps: list[JumpRecord] = []
+        self.skips: list[JumpSkip] = []
+        self.n_skips = 0
         self.masks: dict[str, str] = {}
         self.n = Counters()
 
@@ -215,6 +237,11 @@ class TraceRecorder:
         self.jumps.append(info)
         if step_index >= 0:
             self.steps[step_index].jump = len(self.jumps) - 1
+
+    def add_skip(self, skip: JumpSkip) -> None:
+        self.n_skips += 1
+        if len(self.skips) < MAX_SKIPS_IN_TRACE:
+            self.skips.append(skip)
 
     def add_mask(self, ids, vocab_size: int) -> str:
         """Store a mask once (compressed); returns the key steps refer to it by."""
@@ -264,6 +291,7 @@ class TraceRecorder:
             finished=finished,
             reason=reason,
             queue_s=round(queue_s, 4),
+            jumps_skipped=self.n_skips,
         )
 
     def build(
@@ -296,6 +324,7 @@ class TraceRecorder:
             scheduler=scheduler,
             valid=valid,
             validation=validation,
+            jump_skips=self.skips,
         )
 
 
@@ -308,6 +337,15 @@ def _upgrade_v1(obj: dict) -> dict:
     obj["steps"] = [{"batch_size": 1, **s} for s in obj["steps"]]
     obj["totals"] = {"queue_s": 0.0, **obj["totals"]}
     obj["version"] = 2
+    return obj
+
+
+def _upgrade_v2(obj: dict) -> dict:
+    """Version 2 -> 3: no skipped jumps were recorded then."""
+    obj = dict(obj)
+    obj.setdefault("jump_skips", [])
+    obj["totals"] = {"jumps_skipped": 0, **obj["totals"]}
+    obj["version"] = 3
     return obj
 
 
@@ -335,7 +373,9 @@ def validate_trace(obj) -> dict:
         raise CfsmError(
             "invalid_input", "not a cfsm trace: steps must be a list and totals an object"
         )
-    return _upgrade_v1(obj) if v == 1 else obj
+    if v == 1:
+        obj = _upgrade_v1(obj)
+    return _upgrade_v2(obj) if obj["version"] == 2 else obj
 
 
 def encode_mask(ids, vocab_size: int) -> str:

@@ -72,9 +72,12 @@ def _class(r) -> str:
     if len(r) == 1 and r[0][0] == r[0][1]:
         return _lit(r[0][0])
     comp = complement(r)
-    body = lambda rs: "".join(
-        _class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in rs
-    )  # noqa: E731
+
+    def body(rs):
+        return "".join(
+            _class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in rs
+        )
+
     size = sum(b - a for a, b in r)
     return f"[^{body(comp)}]" if comp and sum(b - a for a, b in comp) < size else f"[{body(r)}]"
 

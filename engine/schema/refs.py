@@ -240,7 +240,10 @@ def _closed_conflict(parts: list, merged: dict) -> str | None:
         isinstance(p, dict) and "items" in p and p.get("prefixItems") != merged["prefixItems"]
         for p in parts
     ):
-        return "`items` in one member and `prefixItems` in another (items applies after its own prefixItems only)"
+        return (
+            "`items` in one member and `prefixItems` in another (items applies after its own "
+            "prefixItems only)"
+        )
     names = set((merged.get("properties") or {}).keys())
     for p in parts:
         if (
@@ -250,5 +253,8 @@ def _closed_conflict(parts: list, merged: dict) -> str | None:
         ):
             own = set((p.get("properties") or {}).keys())
             if names - own or (merged.get("patternProperties") and not p.get("patternProperties")):
-                return "members that close the object (`additionalProperties`) while others add properties"
+                return (
+                    "members that close the object (`additionalProperties`) while others add "
+                    "properties"
+                )
     return None

@@ -112,7 +112,8 @@ class SchemaCompiler:
             raise CfsmError(
                 "unsupported_feature",
                 f"`{keyword}` at {where} cannot be enforced on the regex path: {why} "
-                "(--lenient compiles it unenforced with a warning; xgrammar or llguidance may support it)",
+                "(--lenient compiles it unenforced with a warning; xgrammar or llguidance may "
+                "support it)",
             )
         self.warnings.append(f"`{keyword}` at {where} is NOT enforced: {why}")
 
@@ -475,7 +476,8 @@ class SchemaCompiler:
                 self.refuse(
                     "maxLength" if hi is not None else "minLength",
                     ptr,
-                    f"length bounds together with a {'format' if fmt else 'pattern'} of lengths {width[0]}..{_inf(width[1])}",
+                    f"length bounds together with a {'format' if fmt else 'pattern'} of lengths "
+                    f"{width[0]}..{_inf(width[1])}",
                 )
             else:
                 return None

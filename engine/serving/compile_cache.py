@@ -83,7 +83,8 @@ class DfaWorker:
 
                 raise CfsmError(
                     "compile_timeout",
-                    f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})",
+                    f"building the automaton took longer than {timeout_s:g} s "
+                    f"({slow_hint(pattern)})",
                 )
             res = box.get("res")
             if res is None:

@@ -109,7 +109,7 @@ class Engine:
                     outputs.append(tr["text"])
         return diagnose(
             constraint,
-            self.ctx.tokenizer,
+            self.ctx.continuation,
             self.ctx.vocab.token_bytes,
             samples=outputs,
             n=int(samples),
@@ -177,7 +177,7 @@ class Engine:
             path.append(nxt)
         trace.automaton["path"] = path
         dec = self.decoder
-        canon = list(dec.lm.tokenizer.encode(trace.text, add_special_tokens=False))
+        canon = self.ctx.continuation.encode(trace.text)
         ideal = ideal_counts(compressed_of(res.dfa), trace.text, canon, dec.vocab.token_bytes)
         if ideal is not None:
             ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
