@@ -127,9 +127,11 @@ class EngineHub:
             eng = self._engines.get(name)
             if eng is not None:
                 lm = eng.lm
+                from viz.summaries import model_card
+
                 return (
-                    f"Model ready: **{lm.name}** on `{lm.device}` ({lm.dtype}), loaded in "
-                    f"{lm.load_seconds:.1f} s"
+                    f"Model ready ({lm.dtype}, loaded in {lm.load_seconds:.1f} s): "
+                    f"{model_card(eng.decoder.model_info())}"
                 )
             if name in self._errors:
                 return f"Model failed to load: {self._errors[name]}"

@@ -255,18 +255,21 @@ def cmd_generate(args) -> int:
     if args.json:
         print(json.dumps(tr, ensure_ascii=False))
     else:
+        from viz.summaries import skipped_jumps_line
+
         print(tr["text"])
         t = tr["totals"]
         print(
             f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} "
-            f"forward passes, {t['wall_s']} s, finished={t['finished']} ({t['reason']}), "
-            f"valid={tr['valid']} ({tr['validation']})"
+            f"forward passes, jumps {t['jumps']}, {t['wall_s']} s, finished={t['finished']} "
+            f"({t['reason']}), valid={tr['valid']} ({tr['validation']})"
             + (
                 ", spec reading"
                 if ((tr.get("request") or {}).get("constraint") or {}).get("spec")
                 else ""
             )
-            + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or []),
+            + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or [])
+            + (f"\nNOTE: {skipped_jumps_line(tr)}" if skipped_jumps_line(tr) else ""),
             file=sys.stderr,
         )
     return 0
@@ -299,9 +302,11 @@ def cmd_bench(args) -> int:
         )
         return 0
     if args.names is None:
-        args.names = 5 if args.suite == "peers" else 10
+        args.names = 5 if args.suite in ("peers", "tokenizers") else 10
     if args.suite == "peers":
         return _bench_peers(args)
+    if args.suite == "tokenizers":
+        return _bench_tokenizers(args)
     if args.suite == "scrub":
         from .bench.scrub import main as scrub_main
 
@@ -319,6 +324,21 @@ def cmd_bench(args) -> int:
         if not args.json:
             print(f"report: {html}")
     return rc
+
+
+def _bench_tokenizers(args) -> int:
+    from .bench.tokenizers import format_table, run
+
+    res = run(
+        args.names,
+        max_new_tokens=args.max_new_tokens,
+        log=(lambda *_: None) if args.json else print,
+    )
+    out = Path(args.out or "bench-results/tokenizers.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res))
+    print(json.dumps(res) if args.json else "\n" + format_table(res))
+    return 0
 
 
 def _bench_peers(args) -> int:
@@ -553,12 +573,14 @@ def build_parser() -> argparse.ArgumentParser:
             "jsonschemabench",
             "conformance",
             "peers",
+            "tokenizers",
         ],
         help="paper-character: masked vs jump per backend on --names names; paper: the character "
         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view "
         "scrub time in Chromium; conformance: the JSON-Schema test suite through every backend (no "
         "model); peers: outlines, transformers+xgrammar, transformers+llguidance, cfsm masked and "
-        "jump side by side",
+        "jump side by side; tokenizers: masked / jump / ideal passes per tokenizer family (tiny "
+        "models built offline)",
     )
     b.add_argument(
         "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"

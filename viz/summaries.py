@@ -26,6 +26,9 @@ def summary_md(trace: dict) -> str:
         parts.append(f"**{mark}**: {html.escape(str(why))}")
     for w in trace.get("warnings") or []:
         parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
+    skipped = skipped_jumps_line(trace)
+    if skipped:
+        parts.append(f"**\u26a0 {html.escape(skipped)}**")
     if ((trace.get("request") or {}).get("constraint") or {}).get("spec"):
         parts.append(
             "Spec reading: objects accepted unlisted keys, integers could be written `1.0`."
@@ -36,6 +39,41 @@ def summary_md(trace: dict) -> str:
             f"({ideal['ideal_reduction']}x fewer than one per token)."
         )
     return "  \n".join(parts)
+
+
+def skipped_jumps_line(trace: dict) -> str:
+    """'' when no jump was skipped; else how many and why (the first skip's reason), so
+    that `jumps 0` is never silent."""
+    n = (trace.get("totals") or {}).get("jumps_skipped") or 0
+    if not n:
+        return ""
+    first = (trace.get("jump_skips") or [{}])[0]
+    where = f" (first at step {first['step']}: {first['string'][:40]!r})" if "step" in first else ""
+    reason = first.get("reason", "reason not recorded")
+    return f"{n} jump{'s' if n != 1 else ''} skipped: {reason}{where}"
+
+
+def model_card(model: dict) -> str:
+    """One line on the model a run used: architecture, vocabulary, tokenizer family, byte
+    fallback, prefix space, EOS, runtime and device."""
+    tok = model.get("tokenizer") or {}
+    bits = [
+        f"**{model.get('name', '?')}**",
+        model.get("architecture") or "",
+        f"vocab {model['vocab_size']:,}" if model.get("vocab_size") else "",
+        tok.get("family", ""),
+        f"byte fallback {'yes' if tok.get('byte_fallback') else 'no'}" if tok else "",
+        (
+            f"prefix space ({tok['prefix_space_by']}; off for outputs)"
+            if tok.get("prefix_space")
+            else "no prefix space"
+        )
+        if tok
+        else "",
+        f"EOS {model['eos_token_id']}" if model.get("eos_token_id") is not None else "",
+        f"{model.get('runtime', 'transformers')} on `{model.get('device', '?')}`",
+    ]
+    return " \u00b7 ".join(b for b in bits if b)
 
 
 def live_figures(ev: StepEvent) -> tuple[dict, dict, str]:

@@ -80,8 +80,15 @@ class XgrammarBackend(GrammarBackend):
         import xgrammar as xgr
 
         def make():
-            info = xgr.TokenizerInfo.from_huggingface(
-                ctx.tokenizer, vocab_size=ctx.vocab_size, stop_token_ids=[ctx.eos_token_id]
+            # Our token bytes, as a raw vocabulary: xgrammar then reads every tokenizer family
+            # exactly as the other backends do (its own detection treats a prefix-space
+            # tokenizer's first token specially, while outputs here are continuations).
+            info = xgr.TokenizerInfo(
+                [b or b"" for b in ctx.vocab.token_bytes],
+                xgr.VocabType.RAW,
+                vocab_size=ctx.vocab_size,
+                stop_token_ids=[ctx.eos_token_id],
+                add_prefix_space=False,
             )
             # xgrammar's own compile cache is unbounded by default: give it a share of the budget
             return xgr.GrammarCompiler(

@@ -84,16 +84,25 @@ class ModelRunner:
         self.cache_arg = cache_arg_name(model)
         self._memo: _Stacked | None = None
         self.stacks_built = 0  # stacked caches assembled (a reused one is not counted)
-        # stacking assumes plain layers (keys hold every position); sliding-window or other
-        # layer kinds get one pass per request instead
+        # stacking assumes plain layers (keys hold every position); other layer kinds
+        # (linear attention, convolution states) get one pass per request instead
         self.can_stack = all(
             type(layer).__name__ == "DynamicLayer" for layer in self.new_cache().layers
         )
 
     def new_cache(self):
+        """A cache as the model's config asks for, with sliding-window layers kept whole:
+        a sliding layer drops positions past the window and cannot be cropped once full
+        (jump-forward crops), while the model masks its window itself, so a full layer
+        gives the same logits (tested past the window), crops and stacks."""
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-        return DynamicCache(config=self.model.config)
+        cache = DynamicCache(config=self.model.config)
+        for i, layer in enumerate(cache.layers):
+            if type(layer) is DynamicSlidingWindowLayer:
+                cache.layers[i] = DynamicLayer()
+        return cache
 
     @staticmethod
     def crop(cache, keep_len: int) -> None:

@@ -130,7 +130,7 @@ class Engine:
             "backend": backend,
             "compile_seconds": round(res.seconds, 4),
             "backend_stats": res.compiled.stats(),
-            "warnings": list(res.compiled.warnings),
+            "warnings": list(res.compiled.warnings) + list(self.ctx.vocab.warnings),
         }
         if constraint.kind == "schema" and res.dfa is not None:
             out["regex"] = constraint.regex()
@@ -163,7 +163,7 @@ class Engine:
         output took, and the ideal forward-pass count of the output."""
         trace.totals.compile_s = round(res.seconds, 4)
         trace.compile = res.compiled.stats()
-        trace.warnings = list(res.compiled.warnings)
+        trace.warnings = list(res.compiled.warnings) + list(self.ctx.vocab.warnings)
         if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
             trace.regex = req.constraint.regex()
         if res.dfa is None:

@@ -40,6 +40,9 @@ class TokenVocab:
     special_ids: frozenset[int]
     fingerprint: str
     tokenizer_vocab_size: int
+    # what is wrong with this vocabulary for constrained decoding, in words (shown with
+    # every compile report and trace)
+    warnings: tuple[str, ...] = ()
     _sorted: tuple | None = field(default=None, repr=False)
 
     @property
@@ -95,6 +98,18 @@ def build_vocab(
         if getattr(at, "special", False):
             special.add(int(tid))
     pieces = tokenizer.convert_ids_to_tokens(list(range(n_tok)))
+    special_bytes = sum(
+        1 for t in special if t < n_tok and pieces[t] and _BYTE_TOKEN.match(pieces[t])
+    )
+    warnings = ()
+    if special_bytes >= 128:
+        warnings = (
+            f"{special_bytes} byte-fallback tokens (<0x00>..<0xFF>) are registered as special "
+            f"tokens, "
+            "which never carry text: characters outside the learned merges cannot be written "
+            "(register "
+            "them as ordinary tokens, as Llama tokenizers do)",
+        )
     out: list[bytes | None] = [None] * size
     for tid, piece in enumerate(pieces):
         if piece is None or tid in special:
@@ -122,4 +137,5 @@ def build_vocab(
         special_ids=frozenset(special),
         fingerprint=h.hexdigest()[:16],
         tokenizer_vocab_size=n_tok,
+        warnings=warnings,
     )

@@ -1,0 +1,78 @@
+"""Run summaries say what a user needs to know: skipped jumps are never silent, and the
+model card names the tokenizer family."""
+
+from viz.summaries import model_card, skipped_jumps_line, summary_md
+
+TOTALS = {
+    "output_tokens": 9,
+    "forward_passes": 9,
+    "wall_s": 1.0,
+    "tokens_per_s": 9.0,
+    "jumps": 0,
+    "jumped_chars": 0,
+    "finished": True,
+    "reason": "complete",
+    "jumps_skipped": 3,
+}
+SKIP = {
+    "step": 4,
+    "string": "<|im_start|>user",
+    "char_start": 1,
+    "reason": "the tokenizer writes a special or unknown token for this text",
+}
+
+
+def test_skipped_jumps_are_named_with_their_reason_in_the_summary():
+    trace = {
+        "mode": "jump",
+        "backend": "fsm",
+        "totals": TOTALS,
+        "valid": True,
+        "validation": "ok",
+        "jump_skips": [SKIP],
+    }
+    line = skipped_jumps_line(trace)
+    assert line.startswith("3 jumps skipped: the tokenizer writes a special") and "step 4" in line
+    assert "3 jumps skipped" in summary_md(trace)
+
+
+def test_no_skip_no_line():
+    trace = {
+        "mode": "jump",
+        "backend": "fsm",
+        "totals": {**TOTALS, "jumps_skipped": 0},
+        "valid": True,
+        "validation": "ok",
+        "jump_skips": [],
+    }
+    assert skipped_jumps_line(trace) == "" and "skipped" not in summary_md(trace)
+    assert skipped_jumps_line({"totals": {}}) == ""  # a version 2 trace
+
+
+def test_model_card_names_architecture_tokenizer_and_runtime():
+    card = model_card(
+        {
+            "name": "m",
+            "architecture": "llama",
+            "vocab_size": 32000,
+            "eos_token_id": 2,
+            "device": "cpu",
+            "runtime": "transformers",
+            "tokenizer": {
+                "family": "SentencePiece BPE",
+                "byte_fallback": True,
+                "prefix_space": True,
+                "prefix_space_by": "Prepend normalizer",
+            },
+        }
+    )
+    for part in (
+        "llama",
+        "vocab 32,000",
+        "SentencePiece BPE",
+        "byte fallback yes",
+        "prefix space (Prepend normalizer; off for outputs)",
+        "EOS 2",
+        "transformers on `cpu`",
+    ):
+        assert part in card, part
