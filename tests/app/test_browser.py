@@ -108,8 +108,14 @@ def test_character_preset_run_and_scrub(page, app_url):
     page.wait_for_function(
         "document.querySelector('#model-status').innerText.includes('Model ready')", timeout=180_000
     )
-    card = page.locator("#model-status").inner_text()  # the model card: SmolLM2's tokenizer
-    for part in ("llama", "vocab 49,152", "byte-level BPE", "no prefix space", "transformers on cpu"):
+    card = page.locator("#model-status").inner_text()  # the model card of SmolLM2
+    for part in (
+        "llama",
+        "vocab 49,152",
+        "byte-level BPE",
+        "no prefix space",
+        "transformers on cpu",
+    ):
         assert part in card, (part, card)
     _pick_preset(page, "SGLang character (regex)")  # from the dropdown
     page.wait_for_function(
