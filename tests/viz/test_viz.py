@@ -229,7 +229,9 @@ def _as_v1(trace: dict) -> dict:
     old.pop("scheduler")
     old.pop("valid")
     old.pop("validation")
+    old.pop("jump_skips")
     old["totals"].pop("queue_s")
+    old["totals"].pop("jumps_skipped")
     for s in old["steps"]:
         s.pop("batch_size")
         s["allowed_sample"] = [
@@ -242,9 +244,10 @@ def _as_v1(trace: dict) -> dict:
 def test_version_1_traces_still_load_and_render(trace):
     from engine.decoding.trace import TRACE_VERSION, validate_trace
 
-    assert trace["version"] == TRACE_VERSION == 2
+    assert trace["version"] == TRACE_VERSION == 3
     up = validate_trace(json.dumps(_as_v1(trace)))
-    assert up["version"] == 2 and up["scheduler"]["kind"] == "single"
+    assert up["version"] == 3 and up["scheduler"]["kind"] == "single"
+    assert up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
     assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
     assert up["valid"] is None and "version 1" in up["validation"]
     # the upgraded trace is the current one, apart from the fields version 1 did not have
@@ -267,12 +270,23 @@ def test_version_1_traces_still_load_and_render(trace):
 
 
 @pytest.mark.model
+def test_version_2_traces_load_with_no_skipped_jumps(trace):
+    from engine.decoding.trace import validate_trace
+
+    v2 = {k: v for k, v in trace.items() if k != "jump_skips"}
+    v2["totals"] = {k: v for k, v in trace["totals"].items() if k != "jumps_skipped"}
+    up = validate_trace(json.dumps({**v2, "version": 2}))
+    assert up["version"] == 3 and up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
+    assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
+
+
+@pytest.mark.model
 def test_traces_from_the_future_or_not_traces_are_refused(trace):
     from engine.decoding.trace import validate_trace
     from engine.errors import CfsmError
 
     for bad in (
-        {**trace, "version": 3},
+        {**trace, "version": 4},
         {**trace, "version": True},
         {"version": 2},
         "[1, 2]",
