@@ -172,9 +172,10 @@ def _request_from(obj: dict, args):
     return GenerateRequest.from_inputs(obj.get("prompt", ""), _constraint_from(None, obj), **inputs)
 
 
-def _generate_many(lines: list[dict], args) -> int:
-    """Every request of a JSONL file decodes in one continuous batch; results are printed
-    in input order, one line each (an error object where a request fails)."""
+def _generate_many(lines, args) -> int:
+    """The requests of a JSONL file decode in one continuous batch, REQUESTS_WINDOW lines
+    at a time (bounded memory on a file of any length); results are printed in input
+    order, one line each (an error object where a request fails)."""
     import concurrent.futures as cf
 
     from engine.serving.service import Engine
@@ -199,20 +200,24 @@ def _generate_many(lines: list[dict], args) -> int:
                 }
             }
 
-    for obj in lines:  # compile first, one at a time: queueing for the compile pool is no timeout
-        try:
-            req = _request_from(obj, args)
-            if req.constraint is not None and req.mode != "free":
-                eng.compile(req.constraint, req.backend)
-        except Exception:  # noqa: BLE001 - reported by its own line below
-            pass
+    def compile_first(window: list) -> None:
+        """One at a time: queueing for the compile pool is no timeout."""
+        for obj in window:
+            try:
+                req = _request_from(obj, args)
+                if req.constraint is not None and req.mode != "free":
+                    eng.compile(req.constraint, req.backend)
+            except Exception:  # noqa: BLE001 - reported by its own line below
+                pass
 
     worst = 0
     try:
         with cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="cfsm-request") as pool:
-            for out in pool.map(one, lines):
-                worst = 2 if "error" in out else worst
-                print(json.dumps(out, ensure_ascii=False), flush=True)
+            for window in _windows(lines):
+                compile_first(window)
+                for out in pool.map(one, window):
+                    worst = 2 if "error" in out else worst
+                    print(json.dumps(out, ensure_ascii=False), flush=True)
     finally:
         eng.close()
     return worst
@@ -307,6 +312,8 @@ def cmd_bench(args) -> int:
         return _bench_peers(args)
     if args.suite == "tokenizers":
         return _bench_tokenizers(args)
+    if args.suite == "adversarial":
+        return _bench_adversarial(args)
     if args.suite == "scrub":
         from .bench.scrub import main as scrub_main
 
@@ -324,6 +331,24 @@ def cmd_bench(args) -> int:
         if not args.json:
             print(f"report: {html}")
     return rc
+
+
+def _bench_adversarial(args) -> int:
+    from engine.serving.service import Engine
+
+    from .bench.adversarial import format_table, run
+
+    eng = Engine(args.model, args.device, args.trust_remote_code, continuous=True)
+    try:
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        res = run(eng, backends, log=(lambda *_: None) if args.json else print)
+    finally:
+        eng.close()
+    out = Path(args.out or "bench-results/adversarial.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res))
+    print(json.dumps(res) if args.json else "\n" + format_table(res))
+    return 0
 
 
 def _bench_tokenizers(args) -> int:
@@ -464,16 +489,29 @@ def cmd_check(args) -> int:
     return worst
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    out = []
+def _read_jsonl(path: str):
+    """The lines of a JSONL file, one at a time (a file of any length in bounded memory)."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    out.append(json.loads(line))
+                    yield json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise CfsmError("invalid_input", f"{path}:{n}: not JSON: {exc}") from exc
-    return out
+
+
+REQUESTS_WINDOW = 64  # --requests lines in flight at a time
+
+
+def _windows(items, size: int = REQUESTS_WINDOW):
+    window: list = []
+    for item in items:
+        window.append(item)
+        if len(window) == size:
+            yield window
+            window = []
+    if window:
+        yield window
 
 
 def cmd_serve(args) -> int:
@@ -574,13 +612,15 @@ def build_parser() -> argparse.ArgumentParser:
             "conformance",
             "peers",
             "tokenizers",
+            "adversarial",
         ],
         help="paper-character: masked vs jump per backend on --names names; paper: the character "
         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view "
         "scrub time in Chromium; conformance: the JSON-Schema test suite through every backend (no "
         "model); peers: outlines, transformers+xgrammar, transformers+llguidance, cfsm masked and "
         "jump side by side; tokenizers: masked / jump / ideal passes per tokenizer family (tiny "
-        "models built offline)",
+        "models built offline); adversarial: the adversarial corpus compiled for every backend "
+        "while an ordinary user runs (answers, limits, memory)",
     )
     b.add_argument(
         "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"

@@ -21,7 +21,7 @@ def _float(name: str, default: float) -> float:
 
 
 MAX_STATES = _int("CFSM_MAX_STATES", 10_000)  # DFA states
-COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)  # building the automaton
+COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)  # a whole compile, automaton included
 MAX_PROMPT_CHARS = _int("CFSM_MAX_PROMPT_CHARS", 20_000)
 MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)
 MAX_REGEX_CHARS = _int("CFSM_MAX_REGEX_CHARS", 20_000)
@@ -32,4 +32,8 @@ MAX_GRAMMAR_CHARS = _int("CFSM_MAX_GRAMMAR_CHARS", 100_000)
 # budget (a least-recently-used map bounded by bytes); a DFA worker process is recycled
 # when its resident memory passes CFSM_WORKER_RSS_MB.
 CACHE_BUDGET_MB = _int("CFSM_CACHE_BUDGET_MB", 768)
-WORKER_RSS_MB = _int("CFSM_WORKER_RSS_MB", 400)
+WORKER_RSS_MB = _int("CFSM_WORKER_RSS_MB", 600)
+# A compile job (automaton, outlines-core Index, xgrammar) is killed when its worker's
+# resident memory passes this (`compile_memory`); two workers run at a time, so the server
+# and its children stay under about its own size + 2 x this.
+COMPILE_MEMORY_MB = _int("CFSM_COMPILE_MEMORY_MB", 768)

@@ -165,6 +165,15 @@ _STANDARD_META = re.compile(
 )
 
 
+def _llg_prefix_items_next_to_additional_items(node):
+    """Draft mixing: with `additionalItems` beside it, llguidance does not check the
+    `prefixItems` item schemas (it accepted `[{...}, "test", 42]` where item 1 must be an
+    integer)."""
+    if isinstance(node.get("prefixItems"), list) and "additionalItems" in node:
+        return "prefixItems", "item schemas not checked next to `additionalItems`"
+    return None
+
+
 def _custom_metaschema(node):
     meta = node.get("$schema")
     if isinstance(meta, str) and not _STANDARD_META.fullmatch(meta):
@@ -178,7 +187,7 @@ def _custom_metaschema(node):
 COMMON = [_custom_metaschema]  # for every backend, ours included
 # Each adapter names its own list (`GrammarBackend.known_gaps`).
 XGRAMMAR_GAPS = (_lookaround, _xg_keywords, _xg_untyped, _xg_siblings, _xg_refs, _xg_required)
-LLGUIDANCE_GAPS = (_llg_formats, _llg_space_class)
+LLGUIDANCE_GAPS = (_llg_formats, _llg_space_class, _llg_prefix_items_next_to_additional_items)
 
 
 def audit(backend: GrammarBackend, c: Constraint) -> list[str]:

@@ -17,11 +17,24 @@ from ..tokens.vocab import TokenVocab, build_vocab
 class TokenizerContext:
     """A tokenizer plus lazily built per-library views of it, shared by all compiles."""
 
+    @classmethod
+    def from_token_bytes(cls, token_bytes: list, eos_token_id: int) -> TokenizerContext:
+        """A context without the tokenizer itself (a compile worker's): enough for the
+        backends that compile from token bytes (fsm, outlines, xgrammar)."""
+        from ..tokens.vocab import vocab_from_bytes
+
+        self = cls.__new__(cls)
+        self._setup(None, vocab_from_bytes(token_bytes, eos_token_id))
+        return self
+
     def __init__(
         self, tokenizer, model_vocab_size: int | None = None, eos_token_id: int | None = None
     ) -> None:
+        self._setup(tokenizer, build_vocab(tokenizer, model_vocab_size, eos_token_id))
+
+    def _setup(self, tokenizer, vocab: TokenVocab) -> None:
         self.tokenizer = tokenizer
-        self.vocab: TokenVocab = build_vocab(tokenizer, model_vocab_size, eos_token_id)
+        self.vocab: TokenVocab = vocab
         self.vocab_size = self.vocab.size
         self.eos_token_id = self.vocab.eos_token_id
         self._views: dict[str, Any] = {}
@@ -234,11 +247,19 @@ class GrammarBackend(ABC):
     # Schema constructs the library is known to mishandle (checks from audit.py): refused
     # unless lenient, so nothing is silently dropped.
     known_gaps: tuple = ()
+    # Its library compiles in native code that no thread can stop: the compile cache runs
+    # `_compile` in a killable worker process and sends back `dump_compiled`'s payload.
+    compiles_in_worker: bool = False
 
-    def compile(self, constraint: Constraint, ctx: TokenizerContext, **opts) -> CompiledConstraint:
+    def compile(
+        self, constraint: Constraint, ctx: TokenizerContext, worker=None, **opts
+    ) -> CompiledConstraint:
         """Compile for `ctx`'s tokenizer. Pure (no shared state is changed except the
         tokenizer context's per-library views); raises CfsmError with a kind on any input
-        it cannot enforce, never a library exception."""
+        it cannot enforce, never a library exception. With `worker` ((name, constraint,
+        dfa) -> payload, the compile cache's killable processes), a backend that
+        `compiles_in_worker` runs its library there, within the compile's time and memory
+        limits, and loads the result here."""
         from ..errors import CfsmError
 
         if constraint.kind not in self.kinds:
@@ -251,7 +272,11 @@ class GrammarBackend(ABC):
 
         t0 = time.perf_counter()
         warnings = audit(self, constraint)  # a known gap of this backend: refused unless lenient
-        compiled = self._compile(constraint, ctx, **opts)
+        if worker is not None and self.compiles_in_worker:
+            payload = worker(self.name, constraint, opts.get("dfa"))
+            compiled = self.load_compiled(payload, constraint, ctx, **opts)
+        else:
+            compiled = self._compile(constraint, ctx, **opts)
         compiled.compile_seconds = time.perf_counter() - t0
         regex_warnings = constraint.regex_warnings() if self.needs_automaton else []
         compiled.warnings = warnings + regex_warnings
@@ -261,6 +286,21 @@ class GrammarBackend(ABC):
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, **opts) -> CompiledConstraint:
         """The library's own compile; `compile` wraps it with the checks every backend
         shares. Raises CfsmError (use `compile_error` for a library exception)."""
+
+    def warm(self, ctx: TokenizerContext) -> None:
+        """Build this library's per-tokenizer setup (once per process; outside any
+        compile's time limit). Most backends have none worth doing ahead."""
+        return None
+
+    def dump_compiled(self, compiled: CompiledConstraint) -> bytes:
+        """What a worker sends back for `load_compiled` (backends that compile in workers)."""
+        raise NotImplementedError(f"{self.name} does not compile in a worker")
+
+    def load_compiled(
+        self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **opts
+    ) -> CompiledConstraint:
+        """The compiled constraint from a worker's payload, for this process's `ctx`."""
+        raise NotImplementedError(f"{self.name} does not compile in a worker")
 
     def check_grammar(self, text: str) -> None:
         """Parse a grammar as this backend will, without a tokenizer (cheap enough for

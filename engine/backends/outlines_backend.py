@@ -205,6 +205,30 @@ class OutlinesBackend(GrammarBackend):
     kinds = ("regex", "schema")
     needs_automaton = True
     compile_isolated = True  # its Rust Index build cannot be interrupted
+    compiles_in_worker = True
+
+    def warm(self, ctx: TokenizerContext) -> None:
+        ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
+
+    def dump_compiled(self, compiled: OutlinesCompiled) -> bytes:
+        import pickle
+
+        return pickle.dumps((compiled.index, sorted(compiled.marker_prefix_ids)))
+
+    def load_compiled(
+        self,
+        payload: bytes,
+        constraint: Constraint,
+        ctx: TokenizerContext,
+        dfa: CharDFA | None = None,
+        **_,
+    ):
+        import pickle
+
+        index, marker_ids = pickle.loads(payload)
+        return OutlinesCompiled(
+            constraint, index, self.automaton(constraint, dfa), ctx, frozenset(marker_ids)
+        )
 
     def _compile(
         self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_

@@ -1,7 +1,8 @@
 """Compile cache: (constraint, backend, whitespace policy, tokenizer fingerprint) ->
 compiled constraint. Compiles run in the background so callers can show progress; the
-character DFA (the part that can explode) is built in a worker process that is killed
-when it exceeds the time limit, so a request never hangs on it."""
+character DFA and the compiles of libraries that cannot be interrupted run in worker
+processes that are killed at the time limit or the memory cap, so a request never hangs
+on them and nothing runs on after its answer."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends import CompiledConstraint, TokenizerContext, get_backend
+from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backend
 from ..constraint import Constraint
 from ..errors import CfsmError
-from ..limits import CACHE_BUDGET_MB, WORKER_RSS_MB
+from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, WORKER_RSS_MB
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
 from .lru import ByteLRU
@@ -35,12 +36,19 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-class DfaWorker:
-    """A killable subprocess (engine.serving.dfa_worker) that builds character DFAs."""
+class CompileWorker:
+    """A killable subprocess (engine.serving.compile_worker) that builds character DFAs
+    and runs the compiles of backends that cannot be interrupted. While a job runs, its
+    memory is watched: past COMPILE_MEMORY_MB it is killed (`compile_memory`), past its
+    deadline too (`compile_timeout`), so the answer comes at the stated limit and nothing
+    keeps running after it."""
+
+    POLL_S = 0.05
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
+        self._vocabs: set[tuple] = set()  # (tokenizer, backend) this process was set up for
 
     def _get(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
@@ -50,56 +58,98 @@ class DfaWorker:
                 os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
             )
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.serving.dfa_worker"],
+                [sys.executable, "-m", "engine.serving.compile_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 env=env,
                 cwd=root,
             )
+            self._vocabs = set()
         return self._proc
 
-    def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
-        from .dfa_worker import _read, _write
+    def _ask(self, req: tuple, timeout_s: float, timeout_msg: str):
+        """One job, answered within `timeout_s` or ended by a kill; the caller holds the lock."""
+        from .compile_worker import _read, _write
 
-        with self._lock:
-            proc = self._get()
-            box: dict = {}
+        proc = self._get()
+        box: dict = {}
 
-            def talk() -> None:
-                try:
-                    _write(proc.stdin, (pattern, max_states, max_chars))
-                    box["res"] = _read(proc.stdout)
-                except Exception as exc:  # noqa: BLE001
-                    box["exc"] = exc
+        def talk() -> None:
+            try:
+                _write(proc.stdin, req)
+                box["res"] = _read(proc.stdout)
+            except Exception as exc:  # noqa: BLE001
+                box["exc"] = exc
 
-            t = threading.Thread(target=talk, daemon=True)
-            t.start()
-            t.join(timeout_s)
-            if t.is_alive():
-                self._kill()
-                t.join(1.0)
-                from ..regex.dfa import slow_hint
-
-                raise CfsmError(
-                    "compile_timeout",
-                    f"building the automaton took longer than {timeout_s:g} s "
-                    f"({slow_hint(pattern)})",
-                )
-            res = box.get("res")
-            if res is None:
+        t = threading.Thread(target=talk, daemon=True)
+        t.start()
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        cap = COMPILE_MEMORY_MB * 1024 * 1024
+        while t.is_alive():
+            t.join(min(self.POLL_S, max(0.0, deadline - time.monotonic())))
+            if not t.is_alive():
+                break
+            if rss_bytes(proc.pid) > cap:
                 self._kill()
                 raise CfsmError(
-                    "compile_failed", "the automaton builder stopped unexpectedly (out of memory?)"
+                    "compile_memory",
+                    f"compiling needed more than {COMPILE_MEMORY_MB} MB (CFSM_COMPILE_MEMORY_MB)",
                 )
-            self._recycle_if_large()
+            if time.monotonic() >= deadline:
+                self._kill()
+                raise CfsmError("compile_timeout", timeout_msg)
+        res = box.get("res")
+        if res is None:
+            self._kill()
+            raise CfsmError(
+                "compile_failed", "the compile worker stopped unexpectedly (out of memory?)"
+            )
+        self._recycle_if_large()
         if res[0] == "error":
             raise CfsmError(res[1], res[2])
         return res[1]
 
+    def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
+        from ..regex.dfa import slow_hint
+
+        msg = f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})"
+        with self._lock:
+            return self._ask(("dfa", pattern, max_states, max_chars), timeout_s, msg)
+
+    def compile_native(
+        self, backend: str, ctx: TokenizerContext, constraint: Constraint, dfa, timeout_s
+    ) -> bytes:
+        """The backend's own compile, in this process; returns its payload. A fresh process
+        is sent the vocabulary and sets up the library's view of it first (once per
+        process and backend, outside the compile's time limit)."""
+        with self._lock:
+            t_setup = time.monotonic()
+            self._setup_locked(ctx, [backend])
+            left = timeout_s() if callable(timeout_s) else timeout_s
+            left += time.monotonic() - t_setup  # a fresh worker's setup is not the compile's
+            msg = f"{backend} took longer than {left:.3g} s to compile this {constraint.kind}"
+            return self._ask(("native", backend, ctx.fingerprint, constraint, dfa), left, msg)
+
+    def setup(self, ctx: TokenizerContext, backends: list[str]) -> None:
+        with self._lock:
+            self._setup_locked(ctx, backends)
+
+    def _setup_locked(self, ctx: TokenizerContext, backends: list[str]) -> None:
+        self._get()
+        fp = ctx.fingerprint
+        msg = "setting up a compile worker took longer than 120 s"
+        if (fp, None) not in self._vocabs:
+            self._ask(("vocab", fp, ctx.vocab.token_bytes, ctx.eos_token_id), 120.0, msg)
+            self._vocabs.add((fp, None))
+        for backend in backends:
+            if (fp, backend) not in self._vocabs:
+                self._ask(("warm", backend, fp), 120.0, msg)
+                self._vocabs.add((fp, backend))
+
     def _recycle_if_large(self) -> None:
         """Python rarely returns freed memory: a worker that grew past its limit is ended
-        (the next build starts a fresh one)."""
+        (the next job starts a fresh one)."""
         if self._proc is not None and rss_bytes(self._proc.pid) > WORKER_RSS_MB * 1024 * 1024:
             self.close_locked()
 
@@ -124,15 +174,28 @@ class DfaWorker:
         self._kill()
 
 
-class DfaWorkerPool:
-    """A few killable workers, so one pathological regex (held until its time limit)
-    does not hold up the automata of other sessions."""
+def _warm_here(ctx: TokenizerContext, backends: list[str]) -> None:
+    """This process's one-time costs that would otherwise land in a first compile's time
+    limit: jsonschema's validators and format checkers (~2 s), the libraries' views of the
+    vocabulary that loading a worker's result needs."""
+    from ..constraint import parse_schema
+
+    parse_schema('{"type": "object", "properties": {"a": {"type": "string", "format": "date"}}}')
+    for name in backends:
+        get_backend(name).warm(ctx)
+
+
+class WorkerPool:
+    """A few killable workers, so one pathological compile (held until its time limit)
+    does not hold up the compiles of other sessions."""
 
     def __init__(self, size: int = 2) -> None:
         import queue
 
-        self._free: queue.Queue[DfaWorker] = queue.Queue()
-        self._all = [DfaWorker() for _ in range(max(1, size))]
+        self.ready = threading.Event()
+        self.ready.set()  # until `warm` is asked for: workers are then set up on first use
+        self._free: queue.Queue[CompileWorker] = queue.Queue()
+        self._all = [CompileWorker() for _ in range(max(1, size))]
         for w in self._all:
             self._free.put(w)
 
@@ -142,6 +205,37 @@ class DfaWorkerPool:
             return w.build(pattern, max_states, timeout_s, max_chars)
         finally:
             self._free.put(w)
+
+    def compile_native(self, *args) -> bytes:
+        w = self._free.get()
+        try:
+            return w.compile_native(*args)
+        finally:
+            self._free.put(w)
+
+    def warm(self, ctx: TokenizerContext, backends: list[str]) -> None:
+        """Set every worker up for these backends in the background (vocabulary, library
+        views), so that no compile pays it; `ready` is set when done."""
+
+        self.ready.clear()
+
+        def run(fn, *args) -> None:
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - a compile sets a worker up again if needed
+                pass
+
+        jobs = [(_warm_here, ctx, backends)] + [(w.setup, ctx, backends) for w in self._all]
+        threads = [threading.Thread(target=run, args=j, daemon=True) for j in jobs]
+        for t in threads:
+            t.start()
+
+        def done() -> None:
+            for t in threads:
+                t.join()
+            self.ready.set()
+
+        threading.Thread(target=done, daemon=True, name="cfsm-warm-workers").start()
 
     def close(self) -> None:
         for w in self._all:
@@ -192,6 +286,7 @@ class CompileCache:
         timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
         budget_bytes: int | None = None,
         use_worker: bool = True,
+        warm: bool = False,
     ) -> None:
         self.ctx = ctx
         self.max_states = max_states
@@ -201,7 +296,9 @@ class CompileCache:
         # a compile in flight is never evicted: its callers would start it again
         self.lru = ByteLRU(budget, _result_nbytes, pinned=lambda fut: not fut.done())
         self._lock = threading.Lock()
-        self._worker = DfaWorkerPool(2) if use_worker else None
+        self._worker = WorkerPool(2) if use_worker else None
+        if self._worker is not None and warm:  # a server: no first compile pays the setup
+            self._worker.warm(ctx, [n for n in BACKENDS if get_backend(n).compiles_in_worker])
         self.dfa_builds = 0
 
     def key(self, constraint: Constraint, backend: str) -> tuple:
@@ -211,11 +308,11 @@ class CompileCache:
             self.ctx.fingerprint,
         )  # the constraint's key covers all its fields
 
-    def _build_dfa(self, pattern: str, max_chars: int) -> CharDFA:
+    def _build_dfa(self, pattern: str, max_chars: int, timeout_s: float) -> CharDFA:
         self.dfa_builds += 1
         if self._worker is None:
             return build_char_dfa(pattern, self.max_states, max_chars)
-        return self._worker.build(pattern, self.max_states, self.timeout_s, max_chars)
+        return self._worker.build(pattern, self.max_states, timeout_s, max_chars)
 
     def _cached(self, key: tuple) -> cf.Future | None:
         """A cached future unless it failed for a reason worth retrying: a library crash or
@@ -244,8 +341,10 @@ class CompileCache:
 
         fut.add_done_callback(done)
 
-    def dfa(self, constraint: Constraint) -> CharDFA:
-        """The character DFA of a regex/schema constraint (cached, failures included)."""
+    def dfa(self, constraint: Constraint, timeout_s: float | None = None) -> CharDFA:
+        """The character DFA of a regex/schema constraint (cached, failures included; a
+        time limit hit with less than the full budget is not cached)."""
+        budget = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
         pattern = constraint.regex()
         if pattern is None:
             raise CfsmError("unsupported_feature", "grammars have no finite automaton to show")
@@ -261,24 +360,49 @@ class CompileCache:
                 self.lru.put(key, fut)
         if owner:
             try:
-                fut.set_result(self._build_dfa(pattern, max_chars))
+                fut.set_result(self._build_dfa(pattern, max_chars, budget))
             except BaseException as exc:  # noqa: BLE001
+                if budget < self.timeout_s and getattr(exc, "kind", "") == "compile_timeout":
+                    with self._lock:
+                        self.lru.pop(key)  # a shortened budget says nothing of the full one
                 fut.set_exception(exc)
         return fut.result()
 
     def _compile(self, constraint: Constraint, backend: str) -> CompileResult:
+        """One time limit for the whole compile. A backend that decodes over the automaton
+        builds it first and compiles in what is left; a native backend compiles first, and
+        the automaton (only its FSM view) gets what is left. The clock starts once the
+        workers are set up (a just-started server sets them up in the background)."""
+        if self._worker is not None:
+            self._worker.ready.wait(120.0)
         t0 = time.perf_counter()
-        dfa, dfa_error = None, None
-        if constraint.kind != "grammar":
+        impl = get_backend(backend)
+        left = lambda: self.timeout_s - (time.perf_counter() - t0)  # noqa: E731
+        dfa, dfa_error, compiled = None, None, None
+        if not impl.needs_automaton:
+            compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(left))
+        if constraint.kind != "grammar" and left() <= 0.05:
+            dfa_error = "no time was left to build the automaton after the native compile"
+        elif constraint.kind != "grammar":
             try:
-                dfa = self.dfa(constraint)
+                # first (the backend needs it): all the budget; after a native compile: what is left
+                dfa = self.dfa(constraint, timeout_s=None if compiled is None else left())
             except CfsmError as exc:
-                # fsm and outlines need the automaton; native backends only lose the FSM view
-                if get_backend(backend).needs_automaton or constraint.kind == "regex":
+                if impl.needs_automaton or constraint.kind == "regex":
                     raise
-                dfa_error = exc.message
-        compiled = get_backend(backend).compile(constraint, self.ctx, dfa=dfa)
+                dfa_error = exc.message  # a native backend only loses the FSM view
+        if compiled is None:
+            compiled = impl.compile(constraint, self.ctx, dfa=dfa, worker=self._native_runner(left))
         return CompileResult(compiled, dfa, dfa_error, time.perf_counter() - t0)
+
+    def _native_runner(self, left):
+        """What a backend that compiles in a worker calls: (name, constraint, dfa) ->
+        payload, within the compile's remaining time. None without workers."""
+        if self._worker is None:
+            return None
+        pool, ctx = self._worker, self.ctx
+        # the time left is read when the job starts (after waiting for a free worker)
+        return lambda name, constraint, dfa: pool.compile_native(name, ctx, constraint, dfa, left)
 
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
         get_backend(backend)  # unknown names fail here, synchronously
@@ -295,8 +419,12 @@ class CompileCache:
         self, constraint: Constraint, backend: str, timeout_s: float | None = None
     ) -> CompileResult:
         fut = self.submit(constraint, backend)
+        if self._worker is not None:
+            self._worker.ready.wait(120.0)  # a just-started server sets its workers up first
         try:
-            return fut.result(timeout=timeout_s if timeout_s is not None else self.timeout_s + 10)
+            # the workers answer at the limit; the margin covers a library that compiles
+            # in this process and returns late
+            return fut.result(timeout=timeout_s if timeout_s is not None else self.timeout_s + 2)
         except cf.TimeoutError:
             raise CfsmError(
                 "compile_timeout", f"compiling took longer than {self.timeout_s:g} s"

@@ -62,7 +62,9 @@ class Engine:
             tok, vocab = load_tokenizer(model, trust_remote_code)
             ctx = TokenizerContext(tok, vocab)
         self.ctx = ctx
-        self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s)
+        self.cache = CompileCache(
+            ctx, max_states=max_states, timeout_s=compile_timeout_s, warm=continuous
+        )
 
     def ensure_model(self) -> Decoder:
         if self.decoder is None:

@@ -127,15 +127,30 @@ def build_vocab(
         if out[tid] == b"":
             out[tid] = None
     eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
-    h = hashlib.sha256()
-    h.update(f"{size}:{eos}:".encode())
-    for b in out:
-        h.update(b"\x00" if b is None else b"\x01" + len(b).to_bytes(2, "little") + b)
     return TokenVocab(
         token_bytes=out,
         eos_token_id=int(eos),
         special_ids=frozenset(special),
-        fingerprint=h.hexdigest()[:16],
+        fingerprint=_fingerprint(out, eos),
         tokenizer_vocab_size=n_tok,
         warnings=warnings,
     )
+
+
+def vocab_from_bytes(token_bytes: list[bytes | None], eos_token_id: int) -> TokenVocab:
+    """A vocabulary from token bytes alone (what a compile worker is sent)."""
+    return TokenVocab(
+        token_bytes=list(token_bytes),
+        eos_token_id=int(eos_token_id),
+        special_ids=frozenset(i for i, b in enumerate(token_bytes) if b is None),
+        fingerprint=_fingerprint(token_bytes, eos_token_id),
+        tokenizer_vocab_size=len(token_bytes),
+    )
+
+
+def _fingerprint(token_bytes, eos) -> str:
+    h = hashlib.sha256()
+    h.update(f"{len(token_bytes)}:{eos}:".encode())
+    for b in token_bytes:
+        h.update(b"\x00" if b is None else b"\x01" + len(b).to_bytes(2, "little") + b)
+    return h.hexdigest()[:16]

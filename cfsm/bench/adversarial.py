@@ -1,0 +1,147 @@
+"""`cfsm bench --suite adversarial`: the adversarial corpus (tests/data/adversarial.jsonl:
+huge ranges, deep nesting, wide enums, long counted repeats, large lengths, pathological
+regexes, huge grammars, oversized input) compiled for every backend by one process that
+meanwhile serves an ordinary user's runs. Measured: each answer's kind and time against
+the stated limit, the resident memory of the process and its compile workers (sampled
+every 0.2 s), and whether the ordinary runs all finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from engine.constraint import Constraint
+from engine.decoding.request import GenerateRequest
+from engine.errors import CfsmError
+from engine.serving.compile_cache import rss_bytes
+
+CORPUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "adversarial.jsonl"
+ORDINARY = [
+    ("Is water wet?", Constraint("regex", r"The answer is (yes|no)\.")),
+    ("Name a colour.", Constraint("regex", "(red|green|blue|yellow)")),
+]
+
+
+def load_corpus(path: Path = CORPUS) -> list[dict]:
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+def family_rss(pid: int | None = None) -> int:
+    """Resident bytes of a process and its children (Linux /proc)."""
+    pid = pid or os.getpid()
+    total = rss_bytes(pid)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                total += rss_bytes(int(entry))
+    return total
+
+
+class _Sampler:
+    def __init__(self) -> None:
+        self.max_bytes, self.stop = 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.max_bytes = max(self.max_bytes, family_rss())
+            time.sleep(0.2)
+
+
+class _OrdinaryUser:
+    """Short constrained runs, one after another, until told to stop."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.runs, self.finished, self.errors = engine, 0, 0, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            prompt, c = ORDINARY[i % len(ORDINARY)]
+            i += 1
+            try:
+                tr = self.engine.generate(
+                    GenerateRequest.from_inputs(prompt, c, max_new_tokens=16, trace_detail=False)
+                )
+                self.runs += 1
+                self.finished += bool(tr["totals"]["finished"] and tr["valid"])
+            except Exception as exc:  # noqa: BLE001 - counted, the bench goes on
+                self.errors.append(" ".join(str(exc).split())[:200])
+
+
+def run(engine, backends: list[str], log=print) -> dict:
+    limit = engine.cache.timeout_s
+    sampler, user = _Sampler(), _OrdinaryUser(engine)
+    sampler.thread.start()
+    user.thread.start()
+    rows = []
+    try:
+        for case in load_corpus():
+            for backend in backends:
+                t0 = time.perf_counter()
+                try:
+                    c = Constraint.from_inputs(case["kind"], case["text"], case["whitespace"])
+                    engine.compile(c, backend)
+                    kind = "ok"
+                except CfsmError as exc:
+                    kind = exc.kind
+                seconds = time.perf_counter() - t0
+                rows.append(
+                    {
+                        "case": case["name"],
+                        "backend": backend,
+                        "answer": kind,
+                        "seconds": round(seconds, 2),
+                        "within_limit": seconds <= limit + 2,
+                    }
+                )
+                log(
+                    f"{case['name'][:40]:40} {backend:10} {kind:22} {seconds:6.2f} s "
+                    f"rss {family_rss() / 2**20:7.0f} MB"
+                )
+    finally:
+        user.stop.set()
+        user.thread.join(60)
+        sampler.stop.set()
+        sampler.thread.join(5)
+    return {
+        "limit_s": limit,
+        "rows": rows,
+        "max_rss_mib": round(sampler.max_bytes / 2**20),
+        "answers_within_limit": sum(r["within_limit"] for r in rows),
+        "answers": len(rows),
+        "ordinary": {"runs": user.runs, "finished_valid": user.finished, "errors": user.errors[:5]},
+    }
+
+
+def format_table(res: dict) -> str:
+    backends = sorted(
+        {r["backend"] for r in res["rows"]}, key=[r["backend"] for r in res["rows"]].index
+    )
+    cases = list(dict.fromkeys(r["case"] for r in res["rows"]))
+    at = {(r["case"], r["backend"]): r for r in res["rows"]}
+    lines = ["| case | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
+    for case in cases:
+        cells = [f"{at[case, b]['answer']} {at[case, b]['seconds']:.1f} s" for b in backends]
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    o = res["ordinary"]
+    lines.append(
+        f"\nlimit {res['limit_s']:g} s: {res['answers_within_limit']}/{res['answers']} answers "
+        f"within "
+        f"limit + 2 s; max resident memory (process + workers) {res['max_rss_mib']} MiB; ordinary "
+        f"runs meanwhile: {o['finished_valid']}/{o['runs']} finished valid, {len(o['errors'])} "
+        f"errors"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""A separate interpreter that runs compiles on request (length-prefixed pickles over
+stdin/stdout): character DFAs, and the compiles of backends whose libraries cannot be
+interrupted (`GrammarBackend.compiles_in_worker`: outlines-core's Index, xgrammar). It is a
+plain subprocess rather than multiprocessing so that it never re-imports the caller's
+main module, and the server can kill it at any moment: at the time limit, or when its
+memory passes the cap (engine/limits.py), so a runaway compile leaves nothing running.
+
+Requests and answers:
+- ("dfa", pattern, max_states, max_chars) -> ("ok", CharDFA)
+- ("vocab", fingerprint, token_bytes, eos_token_id) -> ("ok", None), once per tokenizer
+- ("warm", backend, fingerprint) -> ("ok", None): the library's own view of the vocabulary
+- ("native", backend, fingerprint, constraint, dfa) -> ("ok", payload bytes), which the
+  backend's `load_compiled` turns back into a compiled constraint in the server
+- any failure -> ("error", kind, message)"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+
+
+def _read(stream):
+    head = stream.read(4)
+    if len(head) < 4:
+        return None
+    (n,) = struct.unpack("<I", head)
+    return pickle.loads(stream.read(n))
+
+
+def _write(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<I", len(data)) + data)
+    stream.flush()
+
+
+class _Jobs:
+    """The worker's state: one tokenizer context per vocabulary it was sent."""
+
+    def __init__(self) -> None:
+        self.contexts: dict = {}
+
+    def run(self, req: tuple):
+        kind = req[0]
+        if kind == "dfa":
+            from ..regex.dfa import build_char_dfa
+
+            _, pattern, max_states, max_chars = req
+            return build_char_dfa(pattern, max_states, max_chars)
+        if kind == "vocab":
+            from ..backends.base import TokenizerContext
+
+            _, fingerprint, token_bytes, eos = req
+            self.contexts[fingerprint] = TokenizerContext.from_token_bytes(token_bytes, eos)
+            return None
+        if kind == "warm":
+            from ..backends import get_backend
+
+            _, name, fingerprint = req
+            get_backend(name).warm(self.contexts[fingerprint])
+            return None
+        if kind == "native":
+            from ..backends import get_backend
+
+            _, name, fingerprint, constraint, dfa = req
+            backend = get_backend(name)
+            compiled = backend._compile(constraint, self.contexts[fingerprint], dfa=dfa)
+            return backend.dump_compiled(compiled)
+        raise ValueError(f"unknown job {kind!r}")
+
+
+def main() -> None:
+    from ..errors import CfsmError
+
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    jobs = _Jobs()
+    while True:
+        req = _read(inp)
+        if req is None:
+            return
+        try:
+            _write(out, ("ok", jobs.run(req)))
+        except CfsmError as exc:
+            _write(out, ("error", exc.kind, exc.message))
+        except Exception as exc:  # noqa: BLE001
+            kind = "invalid_regex" if req[0] == "dfa" else "compile_failed"
+            what = "cannot compile regex" if req[0] == "dfa" else f"{req[1]} failed to compile"
+            _write(out, ("error", kind, f"{what}: {' '.join(str(exc).split())[:300]}"))
+
+
+if __name__ == "__main__":
+    main()

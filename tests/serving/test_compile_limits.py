@@ -1,0 +1,140 @@
+"""Compiles that cannot be interrupted run in killable workers: a runaway one ends at its
+time limit or memory cap with an error of its own kind, leaves nothing running, and
+normal compiles through the workers give what an in-process compile gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+import engine.serving.compile_cache as cc
+from engine.constraint import Constraint
+from engine.errors import CfsmError
+
+HUGE_RANGE = Constraint("schema", '{"type":"integer","minimum":0,"maximum":9223372036854775807}')
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is not running either
+        return f.read().split()[2] != "Z"
+
+
+def _worker_pids(cache) -> list[int]:
+    return [w._proc.pid for w in cache._worker._all if w._proc is not None]
+
+
+@pytest.fixture()
+def cache(ctx):
+    c = cc.CompileCache(ctx, timeout_s=3.0)
+    yield c
+    c.close()
+
+
+def test_a_runaway_outlines_index_ends_at_its_limit_and_nothing_keeps_running(cache):
+    """The issue's reproducer: outlines-core's Index for a 63-bit integer range used to
+    go on after its timeout and grow the server by 25 MB/s."""
+    with pytest.raises(CfsmError) as ei:
+        cache.get(HUGE_RANGE, "outlines")
+    assert ei.value.kind in ("compile_timeout", "compile_memory"), ei.value
+    assert "outlines" in ei.value.message or "MB" in ei.value.message
+    before = cc.rss_bytes(os.getpid())
+    pids = _worker_pids(cache)
+    time.sleep(1.0)
+    # the worker that ran it was killed; the live ones are idle (they do not grow)
+    grown = [cc.rss_bytes(p) for p in pids]
+    time.sleep(1.0)
+    assert all(cc.rss_bytes(p) <= g + 8 * 2**20 for p, g in zip(pids, grown, strict=True))
+    assert cc.rss_bytes(os.getpid()) <= before + 32 * 2**20
+    # the failure is cached like any other: asking again answers at once, same kind
+    with pytest.raises(CfsmError) as again:
+        cache.get(HUGE_RANGE, "outlines")
+    assert again.value.kind == ei.value.kind
+
+
+def test_the_memory_cap_kills_a_compile_with_its_own_error(cache, monkeypatch):
+    monkeypatch.setattr(cc, "COMPILE_MEMORY_MB", 200)
+    cache.timeout_s = 60.0  # the cap, not the clock, must end it
+    with pytest.raises(CfsmError) as ei:
+        cache.get(HUGE_RANGE, "outlines", timeout_s=90)
+    assert ei.value.kind == "compile_memory" and "200 MB" in ei.value.message
+    assert all(_alive(p) for p in _worker_pids(cache))  # the killed one is gone from the pool
+
+
+@pytest.mark.parametrize("backend", ["outlines", "xgrammar"])
+def test_a_compile_through_a_worker_equals_one_in_this_process(ctx, backend):
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "maximum": 99}, "tag": {"enum": ["alpha", "beta"]}},
+        "required": ["n", "tag"],
+        "additionalProperties": False,
+    }
+    c = Constraint("schema", json.dumps(schema))
+    via = cc.CompileCache(ctx)
+    here = cc.CompileCache(ctx, use_worker=False)
+    try:
+        a, b = via.get(c, backend).compiled.matcher(), here.get(c, backend).compiled.matcher()
+        text = '{"n":42,"tag":"beta"}'
+        for tid in ctx.continuation.encode(text):
+            assert (a.allowed_ids() == b.allowed_ids()).all()
+            assert a.jump_forward() == b.jump_forward()
+            assert a.accept_token(tid) and b.accept_token(tid)
+        assert a.is_final() and b.is_final()
+    finally:
+        via.close()
+        here.close()
+
+
+KNOWN = {
+    "ok",
+    "compile_timeout",
+    "compile_memory",
+    "state_explosion",
+    "unsupported_feature",
+    "input_too_large",
+    "invalid_grammar",
+    "unsatisfiable",
+}
+FAST = (
+    "63-bit integer range",
+    "40 levels of nesting",
+    "(a|b)*a(a|b){24}",
+    "schema over the size limit",
+    "grammar with 5,000 alternatives",
+)
+
+
+def test_the_adversarial_corpus_gets_named_answers_on_every_backend(cache):
+    """A fast subset of tests/data/adversarial.jsonl (the whole corpus: `cfsm bench --suite
+    adversarial`): every answer is a compile or a one-line error of a known kind, and the
+    cache still compiles an ordinary constraint afterwards."""
+    from cfsm.bench.adversarial import load_corpus
+    from engine.backends import BACKENDS
+
+    corpus = {c["name"]: c for c in load_corpus()}
+    answers = {}
+    for name in FAST:
+        case = corpus[name]
+        for backend in BACKENDS:
+            try:
+                cache.get(
+                    Constraint.from_inputs(case["kind"], case["text"], case["whitespace"]), backend
+                )
+                answers[name, backend] = "ok"
+            except CfsmError as exc:
+                answers[name, backend] = exc.kind
+    assert set(answers.values()) <= KNOWN, answers
+    assert {answers["schema over the size limit", b] for b in BACKENDS} == {"input_too_large"}
+    assert {answers["(a|b)*a(a|b){24}", b] for b in ("fsm", "outlines")} == {"state_explosion"}
+    # xgrammar's own compile of it takes ~5 s here: at a 3 s limit it may be the clock
+    assert answers["(a|b)*a(a|b){24}", "xgrammar"] in ("state_explosion", "compile_timeout")
+    assert answers["63-bit integer range", "outlines"] in ("compile_timeout", "compile_memory")
+    assert answers["40 levels of nesting", "xgrammar"] == "ok"
+    m = cache.get(Constraint("regex", "(yes|no)"), "outlines").compiled.matcher()
+    assert len(m.allowed_ids()) > 0
