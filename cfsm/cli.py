@@ -336,12 +336,13 @@ def cmd_bench(args) -> int:
 def _bench_adversarial(args) -> int:
     from engine.serving.service import Engine
 
-    from .bench.adversarial import format_table, run
+    from .bench.adversarial import format_table, run, worker_overhead
 
     eng = Engine(args.model, args.device, args.trust_remote_code, continuous=True)
     try:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         res = run(eng, backends, log=(lambda *_: None) if args.json else print)
+        res["worker_overhead"] = worker_overhead(eng)
     finally:
         eng.close()
     out = Path(args.out or "bench-results/adversarial.json")

@@ -4,6 +4,14 @@ read after every `--every` requests. Target: under 3 GiB after 60, growing less 
 over the last 20 (the caches are bounded by CFSM_CACHE_BUDGET_MB).
 
     .venv/bin/python scripts/soak.py --n 60 --out bench-results/soak.json
+
+Adversarial mode: one client sends every case of tests/data/adversarial.jsonl to
+/compile for every backend while another runs ordinary /run requests; the server's and its
+workers' memory is sampled every 0.5 s. Targets: the server never dies, memory under 3 GiB
+at every sample, every answer within its limit + 2 s, every ordinary run finished.
+
+    CFSM_COMPILE_TIMEOUT_S=10 .venv/bin/python scripts/soak.py --adversarial \
+        --out bench-results/soak-adversarial.json
 """
 
 from __future__ import annotations
@@ -34,12 +42,122 @@ def regex_for(i: int) -> str:
     return rf"(19|20)[0-9]{{2}}-[01][0-9]-[0-3][0-9] entry {i}: [A-Za-z,. ]{{1,{220 + i}}}"
 
 
+def _sample(pid: int, stop, peak: list) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], rss_tree_bytes(pid))
+        time.sleep(0.5)
+
+
+def _ordinary(url: str, stop, tally: dict) -> None:
+    from gradio_client import Client
+
+    c = Client(url, verbose=False)
+    while not stop.is_set():
+        try:
+            tr = c.predict(
+                "Is water wet?",
+                "regex",
+                r"The answer is (yes|no)\.",
+                "compact",
+                "fsm",
+                "jump",
+                16,
+                0.0,
+                0,
+                api_name="/run",
+            )
+            tally["finished"] += bool(tr["totals"]["finished"])
+        except Exception as exc:  # noqa: BLE001
+            tally["errors"].append(" ".join(str(exc).split())[:160])
+        tally["runs"] += 1
+
+
+def adversarial(out: str | None) -> int:
+    import os
+    import re
+    import threading
+
+    from gradio_client import Client
+
+    corpus = [
+        json.loads(x)
+        for x in (Path(__file__).resolve().parent.parent / "tests" / "data" / "adversarial.jsonl")
+        .read_text()
+        .splitlines()
+        if x.strip()
+    ]
+    limit = float(os.environ.get("CFSM_COMPILE_TIMEOUT_S", 20.0))
+    rows, peak, tally, stop = [], [0], {"runs": 0, "finished": 0, "errors": []}, threading.Event()
+    with served(None) as (url, pid):
+        threads = [
+            threading.Thread(target=_sample, args=(pid, stop, peak), daemon=True),
+            threading.Thread(target=_ordinary, args=(url, stop, tally), daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        c = Client(url, verbose=False)
+        for case in corpus:
+            for backend in ("fsm", "outlines", "xgrammar", "llguidance"):
+                t0 = time.time()
+                try:
+                    c.predict(
+                        case["kind"], case["text"], case["whitespace"], backend, api_name="/compile"
+                    )
+                    answer = "ok"
+                except Exception as exc:  # noqa: BLE001 - the API's one-line error
+                    m = re.search(r"\b([a-z_]+): ", str(exc))
+                    answer = m.group(1) if m else " ".join(str(exc).split())[:80]
+                s = time.time() - t0
+                rows.append(
+                    {
+                        "case": case["name"],
+                        "backend": backend,
+                        "answer": answer,
+                        "seconds": round(s, 2),
+                        "within_limit": s <= limit + 2,
+                    }
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                alive = f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie died
+        except OSError:
+            alive = False
+        stop.set()
+        for t in threads:
+            t.join(60)
+    report = {
+        "limit_s": limit,
+        "rows": rows,
+        "server_alive": alive,
+        "peak_rss_gib": round(peak[0] / GIB, 3),
+        "answers_within_limit": sum(r["within_limit"] for r in rows),
+        "answers": len(rows),
+        "ordinary": {**tally, "errors": tally["errors"][:5]},
+    }
+    report["targets"] = {
+        "alive": alive,
+        "rss<3GiB": report["peak_rss_gib"] < 3.0,
+        "within_limit": report["answers_within_limit"] == len(rows),
+        "ordinary_all_finished": tally["runs"] > 0 and tally["finished"] == tally["runs"],
+    }
+    text = json.dumps(report, indent=1)
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    return 0 if all(report["targets"].values()) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=60)
     ap.add_argument("--every", type=int, default=20)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--adversarial", action="store_true", help="the adversarial corpus (see above)")
     args = ap.parse_args()
+    if args.adversarial:
+        return adversarial(args.out)
     from gradio_client import Client
 
     samples = []

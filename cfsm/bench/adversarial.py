@@ -144,4 +144,64 @@ def format_table(res: dict) -> str:
         f"runs meanwhile: {o['finished_valid']}/{o['runs']} finished valid, {len(o['errors'])} "
         f"errors"
     )
+    if res.get("worker_overhead"):
+        lines += [
+            "",
+            "| backend | constraint | in the server | in a worker | ratio |",
+            "|---|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r['backend']} | {r['constraint']} | {r['server_ms']} ms | "
+            f"{r['worker_ms']} ms | {r['ratio']}x |"
+            for r in res["worker_overhead"]
+        ]
     return "\n".join(lines)
+
+
+def worker_overhead(engine, repeats: int = 3) -> list[dict]:
+    """What compiling in a worker costs a normal compile: the same fresh constraints
+    through a cache with workers and one without, side by side (median of `repeats`)."""
+    import statistics
+
+    from engine.serving.compile_cache import CompileCache
+
+    from .decode import paper_items
+    from .peers import COMPACT_PERSON
+
+    regex, _ = paper_items("character", 1)
+    via, here = CompileCache(engine.ctx, warm=True), CompileCache(engine.ctx, use_worker=False)
+    via._worker.ready.wait()
+    for name in ("outlines", "xgrammar"):  # this process's one-time setup, for both
+        here.get(Constraint("regex", "a"), name)
+        here.get(Constraint("schema", '{"type": "object"}'), name)
+    tasks = {
+        "SGLang character regex": lambda i: Constraint("regex", f"{regex}(x{{{i + 1}}})?"),
+        "person schema (compact)": lambda i: Constraint(
+            "schema", json.dumps({**COMPACT_PERSON, "title": f"t{i}"})
+        ),
+    }
+    rows = []
+    try:
+        for backend in ("outlines", "xgrammar"):
+            for task, make in tasks.items():
+                ms = {}
+                for label, cache, base in (("server", here, 0), ("worker", via, 100)):
+                    times = []
+                    for i in range(repeats):
+                        t0 = time.perf_counter()
+                        cache.get(make(base + i), backend)
+                        times.append(time.perf_counter() - t0)
+                    ms[label] = round(statistics.median(times) * 1e3, 1)
+                rows.append(
+                    {
+                        "backend": backend,
+                        "constraint": task,
+                        "server_ms": ms["server"],
+                        "worker_ms": ms["worker"],
+                        "ratio": round(ms["worker"] / max(1e-9, ms["server"]), 2),
+                    }
+                )
+    finally:
+        via.close()
+        here.close()
+    return rows

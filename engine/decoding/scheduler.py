@@ -173,6 +173,22 @@ class ContinuousBatcher:
             fut.set_result(s)
         active.clear()
 
+    def _drop_stopped_waiting(self) -> None:
+        """Requests still waiting for a place in a full batch whose caller pressed Stop (or
+        went away) end now, not when they would have been admitted."""
+        waiting = []
+        while True:
+            try:
+                waiting.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        for seq, fut in waiting:
+            if seq is not None and seq.should_stop is not None and seq.should_stop():
+                seq.cancel()
+                fut.set_result(seq)
+            else:
+                self._inbox.put((seq, fut))
+
     def _admit(self, active: dict, block: bool) -> None:
         while len(active) < self.max_batch:
             try:
@@ -196,6 +212,8 @@ class ContinuousBatcher:
             if self._closed and not active and self._inbox.empty():
                 break
             self._admit(active, block=not self._closed)
+            if len(active) >= self.max_batch:
+                self._drop_stopped_waiting()
             if not active:
                 continue
             try:

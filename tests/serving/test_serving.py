@@ -207,3 +207,30 @@ def test_shutdown_cancels_running_requests_and_ends_the_thread(engine):
     seq = fut.result(timeout=1)
     assert seq.reason == "cancelled" and len(seq.out_ids) < 300
     assert not batcher.running
+
+
+def test_stop_ends_a_request_still_waiting_for_a_place_in_the_batch(engine):
+    """A full batch (one place here): the waiting request's Stop ends it at once, while
+    the running one goes on."""
+    from engine.decoding.decoder import Decoder
+    from engine.decoding.scheduler import ContinuousBatcher
+
+    own = Decoder(engine.ensure_model().lm, engine.ctx)
+    comp = engine.compile(Constraint("regex", r"[a-z ]{200,300}"), "fsm").compiled
+    batcher = ContinuousBatcher(own.runner, threading.Lock(), max_batch=1)
+    req = GenerateRequest(
+        prompt="Write a long story.", constraint=comp.constraint, mode="masked", max_new_tokens=300
+    )
+    started, stop = threading.Event(), threading.Event()
+    try:
+        running = batcher.submit(
+            own.sequence(req, comp, on_event=lambda k, d: k == "step" and started.set())
+        )
+        assert started.wait(120)
+        waiting = batcher.submit(own.sequence(req, comp, should_stop=stop.is_set))
+        stop.set()
+        seq = waiting.result(timeout=60)
+        assert seq.reason == "cancelled" and seq.out_ids == []
+        assert not running.done()  # the running request was not held up or stopped
+    finally:
+        batcher.shutdown()
