@@ -410,7 +410,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
         _wire_compare(ui, cmp, hub)
         _wire_doctor(ui, doc, hub)
         _wire_load(ui, demo)
-        _wire_api(hub)
+        _wire_api(hub, demo)
     return demo
 
 
@@ -704,7 +704,24 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
     demo.load(on_load, None, PERMALINK_INPUTS.widgets(ui), queue=False)
 
 
-def _wire_api(hub: EngineHub) -> None:
+def client_gone(demo: gr.Blocks, request: gr.Request | None):
+    """A should_stop for an API call: true once the caller's job is no longer alive in
+    Gradio's queue (the client cancelled or went away; Gradio marks its jobs dead then, but
+    cannot stop a function already running in a thread)."""
+    session = getattr(request, "session_hash", None)
+    if session is None:
+        return None
+
+    def gone() -> bool:
+        queue = getattr(demo, "_queue", None)
+        jobs = [j for js in getattr(queue, "active_jobs", None) or [] if js for j in js]
+        mine = [j for j in jobs if getattr(j, "session_hash", None) == session]
+        return bool(mine) and not any(getattr(j, "alive", True) for j in mine)
+
+    return gone
+
+
+def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
     def api_compile(
         kind: str,
         constraint: str,
@@ -737,8 +754,10 @@ def _wire_api(hub: EngineHub) -> None:
         seed: int = 0,
         lenient: bool = False,
         spec: bool = False,
+        request: gr.Request = None,
     ) -> dict:
-        """Decode under a constraint; returns the engine's trace JSON."""
+        """Decode under a constraint; returns the engine's trace JSON. A run whose client
+        cancels or goes away stops at the next step."""
         try:
             eng = hub.get()
             c = (
@@ -757,7 +776,8 @@ def _wire_api(hub: EngineHub) -> None:
                     max_new_tokens=max_new_tokens,
                     temperature=temperature,
                     seed=seed,
-                )
+                ),
+                should_stop=client_gone(demo, request),
             )
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
