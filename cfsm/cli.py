@@ -230,27 +230,8 @@ def cmd_generate(args) -> int:
         return _generate_many(_read_jsonl(args.requests), args)
     if args.prompt is None:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
-    obj = {
-        k: getattr(args, k)
-        for k in (
-            "prompt",
-            "regex",
-            "schema",
-            "grammar",
-            "whitespace",
-            "mode",
-            "backend",
-            "max_new_tokens",
-            "temperature",
-            "top_p",
-            "seed",
-            "raw_prompt",
-            "jump_threshold",
-            "healing_tokens",
-            "lenient",
-            "spec",
-        )
-    }
+    fields = ("prompt", *KINDS, "whitespace", *REQUEST_FIELDS, "lenient", "spec")
+    obj = {k: getattr(args, k) for k in fields}
     req = _request_from(obj, args)
     eng = Engine(args.model, args.device, args.trust_remote_code)
     try:
