@@ -44,10 +44,7 @@ class GenerateRequest:
             for name, value in inputs.items():
                 if value is None or value == "":
                     continue
-                default = known[name].default
-                kw[name] = (
-                    type(default)(value) if isinstance(default, (bool, int, float, str)) else value
-                )
+                kw[name] = _coerce(known[name].default, value)
         except (TypeError, ValueError) as exc:
             raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
         kw.setdefault("mode", "jump" if constraint is not None else "free")
@@ -79,3 +76,17 @@ class GenerateRequest:
             raise CfsmError("invalid_input", "healing_tokens and jump_threshold must be >= 0")
         if not 1 <= self.top_k <= 100:
             raise CfsmError("invalid_input", "top_k must be between 1 and 100")
+
+
+def _coerce(default, value):
+    """A user's value as the field's type: numbers from text or JSON, and booleans that
+    read "false" as false (bool("false") is True)."""
+    if isinstance(default, bool):
+        if isinstance(value, str):
+            if value.strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"{value!r} is not a boolean")
+            return value.strip().lower() in ("true", "1", "yes")
+        return bool(value)
+    if isinstance(default, (int, float, str)):
+        return type(default)(value)
+    return value
