@@ -123,8 +123,8 @@ class CompileWorker:
         """The backend's own compile, in this process; returns its payload. A fresh process
         is sent the vocabulary and sets up the library's view of it first (once per
         process and backend, outside the compile's time limit)."""
+        t_setup = time.monotonic()  # waiting for this worker and setting it up: not the compile's
         with self._lock:
-            t_setup = time.monotonic()
             self._setup_locked(ctx, [backend])
             left = timeout_s() if callable(timeout_s) else timeout_s
             left += time.monotonic() - t_setup  # a fresh worker's setup is not the compile's
@@ -371,10 +371,8 @@ class CompileCache:
     def _compile(self, constraint: Constraint, backend: str) -> CompileResult:
         """One time limit for the whole compile. A backend that decodes over the automaton
         builds it first and compiles in what is left; a native backend compiles first, and
-        the automaton (only its FSM view) gets what is left. The clock starts once the
-        workers are set up (a just-started server sets them up in the background)."""
-        if self._worker is not None:
-            self._worker.ready.wait(120.0)
+        the automaton (only its FSM view) gets what is left. Waiting for a worker and a
+        fresh worker's one-time setup are not counted."""
         t0 = time.perf_counter()
         impl = get_backend(backend)
         left = lambda: self.timeout_s - (time.perf_counter() - t0)  # noqa: E731
@@ -419,12 +417,12 @@ class CompileCache:
         self, constraint: Constraint, backend: str, timeout_s: float | None = None
     ) -> CompileResult:
         fut = self.submit(constraint, backend)
-        if self._worker is not None:
-            self._worker.ready.wait(120.0)  # a just-started server sets its workers up first
+        # The workers end every job at its limit; without them the margin covers a library
+        # that compiles in this process and returns late. With them, a compile may also wait
+        # for a worker that is still being set up (a just-started server, ~10 s here).
+        wait = self.timeout_s + 2 + (240.0 if self._worker is not None else 0.0)
         try:
-            # the workers answer at the limit; the margin covers a library that compiles
-            # in this process and returns late
-            return fut.result(timeout=timeout_s if timeout_s is not None else self.timeout_s + 2)
+            return fut.result(timeout=timeout_s if timeout_s is not None else wait)
         except cf.TimeoutError:
             raise CfsmError(
                 "compile_timeout", f"compiling took longer than {self.timeout_s:g} s"
