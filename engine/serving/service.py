@@ -62,9 +62,9 @@ class Engine:
             tok, vocab = load_tokenizer(model, trust_remote_code)
             ctx = TokenizerContext(tok, vocab)
         self.ctx = ctx
-        self.cache = CompileCache(
-            ctx, max_states=max_states, timeout_s=compile_timeout_s, warm=continuous
-        )
+        # workers are set up on first use (outside the compile's limit); setting them up in
+        # the background at start competed with the first requests on 2 cores
+        self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s)
 
     def ensure_model(self) -> Decoder:
         if self.decoder is None:
