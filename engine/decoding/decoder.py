@@ -11,7 +11,6 @@ from ..backends import CompiledConstraint, TokenizerContext
 from ..errors import CfsmError
 from .model import LoadedModel
 from .request import GenerateRequest
-from .runner import ModelRunner
 from .scheduler import ContinuousBatcher, PassCounts, run_to_completion
 from .sequence import Sequence, TokenText
 from .trace import Trace
@@ -23,7 +22,7 @@ class Decoder:
         self.ctx = ctx or TokenizerContext(lm.tokenizer, lm.vocab_size, lm.eos_token_id)
         self.vocab = self.ctx.vocab
         self.texts = TokenText(self.ctx)
-        self.runner = lm.runner or ModelRunner(lm.model, lm.device, pad_id=self.ctx.eos_token_id)
+        self.runner = lm.runner
         self._lock = (
             threading.Lock()
         )  # one scheduler step (or one whole run) on the model at a time
@@ -40,15 +39,15 @@ class Decoder:
 
     def model_info(self) -> dict:
         """The model card the trace, the CLI and the page show."""
-        cfg = self.lm.model.config
         return {
             "name": self.lm.name,
             "device": self.lm.device,
             "dtype": self.lm.dtype,
             "vocab_size": self.ctx.vocab_size,
             "eos_token_id": self.ctx.eos_token_id,
-            "architecture": getattr(cfg, "model_type", None),
-            "runtime": "transformers",
+            "architecture": self.lm.architecture,
+            "runtime": self.runner.name,
+            "costs": (self.lm.self_check or {}).get("costs"),
             "tokenizer": self.ctx.continuation.traits.to_json(),
         }
 
@@ -69,8 +68,7 @@ class Decoder:
             self.ctx,
             self.texts,
             self.prompt_ids(req.prompt, req.raw_prompt),
-            self.runner.new_cache(),
-            self.lm.device,
+            self.runner,
             on_event,
             should_stop,
         )

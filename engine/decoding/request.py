@@ -9,6 +9,7 @@ from ..constraint import Constraint
 from ..errors import CfsmError
 from ..limits import MAX_NEW_TOKENS as MAX_NEW_TOKENS_LIMIT
 from ..limits import MAX_PROMPT_CHARS
+from ..runtimes import RUNTIMES
 
 MODES = ("free", "masked", "jump")
 
@@ -28,6 +29,7 @@ class GenerateRequest:
     healing_tokens: int = 2
     top_k: int = 10
     trace_detail: bool = True  # per-step allowed samples and masks for the visualizer
+    runtime: str = ""  # "transformers" or "llamacpp"; empty: the engine's default
 
     @classmethod
     def from_inputs(cls, prompt, constraint: Constraint | None, **inputs) -> GenerateRequest:
@@ -74,6 +76,11 @@ class GenerateRequest:
             raise CfsmError("invalid_input", "temperature must be >= 0 and top_p in (0, 1]")
         if self.healing_tokens < 0 or self.jump_threshold < 0:
             raise CfsmError("invalid_input", "healing_tokens and jump_threshold must be >= 0")
+        if self.runtime not in ("", "auto", *RUNTIMES):
+            raise CfsmError(
+                "invalid_input",
+                f"runtime must be one of auto, {', '.join(RUNTIMES)}, not {self.runtime!r}",
+            )
         if not 1 <= self.top_k <= 100:
             raise CfsmError("invalid_input", "top_k must be between 1 and 100")
 

@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from .runner import ModelRunner
+from ..runtimes.base import Runner
 from .sampling import SamplePack
 from .sequence import Sequence
 
@@ -33,7 +33,7 @@ class PassCounts:
     max_batch: int = 0
 
 
-def _run_group(runner: ModelRunner, seqs: list[Sequence]) -> None:
+def _run_group(runner: Runner, seqs: list[Sequence]) -> None:
     try:
         rows, dt = runner.forward([s.feed_for_runner() for s in seqs])
     except Exception as exc:  # noqa: BLE001 - fails the requests of this pass, not the server
@@ -47,7 +47,7 @@ def _run_group(runner: ModelRunner, seqs: list[Sequence]) -> None:
             s.fail(exc)
 
 
-def step(runner: ModelRunner, seqs: list[Sequence], counts: PassCounts) -> None:
+def step(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
     """Advance every live sequence by one sampling decision or one forward pass."""
     import torch
 
@@ -100,7 +100,7 @@ def plan_passes(feeding: list[Sequence]) -> list[list[Sequence]]:
 
 
 def run_to_completion(
-    runner: ModelRunner, seqs: list[Sequence], counts: PassCounts | None = None
+    runner: Runner, seqs: list[Sequence], counts: PassCounts | None = None
 ) -> PassCounts:
     """Decode a fixed set of sequences until every one is done."""
     counts = counts or PassCounts()
@@ -119,7 +119,7 @@ class ContinuousBatcher:
     step, finished or cancelled ones leave; each request's future gets its sequence.
     `lock` is held around each step so other users of the model interleave safely."""
 
-    def __init__(self, runner: ModelRunner, lock: threading.Lock, max_batch: int = 16) -> None:
+    def __init__(self, runner: Runner, lock: threading.Lock, max_batch: int = 16) -> None:
         self.runner = runner
         self.lock = lock
         self.max_batch = max_batch

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..backends import Matcher, TokenizerContext
 from ..errors import CfsmError
+from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
-from .runner import Feed, ModelRunner
 from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
 from .trace import JumpRecord, JumpSkip, LiveToken, StepEvent, StepRecord, Trace, TraceRecorder
 from .validate import validate_output
@@ -131,8 +131,7 @@ class Sequence:
         ctx: TokenizerContext,
         texts: TokenText,
         prompt_ids: list[int],
-        cache,
-        device: str,
+        runner: Runner,
         on_event: EventFn | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> None:
@@ -143,8 +142,9 @@ class Sequence:
         self.ctx = ctx
         self.texts = texts
         self.prompt_ids = prompt_ids
-        self.cache = cache
-        self.device = device
+        self.runner = runner
+        self.cache = runner.new_cache()
+        self.device = device = runner.device
         self.on_event = on_event
         self.should_stop = should_stop
         self.matcher: Matcher | None = compiled.matcher() if req.mode != "free" else None
@@ -313,7 +313,7 @@ class Sequence:
 
     def crop_to(self, n_out: int) -> None:
         """Keep the cache for the prompt and the first `n_out` output tokens."""
-        ModelRunner.crop(self.cache, len(self.prompt_ids) + n_out)
+        self.runner.crop(self.cache, len(self.prompt_ids) + n_out)
 
     def truncate(self, limit: int) -> None:
         """A jump can carry the output past max_new_tokens: the limit holds all the same."""
@@ -328,6 +328,8 @@ class Sequence:
     def _end(self, finished: bool, reason: str) -> None:
         self.done, self.finished, self.reason = True, finished, reason
         self.feed, self.queue = None, []
+        if self.cache is not None:
+            self.runner.free(self.cache)
         self.cache = None  # its views may pin a whole stacked cache: let it go now
         self.t_done = time.perf_counter()
         return None

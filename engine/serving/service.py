@@ -7,7 +7,7 @@ from ..analysis.ideal import ideal_counts
 from ..backends import DEFAULT_BACKEND, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.decoder import Decoder, GenerateRequest
-from ..decoding.model import load_model, load_tokenizer
+from ..decoding.model import load_model, load_tokenizer, resolve_runtime
 from ..decoding.trace import Trace
 from ..errors import CfsmError
 from ..regex.compressed import compressed_of
@@ -47,16 +47,18 @@ class Engine:
         compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
         load_weights: bool = True,
         continuous: bool = False,
+        runtime: str | None = None,
     ) -> None:
         self.model_name = model
         self.continuous = continuous
         self.device = device
         self.trust_remote_code = trust_remote_code
+        self.runtime = resolve_runtime(runtime, model, device)  # the default for requests
         self.lm = None
         self.decoder: Decoder | None = None
+        self.decoders: dict[str, Decoder] = {}
         if load_weights:
-            self.lm = load_model(model, device, trust_remote_code)
-            self.decoder = Decoder(self.lm)
+            self.decoder = self.ensure_model()
             ctx = self.decoder.ctx
         else:
             tok, vocab = load_tokenizer(model, trust_remote_code)
@@ -66,11 +68,26 @@ class Engine:
         # the background at start competed with the first requests on 2 cores
         self.cache = CompileCache(ctx, max_states=max_states, timeout_s=compile_timeout_s)
 
-    def ensure_model(self) -> Decoder:
-        if self.decoder is None:
-            self.lm = load_model(self.model_name, self.device, self.trust_remote_code)
-            self.decoder = Decoder(self.lm, self.ctx)
-        return self.decoder
+    def ensure_model(self, runtime: str | None = None) -> Decoder:
+        """The decoder of `runtime` (the engine's default when empty), loaded on first use;
+        every runtime shares one tokenizer context, so compiled constraints serve all."""
+        rt = self.runtime if not runtime or runtime == "auto" else runtime
+        if rt not in self.decoders:
+            if rt != self.runtime:
+                resolve_runtime(rt, self.model_name, self.device)  # a clear error if it cannot
+            lm = load_model(self.model_name, self.device, self.trust_remote_code, rt)
+            ctx = getattr(self, "ctx", None)
+            if ctx is not None and ctx.vocab_size != lm.vocab_size:
+                raise CfsmError(
+                    "unsupported_model",
+                    f"the {rt} runtime's vocabulary ({lm.vocab_size}) differs from the "
+                    f"tokenizer's ({ctx.vocab_size})",
+                )
+            self.decoders[rt] = Decoder(lm, ctx)
+        if rt == self.runtime:
+            self.decoder = self.decoders[rt]
+            self.lm = self.decoder.lm
+        return self.decoders[rt]
 
     def compile(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> CompileResult:
         return self.cache.get(constraint, backend)
@@ -145,7 +162,7 @@ class Engine:
     def generate(self, req: GenerateRequest, on_event=None, should_stop=None) -> dict:
         """Compile (outside any decoding), decode, and return the trace as JSON. With
         `continuous=True` the request joins the running batch that other callers share."""
-        dec = self.ensure_model()
+        dec = self.ensure_model(req.runtime)
         res = None
         if req.mode != "free":
             if req.constraint is None:
@@ -178,7 +195,7 @@ class Engine:
                 break
             path.append(nxt)
         trace.automaton["path"] = path
-        dec = self.decoder
+        dec = self.ensure_model(req.runtime)
         canon = self.ctx.continuation.encode(trace.text)
         ideal = ideal_counts(compressed_of(res.dfa), trace.text, canon, dec.vocab.token_bytes)
         if ideal is not None:
@@ -187,6 +204,6 @@ class Engine:
         trace.ideal = ideal
 
     def close(self) -> None:
-        if self.decoder is not None:
-            self.decoder.close()
+        for dec in self.decoders.values():
+            dec.close()
         self.cache.close()

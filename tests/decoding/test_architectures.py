@@ -87,7 +87,7 @@ def test_a_sliding_window_model_crops_and_stacks_past_its_window(tmp_path):
     fresh prefill; and its requests share batched passes."""
     import torch
 
-    from engine.decoding.runner import Feed
+    from engine.runtimes.base import Feed
     from engine.serving.service import Engine
 
     eng = Engine(str(build_model(tmp_path / "mistral", "byte_level", "mistral")))

@@ -28,7 +28,7 @@ def gen(engine, prompt, constraint=None, **kw):
 
 
 def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
-    from engine.decoding.runner import Feed
+    from engine.runtimes.base import Feed
 
     dec = engine.ensure_model()
     run = dec.runner
@@ -47,7 +47,7 @@ def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
 
 def test_stacked_batch_matches_single_passes(engine):
     """Two requests of different lengths in one stacked pass give each its own logits."""
-    from engine.decoding.runner import Feed
+    from engine.runtimes.base import Feed
 
     dec = engine.ensure_model()
     run = dec.runner
@@ -68,7 +68,7 @@ def test_stacked_batch_matches_single_passes(engine):
 def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
     """Consecutive one-token passes of the same requests reuse the stacked cache; after one
     request's cache is cropped (a jump), the group is stacked anew; logits stay exact."""
-    from engine.decoding.runner import Feed
+    from engine.runtimes.base import Feed
 
     dec = engine.ensure_model()
     run = dec.runner

@@ -78,7 +78,7 @@ def test_oldest_supported_transformers_decodes_like_the_installed_one(engine):
 
 
 def test_a_cache_passed_under_the_wrong_name_is_refused_at_load(engine):
-    from engine.decoding.runner import ModelRunner
+    from engine.runtimes.transformers_runner import ModelRunner
     from engine.errors import CfsmError
 
     lm = engine.ensure_model().lm

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CfsmError
+from .base import Feed, Runner
 
 CACHE_ARG_NAMES = ("cache", "past_key_values")
 
@@ -42,17 +42,6 @@ def cache_arg_name(model: Any) -> str:
     )
 
 
-@dataclass
-class Feed:
-    """Tokens one request puts through the next forward pass, on top of its own cache;
-    `keep` trailing positions' logits come back (more than one after a jump with
-    candidates to re-decide)."""
-
-    cache: Any
-    tokens: list[int]
-    keep: int = 1
-
-
 class _Stacked:
     """The stacked cache of the last batched pass, and how to tell it is still current:
     the same caches in the same rows, each still holding exactly the views it was given."""
@@ -74,8 +63,11 @@ class _Stacked:
         )
 
 
-class ModelRunner:
-    """Runs one model; every forward pass of the engine goes through `forward`."""
+class ModelRunner(Runner):
+    """Runs one PyTorch model (CPU or CUDA); every forward pass of the engine goes through
+    `forward`."""
+
+    name = "transformers"
 
     def __init__(self, model: Any, device: str, pad_id: int = 0) -> None:
         self.model = model
@@ -104,8 +96,7 @@ class ModelRunner:
                 cache.layers[i] = DynamicLayer()
         return cache
 
-    @staticmethod
-    def crop(cache, keep_len: int) -> None:
+    def crop(self, cache, keep_len: int) -> None:
         """Keep only the first `keep_len` positions of `cache` (transformers 5.x takes
         the number of positions to drop, negated)."""
         before = cache.get_seq_length()

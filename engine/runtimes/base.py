@@ -1,0 +1,128 @@
+"""What every runtime offers the schedulers: per-request KV caches, one batched forward
+pass over many requests, cropping a cache back to a common prefix, and a cost model.
+
+`Sequence` and the schedulers drive a `Runner` and nothing else, so every grammar backend,
+jump-forward, the trace and the page work the same on each runtime.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+
+class KVCache(Protocol):
+    """A request's cache; only its length is read outside the runner."""
+
+    def get_seq_length(self) -> int: ...
+
+
+@dataclass
+class Feed:
+    """Tokens one request puts through the next forward pass, on top of its own cache;
+    `keep` trailing positions' logits come back (more than one after a jump with
+    candidates to re-decide)."""
+
+    cache: Any
+    tokens: list[int]
+    keep: int = 1
+
+
+@dataclass
+class CostModel:
+    """What a pass costs on this runtime, measured at load: a one-token step and a
+    k-token prefill onto a short context. Jump-forward trades k one-token steps for one
+    k-token prefill, so its time saved depends on `prefill_ms(k) / step_ms`, which differs
+    per runtime (about 2 steps for 32 tokens on the PyTorch path, 12 on llama.cpp here)."""
+
+    step_ms: float
+    prefill_ms: dict[int, float]  # k -> ms for k new tokens in one pass
+
+    def pass_ms(self, k: int) -> float:
+        """Estimated ms of one pass of k new tokens (linear between measured points)."""
+        if k <= 1:
+            return self.step_ms
+        pts = sorted({1: self.step_ms, **self.prefill_ms}.items())
+        for (k0, t0), (k1, t1) in zip(pts, pts[1:], strict=False):
+            if k <= k1:
+                return t0 + (t1 - t0) * (k - k0) / (k1 - k0)
+        (k0, t0), (k1, t1) = pts[-2], pts[-1]
+        return t1 + (t1 - t0) / (k1 - k0) * (k - k1)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["prefill_ms"] = {str(k): v for k, v in self.prefill_ms.items()}
+        d["prefill_32_in_steps"] = round(self.pass_ms(32) / max(self.step_ms, 1e-9), 2)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> CostModel | None:
+        if not d:
+            return None
+        return cls(float(d["step_ms"]), {int(k): float(v) for k, v in d["prefill_ms"].items()})
+
+
+class Runner(ABC):
+    """One loaded model's forward passes. Not thread-safe: the decoder's lock serializes
+    every call (one scheduler step at a time)."""
+
+    name: str  # "transformers" or "llamacpp"
+    device: str
+    costs: CostModel | None = None
+
+    @abstractmethod
+    def new_cache(self) -> KVCache:
+        """An empty cache for one request. Allocates nothing on the device until the
+        request's first pass; never fails."""
+
+    @abstractmethod
+    def forward(self, feeds: list[Feed]) -> tuple[list, float]:
+        """One pass for all `feeds`, each extending its own cache by its tokens. Returns
+        each feed's last `keep` logits rows (a float tensor, `keep` x vocab, on `device`)
+        and the pass time in seconds. On failure raises and the caches of this pass are
+        unusable (their requests are failed by the scheduler); other caches are intact."""
+
+    @abstractmethod
+    def crop(self, cache: KVCache, keep_len: int) -> None:
+        """Keep the first `keep_len` positions of `cache`; a no-op when it holds no more.
+        Raises RuntimeError if the runtime could not crop (the request fails)."""
+
+    def free(self, cache: KVCache) -> None:
+        """The request is over: give back what its cache holds (idempotent)."""
+        return None
+
+    def release(self) -> None:
+        """The decode loop went idle: drop anything kept between passes."""
+        return None
+
+    @abstractmethod
+    def self_check(self, prompt_ids: list[int]) -> dict:
+        """Prove at load that cached steps, crops and batched passes give a fresh
+        prefill's logits; raises CfsmError('unsupported_model') otherwise. Leaves no
+        cache behind."""
+
+    def measure_costs(self, prompt_ids: list[int], ks: tuple[int, ...] = (8, 32)) -> CostModel:
+        """Time a one-token step and k-token prefills on top of a short prompt (medians
+        of a few runs), and keep them as `costs`."""
+        ids = (list(prompt_ids) * (1 + max(ks) // max(1, len(prompt_ids))))[: max(ks) + 8]
+        base = ids[:8]
+
+        def timed(n_new: int, reps: int) -> float:
+            out = []
+            for _ in range(reps):
+                cache = self.new_cache()
+                try:
+                    self.forward([Feed(cache, base)])
+                    t0 = time.perf_counter()
+                    self.forward([Feed(cache, ids[8 : 8 + n_new])])
+                    out.append((time.perf_counter() - t0) * 1e3)
+                finally:
+                    self.free(cache)
+            return round(statistics.median(out), 3)
+
+        timed(1, 1)  # warm-up
+        self.costs = CostModel(timed(1, 5), {k: timed(k, 3) for k in ks})
+        return self.costs
