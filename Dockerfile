@@ -7,7 +7,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     CFSM_CACHE_DIR=/data/cache \
     HF_HUB_OFFLINE=1
 
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make curl && rm -rf /var/lib/apt/lists/*
+# gcc and binutils: scripts/llama_glibc_compat.py builds a small shim for llama.cpp's libraries
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make curl gcc libc6-dev binutils && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
 COPY pyproject.toml README.md Makefile ./
@@ -20,8 +21,9 @@ COPY assets ./assets
 
 # chromium is only needed by the browser tests, not by the server
 RUN CFSM_SKIP_CHROMIUM=1 bash scripts/setup.sh && rm -rf /var/lib/apt/lists/* /root/.cache/pip
-# convert the embedded model once at build time so the container starts in seconds
-RUN .venv/bin/python -c "from engine.decoding.model import embedded_model_dir; embedded_model_dir()"
+# read the embedded GGUF's tokenizer once at build time so the container starts in seconds
+# (llama.cpp decodes the GGUF itself; --runtime transformers converts the weights on first use)
+RUN .venv/bin/python -c "from engine.decoding.model import load_tokenizer; load_tokenizer()"
 
 EXPOSE 7860
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \

@@ -10,6 +10,7 @@ import gradio as gr
 from viz.step_bundle import empty_view
 
 CUSTOM = "(edited: no preset)"
+RUNTIME_CHOICES = ("auto", "llamacpp", "transformers")
 NO_RUN = (
     "Run something to see its steps: the output, the automaton and what the constraint allowed at "
     "each step."
@@ -47,6 +48,7 @@ class Playground:
     ts_btn: Any
     ts_out: Any
     model: Any
+    runtime: Any
     backend: Any
     mode: Any
     ws: Any
@@ -173,6 +175,12 @@ def _run_settings(modes, backends, wss) -> dict:
     with gr.Row():
         w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
         w["seed"] = gr.Number(0, precision=0, label="Seed")
+    w["runtime"] = gr.Dropdown(
+        list(RUNTIME_CHOICES),
+        value="auto",
+        label="Runtime (auto: llama.cpp for a GGUF model on the CPU, else transformers)",
+        elem_id="runtime",
+    )
     w["model"] = gr.Textbox(
         "embedded",
         label="Model: 'embedded' (SmolLM2-135M-Instruct), an HF id from the local "

@@ -256,6 +256,7 @@ def run_streamer(hub: EngineHub):
         whole_v,
         lenient_v=False,
         spec_v=False,
+        runtime_v="auto",
         prev_trace=None,
     ):
         handle = RunHandle()
@@ -275,6 +276,7 @@ def run_streamer(hub: EngineHub):
                 temperature=temp_v,
                 top_p=top_v,
                 seed=seed_v,
+                runtime=runtime_v,
             )
             yield out.set(
                 stop=handle,
@@ -498,6 +500,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
             ui.whole,
             ui.lenient,
             ui.spec,
+            ui.runtime,
             ui.trace,
         ],
         outputs,
@@ -754,10 +757,12 @@ def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
         seed: int = 0,
         lenient: bool = False,
         spec: bool = False,
+        runtime: str = "auto",
         request: gr.Request = None,
     ) -> dict:
         """Decode under a constraint; returns the engine's trace JSON. A run whose client
-        cancels or goes away stops at the next step."""
+        cancels or goes away stops at the next step. `runtime`: auto, llamacpp or
+        transformers."""
         try:
             eng = hub.get()
             c = (
@@ -776,6 +781,7 @@ def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
                     max_new_tokens=max_new_tokens,
                     temperature=temperature,
                     seed=seed,
+                    runtime=runtime,
                 ),
                 should_stop=client_gone(demo, request),
             )
@@ -830,8 +836,11 @@ def serve(
     prevent_thread_lock: bool = False,
     max_states: int | None = None,
     compile_timeout_s: float | None = None,
+    runtime: str | None = None,
 ):
-    hub = EngineHub(model, device, max_states=max_states, compile_timeout_s=compile_timeout_s)
+    hub = EngineHub(
+        model, device, max_states=max_states, compile_timeout_s=compile_timeout_s, runtime=runtime
+    )
     hub.start()
     demo = build_demo(hub)
     demo.queue(default_concurrency_limit=2, max_size=32)

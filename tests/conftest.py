@@ -36,6 +36,14 @@ def engine():
 
 
 @pytest.fixture(scope="session")
+def hf_engine(engine):
+    """The embedded model on the transformers runtime (PyTorch, float32 on the CPU),
+    sharing the default engine's tokenizer context and compile cache."""
+    engine.ensure_model("transformers")
+    return engine
+
+
+@pytest.fixture(scope="session")
 def compile_engine():
     """The embedded model's tokenizer and compile cache, without weights."""
     from engine.serving.service import Engine

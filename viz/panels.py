@@ -365,6 +365,9 @@ def output_panel(trace: dict) -> str:
     return '<div id="output-panel" class="cfsm-panel">' + "".join(parts) + "</div>"
 
 
+RUNTIME_NAMES = {"llamacpp": "llama.cpp", "transformers": "transformers (PyTorch)"}
+
+
 def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     """The run's figures as labelled cards: value first, each with its own scale."""
     out = max(1, totals.get("output_tokens", 0))
@@ -384,8 +387,15 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
             totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
         )
         cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
+    if totals.get("est_masked_ms"):
+        saved = 1 - totals["est_forward_ms"] / totals["est_masked_ms"]
+        cards.append(
+            ("decode time saved vs masked (this runtime's costs)", f"{100 * saved:.0f}%", saved)
+        )
     if "compile_s" in totals:
         cards.append(("compile", f"{1000 * totals['compile_s']:.0f} ms", None))
+    if totals.get("runtime"):
+        cards.append(("runtime", RUNTIME_NAMES.get(totals["runtime"], totals["runtime"]), None))
     body = "".join(
         f'<div class="cfsm-card"><div class="v">{v}</div><div class="l">{esc(label)}</div>'
         + (

@@ -196,6 +196,8 @@ class Sequence:
         f, self.feed = self.feed, None
         self.n.forward_passes += 1
         self.n.forward_s += forward_s
+        if self.runner.costs is not None:
+            self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens))
         if self.n.prefill_ms is None:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
             self.t_decode = time.perf_counter()
@@ -475,6 +477,14 @@ class Sequence:
             ),
         )
 
+    def _est_masked_ms(self) -> float:
+        """The cost model's time for this output decoded masked: the prompt's prefill,
+        then one step per output token."""
+        c = self.runner.costs
+        if c is None:
+            return 0.0
+        return c.pass_ms(len(self.prompt_ids)) + c.step_ms * len(self.out_ids)
+
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""
         self.truncate(self.req.max_new_tokens)
@@ -490,6 +500,8 @@ class Sequence:
             finished=self.finished,
             reason=self.reason,
             queue_s=self.t_start - self.t_created,
+            est_masked_ms=self._est_masked_ms(),
+            runtime=self.runner.name,
         )
         text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
         valid, why = validate_output(

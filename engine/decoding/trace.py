@@ -148,6 +148,12 @@ class Totals:
     reason: str
     queue_s: float = 0.0
     jumps_skipped: int = 0
+    # the runtime's cost model (measured at load) applied to this run's passes, and to the
+    # same output decoded masked (the prompt, then one step per output token): jump-forward's
+    # time saved on this runtime, free of the machine's noise during the run
+    est_forward_ms: float = 0.0
+    est_masked_ms: float = 0.0
+    runtime: str = ""  # what ran the forward passes: transformers or llamacpp
 
 
 @dataclass
@@ -213,6 +219,7 @@ class Counters:
     grammar_s: float = 0.0
     prefilled_tokens: int = 0
     prefill_ms: float | None = None
+    est_forward_ms: float = 0.0
 
 
 class TraceRecorder:
@@ -264,6 +271,8 @@ class TraceRecorder:
         finished: bool,
         reason: str,
         queue_s: float,
+        est_masked_ms: float = 0.0,
+        runtime: str = "",
     ) -> Totals:
         n, steps = self.n, self.steps
         n_steps = max(1, len(steps))
@@ -292,6 +301,9 @@ class TraceRecorder:
             reason=reason,
             queue_s=round(queue_s, 4),
             jumps_skipped=self.n_skips,
+            est_forward_ms=round(n.est_forward_ms, 3),
+            est_masked_ms=round(est_masked_ms, 3),
+            runtime=runtime,
         )
 
     def build(

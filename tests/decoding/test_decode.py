@@ -17,7 +17,7 @@ pytestmark = pytest.mark.model
 
 def close(engine, a, b) -> bool:
     """Logits equal up to the precision the model runs in (float32 on CPU, half on GPUs)."""
-    half = engine.ensure_model().lm.dtype in ("float16", "bfloat16")
+    half = engine.ensure_model("transformers").lm.dtype in ("float16", "bfloat16")
     return torch.allclose(
         a.float(), b.float(), atol=0.15 if half else 2e-3, rtol=2e-2 if half else 1e-3
     )
@@ -27,10 +27,10 @@ def gen(engine, prompt, constraint=None, **kw):
     return engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, **kw))
 
 
-def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
+def test_kv_reuse_after_crop_matches_fresh_prefill(hf_engine):
     from engine.runtimes.base import Feed
 
-    dec = engine.ensure_model()
+    dec = hf_engine.ensure_model("transformers")
     run = dec.runner
     ids = dec.prompt_ids("Name a colour.", raw=False)
     extra_old = dec.lm.tokenizer.encode("Blue is", add_special_tokens=False)
@@ -41,15 +41,15 @@ def test_kv_reuse_after_crop_matches_fresh_prefill(engine):
     assert cache.get_seq_length() == len(ids)
     (reused,), _ = run.forward([Feed(cache, extra_new)])
     (fresh,), _ = run.forward([Feed(run.new_cache(), ids + extra_new)])
-    assert close(engine, reused, fresh)
+    assert close(hf_engine, reused, fresh)
     assert int(reused.argmax()) == int(fresh.argmax())
 
 
-def test_stacked_batch_matches_single_passes(engine):
+def test_stacked_batch_matches_single_passes(hf_engine):
     """Two requests of different lengths in one stacked pass give each its own logits."""
     from engine.runtimes.base import Feed
 
-    dec = engine.ensure_model()
+    dec = hf_engine.ensure_model("transformers")
     run = dec.runner
     a = dec.prompt_ids("Name a colour.", raw=False)
     b = dec.prompt_ids("Write a long sentence about the sea and the sky.", raw=False)
@@ -62,15 +62,15 @@ def test_stacked_batch_matches_single_passes(engine):
     (fb,), _ = run.forward([Feed(run.new_cache(), b + nxt_b)])
     assert ca.get_seq_length() == len(a) + len(nxt_a) and cb.get_seq_length() == len(b) + 1
     for got, want in ((rows[0], fa), (rows[1], fb)):
-        assert close(engine, got[-1], want[-1])
+        assert close(hf_engine, got[-1], want[-1])
 
 
-def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
+def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(hf_engine):
     """Consecutive one-token passes of the same requests reuse the stacked cache; after one
     request's cache is cropped (a jump), the group is stacked anew; logits stay exact."""
     from engine.runtimes.base import Feed
 
-    dec = engine.ensure_model()
+    dec = hf_engine.ensure_model("transformers")
     run = dec.runner
     tok = dec.lm.tokenizer
     seqs = [
@@ -90,18 +90,18 @@ def test_a_stable_decode_group_reuses_its_stacked_cache_correctly(engine):
     assert run.stacks_built == built + 1  # stacked for the first one-token pass, then reused twice
     for got, s in zip(rows, seqs, strict=True):
         (want,), _ = run.forward([Feed(run.new_cache(), s)])
-        assert close(engine, got[-1], want[-1])
+        assert close(hf_engine, got[-1], want[-1])
     run.crop(caches[0], len(seqs[0]) - 2)  # a jump crops one request's cache
     del seqs[0][-2:]
     rows, _ = run.forward([Feed(caches[0], [nxt[3]]), Feed(caches[1], [nxt[3]])])
     assert run.stacks_built == built + 2
     for got, s in zip(rows, seqs, strict=True):
         (want,), _ = run.forward([Feed(run.new_cache(), s + [nxt[3]])])
-        assert close(engine, got[-1], want[-1])
+        assert close(hf_engine, got[-1], want[-1])
 
 
-def test_model_self_check_passed_at_load(engine):
-    lm = engine.ensure_model().lm
+def test_model_self_check_passed_at_load(hf_engine):
+    lm = hf_engine.ensure_model("transformers").lm
     assert lm.self_check["cache_arg"] in ("cache", "past_key_values")
     assert max(lm.self_check["max_logprob_diff"].values()) < (
         0.25 if lm.dtype in ("float16", "bfloat16") else 1e-2
@@ -209,7 +209,7 @@ def test_json_schema_end_to_end_per_backend(engine, backend):
     c = Constraint("schema", json.dumps(PERSON), "spaced")
     tr = gen(
         engine,
-        "Describe a person who lives in Tokyo as JSON.",
+        "Give a JSON record for an English teacher living in Tokyo.",
         c,
         mode="jump",
         backend=backend,
@@ -313,7 +313,7 @@ def test_every_output_is_validated_in_the_trace(engine):
     """The trace says whether the output satisfies the constraint, checked independently."""
     person = gen(
         engine,
-        "Describe a person who lives in Tokyo as JSON.",
+        "Give a JSON record for an English teacher living in Tokyo.",
         Constraint("schema", json.dumps(PERSON), "spaced"),
         max_new_tokens=60,
     )

@@ -30,7 +30,7 @@ from engine.decoding.decoder import GenerateRequest
 from engine.constraint import Constraint
 from cfsm.bench.batch import run_batch
 regex, prompts = json.loads(sys.argv[1])
-eng = Engine()
+eng = Engine(runtime="transformers")
 c = Constraint("regex", regex)
 texts = [eng.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"] \
 for p in prompts]
@@ -77,11 +77,11 @@ def test_oldest_supported_transformers_decodes_like_the_installed_one(engine):
         assert re.fullmatch(REGEX, t)
 
 
-def test_a_cache_passed_under_the_wrong_name_is_refused_at_load(engine):
-    from engine.runtimes.transformers_runner import ModelRunner
+def test_a_cache_passed_under_the_wrong_name_is_refused_at_load(hf_engine):
     from engine.errors import CfsmError
+    from engine.runtimes.transformers_runner import ModelRunner
 
-    lm = engine.ensure_model().lm
+    lm = hf_engine.ensure_model("transformers").lm
     runner = ModelRunner(lm.model, lm.device)
     # as when a transformers release renames the argument again: forward() swallows the
     # unknown name into **kwargs and never fills the cache

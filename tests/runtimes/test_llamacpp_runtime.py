@@ -1,0 +1,181 @@
+"""The llama.cpp runtime: the embedded GGUF decoded by llama.cpp behind the same Runner
+contract as the PyTorch path (crops, batched passes, freed sequences), chosen by default
+on the CPU, and every backend's outputs valid on it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import torch
+
+from cfsm.bench.batch import run_batch
+from engine.constraint import Constraint
+from engine.decoding.model import embedded_gguf_path, gguf_file, resolve_runtime
+from engine.decoding.request import GenerateRequest
+from engine.errors import CfsmError
+from engine.runtimes.base import CostModel, Feed
+
+
+def test_a_gguf_model_on_the_cpu_defaults_to_llamacpp(tmp_path):
+    assert resolve_runtime(None, None, "cpu") == "llamacpp"
+    assert resolve_runtime("auto", "embedded", "cpu") == "llamacpp"
+    assert resolve_runtime("transformers", None, "cpu") == "transformers"
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    assert resolve_runtime(None, str(hf), "cpu") == "transformers"
+    with pytest.raises(CfsmError) as e:
+        resolve_runtime("llamacpp", str(hf), "cpu")
+    assert e.value.kind == "unknown_model" and "GGUF" in e.value.message
+    with pytest.raises(CfsmError) as e:
+        resolve_runtime("vllm", None, "cpu")
+    assert e.value.kind == "invalid_input"
+
+
+def test_a_gguf_file_or_a_folder_with_one_is_a_gguf_model(tmp_path):
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "m.gguf").symlink_to(embedded_gguf_path())
+    assert gguf_file(str(one)) == one / "m.gguf"
+    assert gguf_file(str(one / "m.gguf")) == one / "m.gguf"
+    (one / "n.gguf").symlink_to(embedded_gguf_path())
+    with pytest.raises(CfsmError) as e:
+        gguf_file(str(one))
+    assert "2 GGUF files" in e.value.message
+
+
+def test_cost_model_interpolates_between_measured_prefills():
+    c = CostModel(10.0, {8: 40.0, 32: 130.0})
+    assert c.pass_ms(1) == 10.0
+    assert c.pass_ms(8) == 40.0
+    assert c.pass_ms(20) == pytest.approx(85.0)
+    assert c.pass_ms(64) == pytest.approx(250.0)  # extrapolated along the last segment
+    assert c.to_json()["prefill_32_in_steps"] == 13.0
+
+
+@pytest.fixture(scope="module")
+def llama(engine):
+    dec = engine.ensure_model("llamacpp")
+    assert dec.runner.name == "llamacpp"
+    return dec
+
+
+@pytest.mark.model
+def test_the_embedded_model_decodes_on_llamacpp_by_default(engine, llama):
+    assert engine.runtime == "llamacpp" and engine.decoder is llama
+    check = llama.lm.self_check
+    assert max(check["max_logprob_diff"].values()) == 0.0  # flash attention: exact
+    costs = check["costs"]
+    assert costs["step_ms"] > 0 and costs["prefill_32_in_steps"] > 1
+    tr = engine.generate(
+        GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))
+    )
+    assert tr["model"]["runtime"] == tr["totals"]["runtime"] == "llamacpp"
+    assert tr["text"] in ("yes", "no") and tr["valid"]
+    assert tr["totals"]["est_masked_ms"] > 0
+
+
+@pytest.mark.model
+def test_llamacpp_crop_and_batch_give_a_fresh_prefills_logits(llama):
+    run, tok = llama.runner, llama.lm.tokenizer
+    a = llama.prompt_ids("Name a colour.", raw=False)
+    b = llama.prompt_ids("Write a long sentence about the sea and the sky.", raw=False)
+    old, new = (tok.encode(t, add_special_tokens=False) for t in ("Blue is", "Red and green"))
+    ca, cb = run.new_cache(), run.new_cache()
+    try:
+        run.forward([Feed(ca, a + old), Feed(cb, b)])
+        run.crop(ca, len(a))  # a jump-forward back to a common prefix
+        assert ca.get_seq_length() == len(a)
+        rows, _ = run.forward([Feed(ca, new, keep=2), Feed(cb, [11])])
+        for ids, got in ((a + new, rows[0]), (b + [11], rows[1])):
+            fresh = run.new_cache()
+            (want,), _ = run.forward([Feed(fresh, ids, keep=got.shape[0])])
+            run.free(fresh)
+            assert torch.allclose(got, want, atol=1e-4), float((got - want).abs().max())
+    finally:
+        run.free(ca)
+        run.free(cb)
+
+
+@pytest.mark.model
+def test_finished_and_cancelled_requests_give_their_sequence_back(engine, llama):
+    free = len(llama.runner._free_ids)
+    c = Constraint("regex", r"[a-z ]{50,80}")
+    tr = engine.generate(GenerateRequest.from_inputs("Say something.", c, max_new_tokens=8))
+    assert tr["totals"]["reason"] == "max_new_tokens"
+    tr = engine.generate(GenerateRequest.from_inputs("Say something.", c), should_stop=lambda: True)
+    assert tr["totals"]["reason"] == "cancelled"
+    assert len(llama.runner._free_ids) == free
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+def test_every_backend_decodes_valid_outputs_on_llamacpp(engine, llama, backend):
+    import jsonschema
+
+    c = Constraint("schema", json.dumps(PERSON))
+    for mode in ("masked", "jump"):
+        tr = engine.generate(
+            GenerateRequest.from_inputs(
+                "Give a JSON record for a teacher.",
+                c,
+                mode=mode,
+                backend=backend,
+                max_new_tokens=60,
+                runtime="llamacpp",
+            )
+        )
+        assert tr["totals"]["finished"] and tr["valid"], tr["text"]
+        jsonschema.validate(json.loads(tr["text"]), PERSON)
+        assert tr["totals"]["runtime"] == "llamacpp"
+
+
+@pytest.mark.model
+def test_a_batch_on_llamacpp_equals_single_runs(engine, llama, paper_bench, character_regex):
+    c = Constraint("regex", character_regex)
+    comp = engine.compile(c, "fsm").compiled
+    prompts = [
+        paper_bench["character"]["prompt_template"].format(name=n) for n in ("Dobby", "Hagrid")
+    ]
+    batch = run_batch(llama, prompts, comp, mode="jump")
+    for p, text in zip(prompts, batch["texts"], strict=True):
+        single = engine.generate(
+            GenerateRequest(prompt=p, constraint=c, mode="jump", healing_tokens=0)
+        )
+        assert single["text"] == text
+        assert re.fullmatch(character_regex, text)
+
+
+@pytest.mark.model
+def test_a_gguf_path_loads_on_llamacpp(tmp_path):
+    from engine.serving.service import Engine
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copy(embedded_gguf_path(), folder / "smol.gguf")  # a user's own GGUF file
+    eng = Engine(str(folder), load_weights=False)
+    try:
+        assert eng.runtime == "llamacpp"
+        dec = eng.ensure_model()
+        assert dec.model_info()["runtime"] == "llamacpp"
+        assert dec.model_info()["architecture"] == "llama"
+        tr = eng.generate(
+            GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))
+        )
+        assert tr["text"] in ("yes", "no")
+    finally:
+        eng.close()
