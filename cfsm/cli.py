@@ -322,6 +322,11 @@ def cmd_bench(args) -> int:
 
         scrub_main(args.out or "bench-results/scrub.json")
         return 0
+    if args.suite == "page-run":
+        from .bench.page_run import main as page_run_main
+
+        page_run_main(args.out or "bench-results/page-run.json")
+        return 0
     from .bench.decode import main as bench_main
 
     args.out = args.out or f"bench-results/{args.suite}.json"

@@ -160,6 +160,19 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
     return "\n".join(rows)
 
 
+def _doctor_time(t: dict | None) -> list[str]:
+    """The ideal as time on the runtime that decodes: forced tokens are not free there."""
+    if not t:
+        return []
+    return [
+        "",
+        f"As decode time on **{t['runtime'] or 'this runtime'}**: the ideal is "
+        f"**{t['ideal_time_reduction']}x** faster than masked decoding (a step costs "
+        f"{t['step_ms']:.1f} ms, a forced token inside a prefill {t['forced_token_ms']:.2f} ms, "
+        "measured at load).",
+    ]
+
+
 def doctor_md(rep: dict, source: str = "") -> str:
     """The doctor's report; with the constraint's `source`, the node or regex span the top
     cause points at is shown highlighted."""
@@ -170,6 +183,7 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"{rep['samples']['count']} {rep['samples']['source']} samples. Compressed FSM: "
         f"{f['num_states']} states, {f['jumpable_states']} jumpable ({f['jumpable_share']:.0%}), "
         f"{f['num_chains']} chains, longest {f['longest_chain']} characters.",
+        *_doctor_time(rep.get("time")),
         "",
         "| share | cause | where | suggestion |",
         "|---:|---|---|---|",

@@ -1,14 +1,20 @@
 """`cfsm bench --suite peers`: the systems a user would pick instead, side by side in one run.
 
-Same weights (the engine's loaded model), same prompts (chat template applied once, the
-same token ids for every system), greedy, the same max_new_tokens, compact JSON:
+Same weights (the embedded GGUF: dequantized for PyTorch, as it is for llama.cpp), same
+prompts (chat template applied once, the same token ids for every system), greedy, the same
+max_new_tokens, compact JSON:
 - `outlines`: the outlines package's Generator over its transformers model;
 - `transformers+xgrammar`: `model.generate` with xgrammar's HF logits processor;
 - `transformers+llguidance`: `model.generate` with a logits processor over llguidance's
   matcher and its torch bitmask helpers;
-- `cfsm masked` and `cfsm jump` on the default backend.
+- `llama.cpp+grammar`: llama.cpp's grammar sampler (GBNF) on the GGUF (llamacpp_peer.py);
+- `cfsm masked` and `cfsm jump` on the default backend, on each runtime;
+- `llama.cpp, no constraint`: a reference (its outputs are not expected to be valid), for
+  the cost of masking on llama.cpp.
 Each system compiles each task's constraint once, cold, before its timed runs (compile time
-is reported apart); wall time is the sum over the task's prompts."""
+is reported apart); wall time is the sum over the task's prompts. No system reuses a cached
+prompt prefix across the timed prompts except llama.cpp's peer, which keeps the previous
+prompt's common prefix as llama.cpp's `Llama` class does."""
 
 from __future__ import annotations
 
@@ -27,9 +33,15 @@ SYSTEMS = (
     "outlines",
     "transformers+xgrammar",
     "transformers+llguidance",
-    "cfsm masked",
-    "cfsm jump",
+    "llama.cpp+grammar",
+    "cfsm masked (transformers)",
+    "cfsm jump (transformers)",
+    "cfsm masked (llama.cpp)",
+    "cfsm jump (llama.cpp)",
+    "llama.cpp, no constraint",
 )
+REFERENCE = "llama.cpp, no constraint"  # timed for comparison, not a constrained system
+CFSM_RUNTIMES = {"transformers": "transformers", "llama.cpp": "llamacpp"}
 
 COMPACT_PERSON = {
     "type": "object",
@@ -112,15 +124,25 @@ class PeerRunner:
 
     def __init__(self, engine, max_new_tokens: int) -> None:
         self.eng = engine
-        self.lm = engine.lm
+        self.hf = engine.ensure_model("transformers")
+        self.lm = self.hf.lm  # the PyTorch model the transformers peers run
         self.max_new = max_new_tokens
         self._outlines_model = None
         self._xgr_info = None
         self._llg_tok = None
+        self._llama = None
+        self.dropped: dict[str, list[str]] = {}  # schema keywords the GBNF converter refused
 
     # ------------------------------------------------------------------ prompts
     def prompt_ids(self, prompt: str) -> list[int]:
-        return self.eng.decoder.prompt_ids(prompt, raw=False)
+        return self.hf.prompt_ids(prompt, raw=False)
+
+    def llama_peer(self):
+        from .llamacpp_peer import LlamaCppGrammarPeer
+
+        if self._llama is None:
+            self._llama = LlamaCppGrammarPeer(self.eng.ensure_model("llamacpp").lm.model)
+        return self._llama
 
     def _hf_generate(self, ids: list[int], processor, max_new: int) -> tuple[str, int]:
         """(text, output tokens without the final EOS, as cfsm counts them)."""
@@ -197,6 +219,16 @@ class PeerRunner:
                 self._llg_tok, grammar
             )  # parses and checks the grammar; each run makes its own matcher
             return grammar
+        if system.startswith("llama.cpp"):
+            from .llamacpp_peer import regex_gbnf, schema_gbnf
+
+            self.llama_peer()
+            if system == REFERENCE:
+                return None
+            if c.kind == "regex":
+                return regex_gbnf(rx)
+            gbnf, self.dropped[task.name] = schema_gbnf(json.loads(c.text))
+            return gbnf
         from engine.backends import get_backend
 
         return get_backend(GenerateRequest.backend).compile(c, self.eng.ctx)  # cold: no cache
@@ -208,9 +240,12 @@ class PeerRunner:
         if system.startswith("cfsm"):
             self.eng.compile(task.constraint, GenerateRequest.backend)
         self.generate(system, compiled, task, task.prompts[0], max_new=4)
+        if system.startswith("llama.cpp"):
+            self.llama_peer().cached = []  # no prefix of the warm-up run in the timed runs
 
     def warm_model(self) -> None:
-        """Untimed first passes through both decoding paths (HF generate and the engine)."""
+        """Untimed first passes through every decoding path (HF generate and the engine on
+        each runtime)."""
         import torch
 
         x = torch.tensor([self.prompt_ids("Hi")], device=self.lm.device)
@@ -221,9 +256,12 @@ class PeerRunner:
             do_sample=False,
             pad_token_id=self.eng.ctx.eos_token_id,
         )
-        self.eng.generate(
-            GenerateRequest(prompt="Hi", mode="free", max_new_tokens=4, trace_detail=False)
-        )
+        for rt in CFSM_RUNTIMES.values():
+            self.eng.generate(
+                GenerateRequest(
+                    prompt="Hi", mode="free", max_new_tokens=4, trace_detail=False, runtime=rt
+                )
+            )
 
     def generate(
         self, system: str, compiled, task: Task, prompt: str, max_new: int | None = None
@@ -248,13 +286,18 @@ class PeerRunner:
             return self._hf_generate(
                 ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size), max_new
             )
+        if system.startswith("llama.cpp"):
+            out = self.llama_peer().generate(ids, compiled, max_new)
+            return self.lm.tokenizer.decode(out, skip_special_tokens=True), len(out)
+        mode, rt = system.split()[1], system.split("(")[1].rstrip(")")
         tr = self.eng.generate(
             GenerateRequest(
                 prompt=prompt,
                 constraint=task.constraint,
-                mode=system.split()[1],
+                mode=mode,
                 max_new_tokens=max_new,
                 trace_detail=False,
+                runtime=CFSM_RUNTIMES[rt],
             )
         )
         return tr["text"], tr["totals"]["output_tokens"]
@@ -334,10 +377,16 @@ def run_peers(
         if tasks and tasks[0].constraint.kind == "regex"
         else None
     )
+    if runner._llama is not None:
+        runner._llama.close()
     return {
         "suite": "peers",
         "max_new_tokens": max_new_tokens,
         "model": engine.decoder.model_info(),
+        "runtimes": {rt: engine.ensure_model(rt).model_info() for rt in CFSM_RUNTIMES.values()},
+        "llama_cpp_gbnf_dropped": runner.dropped,
+        "prefix_reuse": "llama.cpp+grammar keeps the previous prompt's common prefix (as "
+        "llama.cpp's Llama class does); no other system reuses prefixes across prompts",
         "rows": rows,
         "summary": summarize(rows),
         "compile": speed,
@@ -409,29 +458,47 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Per task: cfsm jump's wall-time speedup over the fastest peer (not cfsm)."""
+    """Per task: cfsm jump's wall-time speedup over the fastest peer (not cfsm, not the
+    unconstrained reference), cfsm on llama.cpp against llama.cpp+grammar, and masked
+    decoding's cost per token against unconstrained llama.cpp."""
     out = {}
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = {r["system"]: r for r in rows if r["task"] == task}
-        peers = [r for s, r in mine.items() if not s.startswith("cfsm")]
-        jump = mine.get("cfsm jump")
-        if not peers or jump is None:
+        peers = [r for s, r in mine.items() if not s.startswith("cfsm") and s != REFERENCE]
+        jumps = [r for s, r in mine.items() if s.startswith("cfsm jump")]
+        if not peers or not jumps:
             continue
         best = min(peers, key=lambda r: r["wall_s"])
+        jump = min(jumps, key=lambda r: r["wall_s"])
         same = sum(
             a == b for a, b in zip(best.get("texts", []), jump.get("texts", []), strict=False)
         )
-        out[task] = {
+        s = {
             "fastest_peer": best["system"],
-            "jump_speedup_vs_fastest_peer": round(best["wall_s"] / max(jump["wall_s"], 1e-9), 2),
-            "jump_speedup_per_char": round(best["ms_per_char"] / max(jump["ms_per_char"], 1e-9), 2),
+            "fastest_cfsm_jump": jump["system"],
+            "jump_speedup_vs_fastest_peer": _ratio(best["wall_s"], jump["wall_s"]),
+            "jump_speedup_per_char": _ratio(best["ms_per_char"], jump["ms_per_char"]),
             "same_outputs_as_fastest_peer": f"{same}/{jump['runs']}",
-            "all_valid": all(r["valid"] == r["runs"] for r in mine.values()),
+            "all_valid": all(r["valid"] == r["runs"] for s_, r in mine.items() if s_ != REFERENCE),
             "cfsm_valid": all(
                 r["valid"] == r["runs"] for s_, r in mine.items() if s_.startswith("cfsm")
             ),
         }
+        grammar, ref = mine.get("llama.cpp+grammar"), mine.get(REFERENCE)
+        lj, lm = mine.get("cfsm jump (llama.cpp)"), mine.get("cfsm masked (llama.cpp)")
+        if grammar and lj:
+            s["llamacpp_jump_vs_llamacpp_grammar"] = _ratio(grammar["wall_s"], lj["wall_s"])
+        if ref and lm:
+            s["llamacpp_masked_ms_per_token_vs_unconstrained"] = _ratio(
+                lm["wall_s"] / max(lm["output_tokens"], 1),
+                ref["wall_s"] / max(ref["output_tokens"], 1),
+            )
+        out[task] = s
     return out
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / max(b, 1e-9), 2)
 
 
 def format_table(res: dict) -> str:
@@ -447,11 +514,24 @@ def format_table(res: dict) -> str:
         )
     for task, s in res["summary"].items():
         lines.append(
-            f"\n{task}: cfsm jump is {s['jump_speedup_vs_fastest_peer']}x the fastest peer "
-            f"({s['fastest_peer']}) in wall time, {s['jump_speedup_per_char']}x per output "
-            f"character; same outputs {s['same_outputs_as_fastest_peer']}; every cfsm output "
-            f"valid: {s['cfsm_valid']}, every output: {s['all_valid']}"
+            f"\n{task}: {s['fastest_cfsm_jump']} is {s['jump_speedup_vs_fastest_peer']}x the "
+            f"fastest peer ({s['fastest_peer']}) in wall time, {s['jump_speedup_per_char']}x per "
+            f"output character; same outputs {s['same_outputs_as_fastest_peer']}; every cfsm "
+            f"output valid: {s['cfsm_valid']}, every constrained output: {s['all_valid']}"
         )
+        if "llamacpp_jump_vs_llamacpp_grammar" in s:
+            lines.append(
+                f"  on llama.cpp: cfsm jump {s['llamacpp_jump_vs_llamacpp_grammar']}x "
+                "llama.cpp+grammar in wall time; cfsm masked costs "
+                f"{s.get('llamacpp_masked_ms_per_token_vs_unconstrained')}x unconstrained "
+                "llama.cpp per output token"
+            )
+    for task, keys in (res.get("llama_cpp_gbnf_dropped") or {}).items():
+        if keys:
+            lines.append(
+                f"  llama.cpp's JSON-schema converter refused {', '.join(keys)} on {task}: "
+                "dropped from its grammar (its outputs are validated against the full schema)"
+            )
     if res.get("compile"):
         lines += [
             "",

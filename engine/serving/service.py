@@ -126,6 +126,9 @@ class Engine:
                 tr = self.generate(req)
                 if tr["totals"]["finished"]:
                     outputs.append(tr["text"])
+        costs = None
+        if self.decoder is not None and self.decoder.runner.costs is not None:
+            costs = {**self.decoder.runner.costs.to_json(), "runtime": self.decoder.runner.name}
         return diagnose(
             constraint,
             self.ctx.continuation,
@@ -135,6 +138,7 @@ class Engine:
             seed=seed,
             threshold=threshold,
             dfa=self.automaton(constraint),
+            costs=costs,
         )
 
     def compile_report(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> dict:

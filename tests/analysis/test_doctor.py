@@ -220,3 +220,21 @@ def test_the_spec_reading_what_if_says_what_open_objects_cost(ctx):
         w = next(w for w in rep["what_if"] if "reading" in w["change"])
         assert ("JSON Schema's own reading" in w["change"]) == (not spec)
         assert w["verdict"] == ("lowers" if not spec else "raises"), w
+
+
+def test_the_ideal_as_time_counts_forced_tokens_at_the_runtimes_prefill_cost(ctx):
+    """The same passes saved are less time saved where a prefill token is dear (llama.cpp
+    on a CPU: a 32-token pass costs about 12 steps) than where it is cheap (PyTorch: about
+    2 steps); the report says so in its own line."""
+    from engine.analysis.doctor import format_report, ideal_time
+
+    cheap = {"step_ms": 50.0, "prefill_ms": {"8": 60.0, "32": 100.0}, "runtime": "transformers"}
+    dear = {"step_ms": 12.0, "prefill_ms": {"8": 45.0, "32": 150.0}, "runtime": "llamacpp"}
+    a, b = ideal_time(100, 20, cheap), ideal_time(100, 20, dear)
+    assert a["ideal_time_reduction"] == pytest.approx(5000 / (20 * 50 + 80 * 50 / 31), abs=0.01)
+    assert 1 < b["ideal_time_reduction"] < a["ideal_time_reduction"] < 100 / 20
+    rep = doc(ctx, Constraint("schema", json.dumps(ORDER), "compact"), n=4, costs=dear)
+    assert rep["time"]["runtime"] == "llamacpp"
+    assert 1 <= rep["time"]["ideal_time_reduction"] < rep["ideal_reduction"]
+    assert "As decode time on llamacpp: ideal" in format_report(rep)
+    assert doc(ctx, Constraint("schema", json.dumps(ORDER)), n=2)["time"] is None

@@ -114,7 +114,8 @@ def test_character_preset_run_and_scrub(page, app_url):
         "vocab 49,152",
         "byte-level BPE",
         "no prefix space",
-        "transformers on cpu",
+        "llamacpp on cpu",  # the embedded GGUF decodes on llama.cpp by default on a CPU
+        "32-token prefill",
     ):
         assert part in card, (part, card)
     _pick_preset(page, "SGLang character (regex)")  # from the dropdown
@@ -168,7 +169,10 @@ def test_character_preset_run_and_scrub(page, app_url):
     # the token strip: chips from this run, some jumped
     assert page.locator("#step-view #token-strip .cfsm-chip[data-origin=jump]").count() > 5
     assert "Jump-forward" in page.locator("#jump-panel").inner_text()
-    assert "forward passes saved vs masked" in page.locator("#stat-cards").inner_text()
+    cards = page.locator("#stat-cards").inner_text()
+    assert "forward passes saved vs masked" in cards
+    assert "llama.cpp" in cards and trace["totals"]["runtime"] == "llamacpp"
+    assert "decode time saved vs masked" in cards
     page.screenshot(path=str(ARTIFACTS / "step-view-scrubbed.png"), full_page=True)
 
     # clicking a state the path reached moves the scrubber to the step that reached it
@@ -207,6 +211,27 @@ def test_a_new_run_dims_the_old_step_view_at_once(page):
         timeout=240_000,
     )
     assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
+
+
+def test_the_runtime_dropdown_decodes_on_the_chosen_runtime(page, app_url):
+    """Runtime: transformers loads the PyTorch model beside llama.cpp (on first use) and the
+    run's cards and trace say which runtime decoded; back to auto, llama.cpp again."""
+    page.locator("#regex-input textarea").fill("(red|green|blue)")
+    page.locator("#prompt textarea").fill("What colour is the sky?")
+    for choice, runtime, card in (
+        ("transformers", "transformers", "transformers (PyTorch)"),
+        ("auto", "llamacpp", "llama.cpp"),
+    ):
+        dd = page.locator("#runtime input")
+        dd.click()
+        page.get_by_role("option", name=choice, exact=True).click()
+        _run_and_wait(page)
+        trace = _trace_of_last_run(page, app_url)
+        assert trace["totals"]["runtime"] == trace["model"]["runtime"] == runtime
+        assert trace["text"] in ("red", "green", "blue")
+        assert card in page.locator("#stat-cards").inner_text()
+    page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
+    page.wait_for_selector("#step-slider", timeout=60_000)
 
 
 def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
