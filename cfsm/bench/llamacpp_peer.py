@@ -15,14 +15,20 @@ from __future__ import annotations
 import json
 import re
 
+RULE_NAME = re.compile(r"\broot(?:_\d+)+\b")
+REPEAT_SPACE = re.compile(r"\{(\d+), ?(\d*)\}")
 UNSUPPORTED = re.compile(r"constraint\(s\) for llama\.cpp GBNF: (.+)$")
 
 
 def regex_gbnf(regex: str) -> str:
-    """A GBNF grammar for `regex` (already normalized), printed by xgrammar."""
+    """A GBNF grammar for `regex` (already normalized), printed by xgrammar, in llama.cpp's
+    spelling: rule names without underscores (`root_1` -> `root-1`; its printout splits
+    literals into one-character strings, so no name can occur inside one) and repeat counts
+    without the space (`{1, 16}` -> `{1,16}`)."""
     import xgrammar as xgr
 
-    return str(xgr.Grammar.from_regex(regex))
+    text = RULE_NAME.sub(lambda m: m.group(0).replace("_", "-"), str(xgr.Grammar.from_regex(regex)))
+    return REPEAT_SPACE.sub(r"{\1,\2}", text)
 
 
 def schema_gbnf(schema: dict) -> tuple[str, list[str]]:

@@ -172,3 +172,29 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     assert "| yes/no (regex) | cfsm jump (llama.cpp) |" in format_table(res)
     assert "| yes/no (regex) | llama.cpp+grammar |" in format_table(res)
     json.dumps(res)  # the --json line
+
+
+@pytest.mark.model
+def test_the_llamacpp_peer_gets_a_grammar_llamacpp_parses_for_every_default_task(
+    engine, paper_bench
+):
+    """The peers benchmark's llama.cpp row: GBNF printed from each task's regex, or the
+    bindings' converter on its schema (keywords it refuses dropped and named)."""
+    from cfsm.bench.llamacpp_peer import regex_gbnf, schema_gbnf
+    from cfsm.bench.peers import default_tasks
+    from engine.regex.normalize import normalize_regex
+
+    llm = engine.ensure_model("llamacpp").lm.model
+    lib, ffi = llm.lib, llm.ffi
+    for task in default_tasks(1):
+        c = task.constraint
+        if c.kind == "regex":
+            gbnf, dropped = regex_gbnf(normalize_regex(c.text)), []
+        else:
+            gbnf, dropped = schema_gbnf(json.loads(c.text))
+        g = lib.llama_sampler_init_grammar(
+            llm.vocab, ffi.new("char[]", gbnf.encode()), ffi.new("char[]", b"root")
+        )
+        assert g != ffi.NULL, (task.name, gbnf[:200])
+        lib.llama_sampler_free(g)
+        assert set(dropped) <= {"minimum", "maximum"}, dropped
