@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 RULE_NAME = re.compile(r"\broot(?:_\d+)+\b")
 REPEAT_SPACE = re.compile(r"\{(\d+), ?(\d*)\}")
@@ -75,6 +76,7 @@ class LlamaCppGrammarPeer:
         self.mem = lib.llama_get_memory(self.ctx)
         self.batch = lib.llama_batch_init(512, 0, 1)
         self.cached: list[int] = []
+        self.prefill_s = 0.0  # the last generate()'s prompt evaluation
 
     def close(self) -> None:
         self.llm.lib.llama_batch_free(self.batch)
@@ -116,7 +118,9 @@ class LlamaCppGrammarPeer:
                     raise ValueError("llama.cpp could not parse the GBNF grammar")
                 lib.llama_sampler_chain_add(chain, g)
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
+            t0 = time.perf_counter()
             self._prefill(ids)
+            self.prefill_s = time.perf_counter() - t0
             out: list[int] = []
             for _ in range(max_new):
                 tok = int(lib.llama_sampler_sample(chain, self.ctx, -1))

@@ -266,8 +266,10 @@ class PeerRunner:
     def generate(
         self, system: str, compiled, task: Task, prompt: str, max_new: int | None = None
     ) -> tuple[str, int]:
-        """(output text, output tokens) for one prompt."""
+        """(output text, output tokens) for one prompt; `prefill_s` is then its prompt's
+        first pass where the system says (cfsm, llama.cpp), else None."""
         max_new = max_new or self.max_new
+        self.prefill_s = None
         ids = self.prompt_ids(prompt)
         if system == "outlines":
             text_prompt = self.lm.tokenizer.decode(ids)
@@ -287,7 +289,9 @@ class PeerRunner:
                 ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size), max_new
             )
         if system.startswith("llama.cpp"):
-            out = self.llama_peer().generate(ids, compiled, max_new)
+            peer = self.llama_peer()
+            out = peer.generate(ids, compiled, max_new)
+            self.prefill_s = peer.prefill_s
             return self.lm.tokenizer.decode(out, skip_special_tokens=True), len(out)
         mode, rt = system.split()[1], system.split("(")[1].rstrip(")")
         tr = self.eng.generate(
@@ -300,6 +304,7 @@ class PeerRunner:
                 runtime=CFSM_RUNTIMES[rt],
             )
         )
+        self.prefill_s = tr["totals"]["prefill_ms"] / 1e3
         return tr["text"], tr["totals"]["output_tokens"]
 
 
@@ -344,11 +349,16 @@ def run_peers(
             compiled = runner.compile(system, task)
             compile_s = time.perf_counter() - t0
             runner.warm(system, compiled, task)
-            wall, tokens, valid, texts = 0.0, 0, 0, []
+            wall, tokens, valid, texts, prefill = 0.0, 0, 0, [], 0.0
             for prompt in task.prompts:
                 t = time.perf_counter()
                 text, n = runner.generate(system, compiled, task, prompt)
                 wall += time.perf_counter() - t
+                prefill = (
+                    None
+                    if runner.prefill_s is None or prefill is None
+                    else (prefill + runner.prefill_s)
+                )
                 tokens += n
                 valid += task.valid(text)
                 texts.append(text)
@@ -362,6 +372,10 @@ def run_peers(
                 "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
                 "ms_per_char": round(1e3 * wall / max(chars, 1), 2),
                 "compile_s": round(compile_s, 4),
+                # decoding after each prompt's first pass, per output token (where known)
+                "decode_ms_per_token": None
+                if prefill is None
+                else round(1e3 * (wall - prefill) / max(tokens, 1), 2),
                 "valid": valid,
                 "runs": len(task.prompts),
                 "sample": texts[0][:200] if texts else "",
@@ -489,9 +503,10 @@ def summarize(rows: list[dict]) -> dict:
         if grammar and lj:
             s["llamacpp_jump_vs_llamacpp_grammar"] = _ratio(grammar["wall_s"], lj["wall_s"])
         if ref and lm:
+            # per token after the prompt's first pass: the outputs differ in length (the
+            # unconstrained ones run to the limit), and the prompt's cost is not decoding
             s["llamacpp_masked_ms_per_token_vs_unconstrained"] = _ratio(
-                lm["wall_s"] / max(lm["output_tokens"], 1),
-                ref["wall_s"] / max(ref["output_tokens"], 1),
+                lm["decode_ms_per_token"], ref["decode_ms_per_token"]
             )
         out[task] = s
     return out
@@ -503,13 +518,15 @@ def _ratio(a: float, b: float) -> float:
 
 def format_table(res: dict) -> str:
     lines = [
-        "| task | system | wall | output tokens | output chars | ms/char | compile | valid |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| task | system | wall | output tokens | output chars | ms/char | decode ms/token "
+        "| compile | valid |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
         lines.append(
             f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | "
-            f"{r['output_chars']} | {r['ms_per_char']} | {r['compile_s'] * 1e3:.1f} ms | "
+            f"{r['output_chars']} | {r['ms_per_char']} | {r['decode_ms_per_token'] or '-'} | "
+            f"{r['compile_s'] * 1e3:.1f} ms | "
             f"{r['valid']}/{r['runs']} |"
         )
     for task, s in res["summary"].items():

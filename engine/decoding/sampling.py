@@ -14,21 +14,28 @@ ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely firs
 def select_pack(logits, mask, req: GenerateRequest, gen):
     """Mask, pick a token and gather the trace's numbers, all on the device; returns one
     flat tensor in `SamplePack`'s layout so a whole batch is read back in one host
-    transfer."""
+    transfer. The masked distribution is the raw one renormalized over the allowed tokens
+    (one softmax, not two: on a CPU a vocabulary-wide op costs 50-100 us, a fair share of a
+    llama.cpp step), and greedy decoding takes the masked top-k's first entry."""
     import torch
 
     logits = logits.float()
     probs_raw = torch.softmax(logits, dim=-1)
+    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
+    rv, ri = torch.topk(probs_raw, k)
     if mask is not None:
-        masked = logits.masked_fill(~mask, float("-inf"))
+        # disallowed tokens below every allowed one, even where an allowed token's
+        # probability underflows to 0 (then the masked probabilities read 0, not NaN)
+        kept = torch.where(mask, probs_raw, -1.0)
         feasible = (probs_raw * mask).sum()
+        mv, mi = torch.topk(kept, k)
+        mv = mv.clamp_min(0) / feasible.clamp_min(1e-38)
     else:
-        masked = logits
-        feasible = probs_raw.sum()
-    probs_masked = torch.softmax(masked, dim=-1)
+        kept, feasible, mv, mi = probs_raw, probs_raw.sum(), rv, ri
     if req.temperature <= 0:
-        choice = torch.argmax(masked)
+        choice = mi[0]
     else:
+        masked = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
         p = torch.softmax(masked / req.temperature, dim=-1)
         if req.top_p < 1.0:
             sp, si = torch.sort(p, descending=True)
@@ -37,14 +44,11 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
             choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
         else:
             choice = torch.multinomial(p, 1, generator=gen)[0]
-    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
-    rv, ri = torch.topk(probs_raw, k)
-    mv, mi = torch.topk(probs_masked, k)
     return torch.cat(
         [
             choice.float().view(1),
             feasible.view(1),
-            probs_masked[choice].view(1),
+            (kept[choice].clamp_min(0) / feasible.clamp_min(1e-38)).view(1),
             probs_raw[choice].view(1),
             rv,
             ri.float(),
