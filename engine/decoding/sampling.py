@@ -22,7 +22,8 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
     logits = logits.float()
     probs_raw = torch.softmax(logits, dim=-1)
     k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
-    rv, ri = torch.topk(probs_raw, k)
+    # the unmasked top-k is for the step view only (one vocabulary-wide pass less without it)
+    rv, ri = torch.topk(probs_raw, k if req.trace_detail or mask is None else 0)
     if mask is not None:
         # disallowed tokens below every allowed one, even where an allowed token's
         # probability underflows to 0 (then the masked probabilities read 0, not NaN)
@@ -50,6 +51,7 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
             feasible.view(1),
             (kept[choice].clamp_min(0) / feasible.clamp_min(1e-38)).view(1),
             probs_raw[choice].view(1),
+            torch.tensor([float(rv.numel())], device=logits.device),
             rv,
             ri.float(),
             mv,
@@ -61,8 +63,9 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
 @dataclass(frozen=True)
 class SamplePack:
     """One request's sampling numbers, read back from the host copy of `select_pack`'s
-    tensor: [choice, feasible mass, p(choice) masked, p(choice) raw, then k raw top-k
-    values, their ids, k masked top-k values, their ids]."""
+    tensor: [choice, feasible mass, p(choice) masked, p(choice) raw, r, then r raw top-k
+    values, their ids, k masked top-k values, their ids] (r is 0 when the step view's
+    details are off)."""
 
     token_id: int
     feasible_mass: float
@@ -71,16 +74,17 @@ class SamplePack:
     raw_top: list[tuple[int, float]]  # (id, p) most likely first, before the mask
     masked_top: list[tuple[int, float]]  # the same after the mask
 
-    HEAD = 4
+    HEAD = 5
 
     @classmethod
     def from_values(cls, vals: list[float]) -> SamplePack:
         h = cls.HEAD
-        k = (len(vals) - h) // 4
-        if len(vals) != h + 4 * k:
+        r = int(vals[h - 1]) if len(vals) >= h else -1
+        k = (len(vals) - h - 2 * r) // 2
+        if r < 0 or k < 0 or len(vals) != h + 2 * r + 2 * k:
             raise ValueError(f"a sample pack of {len(vals)} values does not fit the layout")
-        raw_v, raw_i = vals[h : h + k], vals[h + k : h + 2 * k]
-        m_v, m_i = vals[h + 2 * k : h + 3 * k], vals[h + 3 * k :]
+        raw_v, raw_i = vals[h : h + r], vals[h + r : h + 2 * r]
+        m_v, m_i = vals[h + 2 * r : h + 2 * r + k], vals[h + 2 * r + k :]
         return cls(
             int(vals[0]),
             vals[1],
