@@ -173,7 +173,7 @@ def _run_settings(modes, backends, wss) -> dict:
         w["max_new"] = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
         w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
     with gr.Row():
-        w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+        w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")
         w["seed"] = gr.Number(0, precision=0, label="Seed")
     w["runtime"] = gr.Dropdown(
         list(RUNTIME_CHOICES),

@@ -29,6 +29,7 @@ from viz.summaries import compare_md, doctor_md, doctor_plot, live_figures, summ
 from .layout import (
     CUSTOM,
     NO_RUN,
+    RUNTIME_CHOICES,
     Compare,
     Doctor,
     Playground,
@@ -185,6 +186,8 @@ RESTORED_INPUTS = Row(
     "temp",
     "top_p",
     "seed",
+    "runtime",
+    "preset",
 )
 PERMALINK_INPUTS = Row(
     "kind",
@@ -198,7 +201,9 @@ PERMALINK_INPUTS = Row(
     "mode",
     "max_new",
     "temp",
+    "top_p",
     "seed",
+    "runtime",
     "model",
     "preset",
 )
@@ -301,6 +306,8 @@ def run_streamer(hub: EngineHub):
                 max_v,
                 temp_v,
                 seed_v,
+                top_v,
+                runtime_v,
             )
             yield out.set(
                 permalink=link,
@@ -371,33 +378,50 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
     return box["trace"]
 
 
+def checked_inputs(raw: dict) -> dict:
+    """Widget values from outside (a permalink, an uploaded trace), by widget name: a
+    choice outside its list or a number that does not read is left out (that widget keeps
+    its value), a number is clamped to its widget's range. One table for both sources."""
+    choices = {"ws": WS, "backend": BACKENDS, "mode": MODES, "runtime": RUNTIME_CHOICES}
+    numbers = {
+        "max_new": (1, 512),
+        "temp": (0, 2),
+        "top_p": (0.05, 1),
+        "seed": (0, 2**31),
+    }
+    out = {k: raw[k] for k, allowed in choices.items() if raw.get(k) in allowed}
+    for name, (lo, hi) in numbers.items():
+        x = _num(raw.get(name), lo, hi, None)
+        if x is not None:
+            out[name] = x
+    return out
+
+
 def restore_inputs(trace: dict) -> dict:
     """An uploaded trace's inputs by widget name (RESTORED_INPUTS); what the trace does
-    not say is left out, so that widget keeps its value."""
+    not say is left out, so that widget keeps its value. The preset becomes 'edited'."""
     r = trace.get("request") or {}
     c = r.get("constraint") or {}
-    out: dict = {"lenient": bool(c.get("lenient", False)), "spec": bool(c.get("spec", False))}
+    out: dict = {
+        "lenient": bool(c.get("lenient", False)),
+        "spec": bool(c.get("spec", False)),
+        "preset": CUSTOM,
+    }
     if c.get("kind") in KINDS:
         out.update(text_inputs(c["kind"], c.get("text", "")))
     if "prompt" in r:
         out["prompt"] = r["prompt"]
-    choices = (
-        ("ws", c.get("whitespace"), WS),
-        ("backend", trace.get("backend"), BACKENDS),
-        ("mode", trace.get("mode"), MODES),
-    )
-    out.update({name: v for name, v, allowed in choices if v in allowed})
-    numbers = (
-        ("max_new", "max_new_tokens", 1, 512),
-        ("temp", "temperature", 0, 2),
-        ("top_p", "top_p", 0.05, 1),
-        ("seed", "seed", 0, 2**31),
-    )
-    for name, key, lo, hi in numbers:
-        x = _num(r.get(key), lo, hi, None)
-        if x is not None:
-            out[name] = x
-    return out
+    raw = {
+        "ws": c.get("whitespace"),
+        "backend": trace.get("backend"),
+        "mode": trace.get("mode"),
+        "runtime": r.get("runtime") or None,
+        "max_new": r.get("max_new_tokens"),
+        "temp": r.get("temperature"),
+        "top_p": r.get("top_p"),
+        "seed": r.get("seed"),
+    }
+    return {**out, **checked_inputs(raw)}
 
 
 def build_demo(hub: EngineHub) -> gr.Blocks:
@@ -692,16 +716,9 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
         out.update(
             {name: q[key] for name, key in (("prompt", "prompt"), ("model", "model")) if key in q}
         )
-        choices = (("ws", "ws", WS), ("backend", "backend", BACKENDS), ("mode", "mode", MODES))
-        out.update({name: q[key] for name, key, allowed in choices if q.get(key) in allowed})
-        for name, key, lo, hi in (
-            ("max_new", "max", 1, 512),
-            ("temp", "temp", 0, 2),
-            ("seed", "seed", 0, 2**31),
-        ):
-            x = _num(q.get(key), lo, hi, None)
-            if x is not None:
-                out[name] = x
+        keys = {"max_new": "max", "temp": "temp", "top_p": "top_p", "seed": "seed"}
+        raw = {name: q.get(keys.get(name, name)) for name in (*keys, "ws", "backend", "mode")}
+        out.update(checked_inputs({**raw, "runtime": q.get("runtime")}))
         return PERMALINK_INPUTS.set(**out)
 
     demo.load(on_load, None, PERMALINK_INPUTS.widgets(ui), queue=False)
@@ -800,7 +817,9 @@ def _num(v, lo, hi, default):
     return min(hi, max(lo, x))
 
 
-def permalink_md(kind, text, ws, prompt, model, backend, mode, max_v, temp, seed) -> str:
+def permalink_md(
+    kind, text, ws, prompt, model, backend, mode, max_v, temp, seed, top_p=1.0, runtime="auto"
+) -> str:
     q = {
         "kind": kind,
         "c": text,
@@ -810,8 +829,11 @@ def permalink_md(kind, text, ws, prompt, model, backend, mode, max_v, temp, seed
         "mode": mode,
         "max": int(max_v),
         "temp": temp,
+        "top_p": top_p,
         "seed": int(seed or 0),
     }
+    if runtime and runtime != "auto":
+        q["runtime"] = runtime
     if model and model != "embedded":
         q["model"] = model
     url = "?" + urllib.parse.urlencode(q)

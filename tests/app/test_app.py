@@ -46,6 +46,7 @@ def test_an_uploaded_trace_restores_its_inputs():
             "temperature": 0.5,
             "top_p": 0.9,
             "seed": 7,
+            "runtime": "transformers",
             "constraint": {
                 "kind": "schema",
                 "text": "{}",
@@ -69,10 +70,21 @@ def test_an_uploaded_trace_restores_its_inputs():
         "mode": "masked",
     }
     assert (got["max_new"], got["temp"], got["top_p"], got["seed"]) == (64, 0.5, 0.9, 7)
+    assert got["runtime"] == "transformers"
+    assert got["preset"] == "(edited: no preset)"  # the inputs are the trace's, not a preset's
     # the other two constraint boxes keep what they hold
     row = RESTORED_INPUTS.set(**got)
     assert isinstance(row[RESTORED_INPUTS.names.index("rx")], type(gr.skip()))
     assert isinstance(row[RESTORED_INPUTS.names.index("gram")], type(gr.skip()))
+
+
+def test_inputs_from_outside_are_checked_against_their_widgets():
+    from app.main import checked_inputs
+
+    got = checked_inputs(
+        {"ws": "loose", "mode": "jump", "runtime": "vllm", "top_p": "0.9", "temp": 9, "seed": "x"}
+    )
+    assert got == {"mode": "jump", "top_p": 0.9, "temp": 2}
 
 
 def test_a_free_run_upload_keeps_the_constraint_inputs():

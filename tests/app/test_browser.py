@@ -320,6 +320,8 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     assert page.locator("#regex-input textarea").input_value() == "(cat|dog)s"
     assert page.locator("#prompt textarea").input_value() == "Cats or dogs?"
     assert page.locator("#mode input[value=masked]").is_checked()
+    # the inputs are the trace's now, not the preset's the dropdown showed before
+    assert page.locator("#preset input").input_value() == "(edited: no preset)"
     assert page.locator("#output-text").inner_text() == tr["text"]
     # the SVG download is what is shown now, marks included
     with page.expect_download() as dl:
@@ -496,6 +498,8 @@ def test_permalink_restores_inputs(page, app_url):
             "mode": "masked",
             "backend": "xgrammar",
             "max": 17,
+            "top_p": 0.9,
+            "runtime": "transformers",
         }
     )
     page.goto(f"{app_url}/?{q}", wait_until="domcontentloaded")
@@ -505,6 +509,9 @@ def test_permalink_restores_inputs(page, app_url):
     )
     assert page.locator("#prompt textarea").input_value() == "Colour?"
     assert page.locator("#mode input[value=masked]").is_checked()
+    # Top-p and the runtime come back too (a permalink once dropped Top-p: 0.9 read as 1)
+    assert page.locator("#runtime input").input_value() == "transformers"
+    assert float(page.locator("#top-p input[type=number]").input_value()) == 0.9
 
 
 def test_lenient_checkbox_turns_a_refusal_into_a_warning(page, app_url):
