@@ -368,10 +368,19 @@ def output_panel(trace: dict) -> str:
 RUNTIME_NAMES = {"llamacpp": "llama.cpp", "transformers": "transformers (PyTorch)"}
 
 
+def masked_passes(totals: dict) -> int:
+    """What masked decoding spends on the same output: one pass per output token (the
+    prompt's pass gives the first token's logits), and one more for a stop the model chose
+    (`eos`); a run that ends where only EOS is allowed needs none for it. While a run
+    streams (no reason yet) the stop is counted."""
+    out = max(1, totals.get("output_tokens", 0))
+    return out + (1 if totals.get("reason", "eos") == "eos" else 0)
+
+
 def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     """The run's figures as labelled cards: value first, each with its own scale."""
     out = max(1, totals.get("output_tokens", 0))
-    base = baseline_passes or out + 1  # masked decoding: one pass per output token, plus the prompt
+    base = baseline_passes or masked_passes(totals)
     passes = totals.get("forward_passes", 0)
     cards = [
         ("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),

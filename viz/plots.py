@@ -20,6 +20,7 @@ def timeline(trace: dict, step: int | None = None):
 
     steps = trace.get("steps", [])
     x = [s["index"] for s in steps]
+    mode = "lines" if len(steps) > 2 else "lines+markers"  # a line of one point draws nothing
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -42,7 +43,7 @@ def timeline(trace: dict, step: int | None = None):
             x=x,
             y=[s.get("mask_us", 0) for s in steps],
             name="mask \u00b5s",
-            mode="lines",
+            mode=mode,
             line=dict(color="#f97316"),
         ),
         row=1,
@@ -54,7 +55,7 @@ def timeline(trace: dict, step: int | None = None):
             x=x,
             y=[s.get("allowed", 0) for s in steps],
             name="allowed",
-            mode="lines",
+            mode=mode,
             line=dict(color="#2563eb"),
         ),
         row=2,
@@ -65,7 +66,7 @@ def timeline(trace: dict, step: int | None = None):
             x=x,
             y=[s.get("feasible_mass", 0) for s in steps],
             name="feasible mass",
-            mode="lines",
+            mode=mode,
             line=dict(color="#16a34a"),
         ),
         row=2,
@@ -74,7 +75,13 @@ def timeline(trace: dict, step: int | None = None):
     )
     if step is not None:
         fig.add_vline(x=step, line_color="#f97316", line_dash="dot")
-    fig.update_yaxes(type="log", row=2, col=1, secondary_y=False)
+    fig.update_yaxes(type="log", row=2, col=1, secondary_y=False, title_text="allowed tokens")
+    # linear axes start at 0: one step's value is not stretched over its own rounding error
+    fig.update_yaxes(rangemode="tozero", row=1, col=1, secondary_y=False, title_text="forward ms")
+    fig.update_yaxes(rangemode="tozero", row=1, col=1, secondary_y=True, title_text="mask \u00b5s")
+    fig.update_yaxes(range=[0, 1.05], row=2, col=1, secondary_y=True, title_text="feasible mass")
+    fig.update_xaxes(tickformat="d", dtick=1 if len(steps) <= 12 else None)
+    fig.update_xaxes(title_text="decoding step", row=2, col=1)
     fig.update_layout(
         height=320,
         margin=dict(l=30, r=30, t=30, b=20),

@@ -203,7 +203,9 @@ class Engine:
         canon = self.ctx.continuation.encode(trace.text)
         ideal = ideal_counts(compressed_of(res.dfa), trace.text, canon, dec.vocab.token_bytes)
         if ideal is not None:
-            ideal["ideal_forward_passes"] = 1 + ideal["model_tokens"]
+            # one pass per decision the model makes (the prompt's pass gives the first); the
+            # stop is among them only where the automaton could go on (ideal_counts)
+            ideal["ideal_forward_passes"] = ideal["model_tokens"]
             ideal["emitted_tokens"] = len(trace.tokens)
         trace.ideal = ideal
 

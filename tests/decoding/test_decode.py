@@ -370,3 +370,15 @@ def test_an_empty_prompt_is_a_clear_error(engine):
     with pytest.raises(CfsmError) as ei:
         gen(engine, "", Constraint("regex", "(yes|no)"), mode="masked", raw_prompt=True)
     assert ei.value.kind == "invalid_input" and "empty" in ei.value.message
+
+
+def test_the_ideal_counts_only_passes_a_run_needs(engine):
+    """`(yes|no)`: one pass decides the answer and nothing may follow it, so the run takes
+    one pass and the ideal is one (it once said two); a date's ideal never exceeds what the
+    run took."""
+    tr = gen(engine, "Is water wet?", Constraint("regex", "(yes|no)"), mode="jump")
+    assert tr["totals"]["forward_passes"] == 1 == tr["ideal"]["ideal_forward_passes"]
+    date = r"(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]"
+    tr = gen(engine, "When did Apollo 11 land?", Constraint("regex", date), mode="jump")
+    assert tr["valid"] and tr["totals"]["reason"] == "complete"
+    assert tr["ideal"]["ideal_forward_passes"] <= tr["totals"]["forward_passes"]

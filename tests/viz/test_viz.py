@@ -206,8 +206,24 @@ def test_timeline_and_stat_cards_have_the_run_figures(trace):
     t = trace["totals"]
     cards = stat_cards(t)
     assert f"{t['tokens_per_s']:.1f}" in cards and "compile" in cards
-    saved = 1 - t["forward_passes"] / (t["output_tokens"] + 1)
+    saved = 1 - t["forward_passes"] / (t["output_tokens"] + (t["reason"] == "eos"))
     assert f"{100 * saved:.0f}%" in cards
+
+
+def test_a_run_that_jumps_nothing_saves_nothing():
+    """`(yes|no)`: one pass, one token, complete (only EOS allowed after it): masked decoding
+    would spend the same single pass, so 0% saved, not 50%; a chosen stop costs a pass."""
+    import re as _re
+
+    def saved(**t) -> str:
+        return _re.search(
+            r'<div class="v">([^<]*)</div><div class="l">forward passes saved', stat_cards(t)
+        ).group(1)
+
+    assert saved(output_tokens=1, forward_passes=1, reason="complete") == "0%"
+    assert saved(output_tokens=10, forward_passes=10, reason="complete") == "0%"  # a date
+    assert saved(output_tokens=3, forward_passes=4, reason="eos") == "0%"
+    assert saved(output_tokens=30, forward_passes=10, reason="eos") == "68%"
 
 
 @pytest.mark.model
@@ -418,3 +434,18 @@ def test_output_offsets_come_from_the_tokens_when_there_is_no_automaton(engine):
     assert all(s is None for s, _o in pos)
     assert offs == sorted(offs) and offs[0] == 0 and offs[-1] == len(tr["text"])
     assert len(set(offs)) > len(offs) // 2  # they move with the text, not stuck at 0
+
+
+def test_a_one_step_timeline_draws_its_point_on_axes_that_start_at_zero():
+    """A one-step run: its lines show a marker (a line of one point draws nothing), the
+    mask axis starts at 0 (not 8,589-8,590.5 around its one value), steps are whole
+    numbers, and the axes say what they measure."""
+    step = {"index": 0, "forward_ms": 40.0, "mask_us": 8590.0, "allowed": 2, "feasible_mass": 0.6}
+    fig = timeline({"steps": [step]})
+    assert all("markers" in tr.mode for tr in fig.data if tr.type == "scatter")
+    lay = fig.layout
+    mask_axis = next(a for a in (lay.yaxis2, lay.yaxis3) if a.title.text == "mask \u00b5s")
+    assert mask_axis.rangemode == "tozero"
+    assert lay.xaxis.tickformat == "d" and lay.xaxis2.title.text == "decoding step"
+    titles = {lay[k].title.text for k in ("yaxis", "yaxis2", "yaxis3", "yaxis4")}
+    assert titles == {"forward ms", "mask \u00b5s", "allowed tokens", "feasible mass"}
