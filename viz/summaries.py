@@ -122,6 +122,15 @@ def live_figures(ev: StepEvent) -> tuple[dict, dict, str]:
     return {"tokens": tokens, "steps": []}, totals, line
 
 
+def _times(ratio: float, more: str, less: str) -> str:
+    """'3.20x faster' / '16.5x slower': a ratio below 1 is read the other way round, never
+    as '0.06x slower'."""
+    if ratio >= 1:
+        return f"{ratio:.2f}x {more}" if ratio < 10 else f"{ratio:.1f}x {more}"
+    inv = 1 / max(ratio, 1e-9)
+    return f"{inv:.2f}x {less}" if inv < 10 else f"{inv:.1f}x {less}"
+
+
 def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
     """A vs B with the caveats a reader needs: unfinished runs, different outputs, sampling."""
     ta, tb = a["totals"], b["totals"]
@@ -149,10 +158,15 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
             f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives "
             "other outputs"
         )
-    verdict = (
-        f"B is {speed:.2f}x {'faster' if speed >= 1 else 'slower'} than A in wall time, with "
-        f"{ta['forward_passes'] / max(1, tb['forward_passes']):.2f}x fewer forward passes"
+    verdict = f"B is {_times(speed, 'faster', 'slower')} than A in wall time, with " + (
+        _times(ta["forward_passes"] / max(1, tb["forward_passes"]), "fewer", "more")
+        + " forward passes"
     )
+    if a["text"] != b["text"] and {a.get("mode"), b.get("mode")} == {"masked", "jump"}:
+        caveats.append(
+            "jump-forward re-tokenizes what it jumps and the model then reads those tokens, "
+            "not the ones it would have chosen, so greedy outputs can part ways"
+        )
     if caveats:
         rows.append(f"**{verdict}, but {'; '.join(caveats)}: read the ratio with care.**")
     else:
