@@ -219,8 +219,12 @@ def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_pat
         "outlines",
         "transformers+xgrammar",
         "transformers+llguidance",
-        "cfsm masked",
-        "cfsm jump",
+        "llama.cpp+grammar",
+        "cfsm masked (transformers)",
+        "cfsm jump (transformers)",
+        "cfsm masked (llama.cpp)",
+        "cfsm jump (llama.cpp)",
+        "llama.cpp, no constraint",
     ]
     assert [row["system"] for row in res["rows"]] == systems * 3
     assert {row["task"] for row in res["rows"]} == {

@@ -179,3 +179,22 @@ def test_a_gguf_path_loads_on_llamacpp(tmp_path):
         assert tr["text"] in ("yes", "no")
     finally:
         eng.close()
+
+
+@pytest.mark.model
+def test_a_long_prefill_gives_the_one_token_paths_logits(llama):
+    """From 64 tokens a call, llama.cpp's CPU products take another path (0.54 apart on
+    this model); the runner's 32-token micro-batches keep a 100-token prompt's logits
+    equal to 99 tokens and a step, so jump-forward never changes an output numerically."""
+    run, tok = llama.runner, llama.lm.tokenizer
+    ids = tok.encode("The quick brown fox jumps over the lazy dog. " * 12, add_special_tokens=False)
+    ids = ids[:100]
+    whole, split = run.new_cache(), run.new_cache()
+    try:
+        (a,), _ = run.forward([Feed(whole, ids)])
+        run.forward([Feed(split, ids[:-1])])
+        (b,), _ = run.forward([Feed(split, ids[-1:])])
+    finally:
+        run.free(whole)
+        run.free(split)
+    assert torch.equal(a, b), float((a - b).abs().max())
