@@ -533,18 +533,21 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
     )
 
     def on_stop(h, trace, collapse_v, whole_v):
-        """Cancel the run and say what was stopped; the previous run's view comes back (the
-        click dimmed it and the run had replaced it with a placeholder)."""
+        """Cancel the run and say what was stopped, in the stop line and in the summary
+        (which would otherwise keep the last streamed 'Decoding ... step N'); the partial
+        token strip goes, and the previous run's view comes back (the click dimmed it and
+        the run had replaced it with a placeholder)."""
         if h is None or h.phase == "done":
-            return (h.stop() if h is not None else "") or gr.skip(), gr.skip()
-        return h.stop() or gr.skip(), step_view_html(
-            trace, collapse_v, whole_v
-        ) if trace else empty_view(NO_RUN)
+            return (h.stop() if h is not None else "") or gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        line = h.stop()
+        view = step_view_html(trace, collapse_v, whole_v) if trace else empty_view(NO_RUN)
+        below = " The view below is the previous run's." if trace else ""
+        return line, view, f"**{line}**{below}", ""
 
     ui.stop_btn.click(
         on_stop,
         [ui.stop, ui.trace, ui.collapse, ui.whole],
-        [ui.stop_msg, ui.view],
+        [ui.stop_msg, ui.view, ui.summary, ui.live],
         cancels=[run_evt],
         queue=False,
     )

@@ -684,3 +684,28 @@ def test_app_survives_a_client_that_disconnects_mid_run(app_url):
     assert tr["text"] == "ok" and tr["totals"]["finished"]
     # decoded alone: the cancelled run no longer shares its forward passes
     assert [s["batch_size"] for s in tr["steps"]] == [1] * len(tr["steps"]), tr["steps"]
+
+
+def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
+    """Stop during a long decode: the stop line stays, the summary says the run was stopped
+    (not 'Decoding ... step N'), and the stopped run's partial token strip is gone."""
+    page.locator("#regex-input textarea").fill("[a-z ]{300,400}")  # no early end
+    page.locator("#prompt textarea").fill("Write a long story about the sea.")
+    page.locator("#run").click()
+    page.wait_for_function(
+        "document.querySelector('#summary').innerText.includes('Decoding')"
+        " && document.querySelectorAll('#live-strip .cfsm-chip').length > 3",
+        timeout=120_000,
+    )
+    page.locator("#stop").click()
+    page.wait_for_function(
+        "document.querySelector('#stop-message').innerText.includes('Stopped after')",
+        timeout=20_000,
+    )
+    page.wait_for_timeout(1500)  # it once vanished after 0.3 s
+    assert "Stopped after" in page.locator("#stop-message").inner_text()
+    summary = page.locator("#summary").inner_text()
+    assert "Stopped after" in summary and "Decoding" not in summary
+    assert page.locator("#live-strip .cfsm-chip").count() == 0
+    page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
+    page.wait_for_selector("#step-slider", timeout=60_000)
