@@ -195,7 +195,7 @@ def jump_panel(trace: dict, step: int | None) -> str:
         f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in '
         f"one pass: {j.get('prefilled', 0)} tokens"
         f" \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize "
-        f"{j.get('retokenize_us', 0)} \u00b5s</div>",
+        f"{duration_us(j.get('retokenize_us', 0))}</div>",
     ]
     return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
 
@@ -238,8 +238,9 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
         )
     out = (
         f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep "
-        f"{mass:.0%} of the model's probability, the {_g('feasible-mass', 'feasible mass')}); the "
-        f"model chose {tok} (p={s.get('prob', 0):.2f} after masking)."
+        f"{share(mass)} of the model's probability, the "
+        f"{_g('feasible-mass', 'feasible mass')}); the model chose {tok} "
+        f"(p={s.get('prob', 0):.2f} after masking)."
     )
     if mass < 0.2:
         out += " Low feasible mass: the constraint is fighting what the model wants to write."
@@ -363,6 +364,24 @@ def output_panel(trace: dict) -> str:
             f'class="cfsm-output">{esc(pj)}</pre></details>'
         )
     return '<div id="output-panel" class="cfsm-panel">' + "".join(parts) + "</div>"
+
+
+def share(p: float) -> str:
+    """A probability as a share a reader can compare: 0.3%, not 0% beside p = 0.62."""
+    if p <= 0:
+        return "0%"
+    if p < 0.001:
+        return "<0.1%"
+    return f"{100 * p:.0f}%" if p >= 0.1 else f"{100 * p:.1f}%"
+
+
+def duration_us(us: float) -> str:
+    """45.2 \u00b5s, 3.4 ms, 1.83 s: never '182630.3 \u00b5s'."""
+    if us < 1000:
+        return f"{us:.1f} \u00b5s"
+    if us < 1_000_000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us / 1e6:.2f} s"
 
 
 RUNTIME_NAMES = {"llamacpp": "llama.cpp", "transformers": "transformers (PyTorch)"}

@@ -449,3 +449,13 @@ def test_a_one_step_timeline_draws_its_point_on_axes_that_start_at_zero():
     assert lay.xaxis.tickformat == "d" and lay.xaxis2.title.text == "decoding step"
     titles = {lay[k].title.text for k in ("yaxis", "yaxis2", "yaxis3", "yaxis4")}
     assert titles == {"forward ms", "mask \u00b5s", "allowed tokens", "feasible mass"}
+
+
+def test_small_shares_and_long_durations_read_as_a_person_would_write_them():
+    from viz.panels import duration_us, share
+
+    assert share(0.003) == "0.3%" and share(0.62) == "62%" and share(0.0) == "0%"
+    assert share(0.0004) == "<0.1%"
+    assert duration_us(45.23) == "45.2 \u00b5s"
+    assert duration_us(182630.3) == "182.6 ms"
+    assert duration_us(1_830_000) == "1.83 s"
