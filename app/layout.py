@@ -49,6 +49,7 @@ class Playground:
     ts_out: Any
     model: Any
     runtime: Any
+    raw: Any
     backend: Any
     mode: Any
     ws: Any
@@ -209,6 +210,12 @@ def _step_view() -> dict:
         with gr.Column(scale=1, min_width=160):
             w["collapse"] = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
             w["whole"] = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
+            w["raw"] = gr.Checkbox(
+                False,
+                label="Raw character classes",
+                elem_id="raw-classes",
+                info="edges read in words; hover an edge for its exact class",
+            )
     w["view"] = gr.HTML(empty_view(NO_RUN), elem_id="step-view-host")
     return w
 

@@ -219,7 +219,7 @@ def text_inputs(kind: str, text: str) -> dict:
     }
 
 
-def finished_run(trace: dict, collapse: bool, whole: bool) -> dict:
+def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> dict:
     """Every output a finished (or uploaded) run updates."""
     return dict(
         trace=trace,
@@ -228,7 +228,7 @@ def finished_run(trace: dict, collapse: bool, whole: bool) -> dict:
         cards=stat_cards(trace["totals"]),
         timeline=timeline(trace),
         scrub=scrub_slider(len(trace["steps"])),
-        view=step_view_html(trace, collapse, whole),
+        view=step_view_html(trace, collapse, whole, raw),
         live="",
     )
 
@@ -262,6 +262,7 @@ def run_streamer(hub: EngineHub):
         lenient_v=False,
         spec_v=False,
         runtime_v="auto",
+        raw_v=False,
         prev_trace=None,
     ):
         handle = RunHandle()
@@ -312,7 +313,7 @@ def run_streamer(hub: EngineHub):
             yield out.set(
                 permalink=link,
                 dl_trace=write_trace_file(trace),
-                **finished_run(trace, collapse_v, whole_v),
+                **finished_run(trace, collapse_v, whole_v, raw_v),
             )
         except GeneratorExit:
             handle.event.set()
@@ -324,7 +325,7 @@ def run_streamer(hub: EngineHub):
                 error=_msg(exc),
                 summary="",
                 live="",
-                view=step_view_html(prev_trace, collapse_v, whole_v)
+                view=step_view_html(prev_trace, collapse_v, whole_v, raw_v)
                 if prev_trace
                 else empty_view(NO_RUN),
             )
@@ -525,6 +526,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
             ui.lenient,
             ui.spec,
             ui.runtime,
+            ui.raw,
             ui.trace,
         ],
         outputs,
@@ -532,7 +534,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         concurrency_id="decode",
     )
 
-    def on_stop(h, trace, collapse_v, whole_v):
+    def on_stop(h, trace, collapse_v, whole_v, raw_v):
         """Cancel the run and say what was stopped, in the stop line and in the summary
         (which would otherwise keep the last streamed 'Decoding ... step N'); the partial
         token strip goes, and the previous run's view comes back (the click dimmed it and
@@ -540,13 +542,13 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         if h is None or h.phase == "done":
             return (h.stop() if h is not None else "") or gr.skip(), gr.skip(), gr.skip(), gr.skip()
         line = h.stop()
-        view = step_view_html(trace, collapse_v, whole_v) if trace else empty_view(NO_RUN)
+        view = step_view_html(trace, collapse_v, whole_v, raw_v) if trace else empty_view(NO_RUN)
         below = " The view below is the previous run's." if trace else ""
         return line, view, f"**{line}**{below}", ""
 
     ui.stop_btn.click(
         on_stop,
-        [ui.stop, ui.trace, ui.collapse, ui.whole],
+        [ui.stop, ui.trace, ui.collapse, ui.whole, ui.raw],
         [ui.stop_msg, ui.view, ui.summary, ui.live],
         cancels=[run_evt],
         queue=False,
@@ -557,15 +559,17 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
     ui.play.click(None, js="() => { window.cfsm && window.cfsm.play(); }")
     ui.pause.click(None, js="() => { window.cfsm && window.cfsm.pause(); }")
 
-    def relayout(trace, collapse_v, whole_v):
-        return step_view_html(trace, collapse_v, whole_v) if trace else gr.skip()
+    def relayout(trace, collapse_v, whole_v, raw_v):
+        return step_view_html(trace, collapse_v, whole_v, raw_v) if trace else gr.skip()
 
-    for box in (ui.collapse, ui.whole):
-        box.input(relayout, [ui.trace, ui.collapse, ui.whole], ui.view, show_progress="hidden")
+    for box in (ui.collapse, ui.whole, ui.raw):
+        box.input(
+            relayout, [ui.trace, ui.collapse, ui.whole, ui.raw], ui.view, show_progress="hidden"
+        )
 
     upload = RUN_OUTPUTS + Row("up_trace", "up_err") + RESTORED_INPUTS
 
-    def on_upload(f, collapse_v, whole_v):
+    def on_upload(f, collapse_v, whole_v, raw_v):
         try:
             if f is None:
                 return upload.set()
@@ -576,7 +580,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
                 )
             trace = validate_trace(p.read_text(encoding="utf-8"))
             return upload.set(
-                **finished_run(trace, collapse_v, whole_v),
+                **finished_run(trace, collapse_v, whole_v, raw_v),
                 up_trace=None,
                 up_err="",
                 **restore_inputs(trace),
@@ -584,7 +588,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         except BaseException as exc:  # noqa: BLE001
             return upload.set(up_trace=None, up_err=_msg(exc))
 
-    ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole], upload.widgets(ui))
+    ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole, ui.raw], upload.widgets(ui))
 
 
 def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:

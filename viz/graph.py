@@ -13,6 +13,8 @@ import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from .charclass import class_set, describe, raw_label, union
+
 CURRENT = "#f97316"
 PATH = "#2563eb"
 JUMP = "#16a34a"
@@ -78,6 +80,24 @@ class GraphView:
         return [e["from"], e["to"]]
 
 
+def edge_labels(automaton: dict, group: list[dict]) -> dict:
+    """A merged edge's label in words and its exact class (`raw`): the classes of all the
+    parallel transitions as one set. Traces without class contents (version 1-3 automata
+    of older runs) keep the partition's labels, joined."""
+    if automaton.get("classes") is None or any("class" not in e for e in group):
+        labels = [e["label"] for e in group]
+        label = (
+            labels[0]
+            if len(labels) == 1
+            else "|".join(labels[:3]) + ("|\u2026" if len(labels) > 3 else "")
+        )
+        return {"label": label, "raw": label}
+    cs = class_set(automaton, group[0]["class"])
+    for e in group[1:]:
+        cs = union(cs, class_set(automaton, e["class"]))
+    return {"label": describe(cs), "raw": raw_label(cs)}
+
+
 def graph_view(automaton: dict, collapse: bool = True) -> GraphView:
     """Visible states and edges. With `collapse`, inner states of chains disappear and
     each chain becomes one edge labelled with its string. Parallel edges are merged."""
@@ -92,21 +112,24 @@ def graph_view(automaton: dict, collapse: bool = True) -> GraphView:
                 hidden[s] = (i, k)
             for hop in zip(st, st[1:], strict=False):
                 hop_edge[hop] = i
-            edges.append({"from": c["from"], "to": c["to"], "label": c["string"], "chain": True})
-    merged: dict[tuple[int, int], list[str]] = {}
+            edges.append(
+                {
+                    "from": c["from"],
+                    "to": c["to"],
+                    "label": c["string"],
+                    "raw": c["string"],
+                    "chain": True,
+                }
+            )
+    merged: dict[tuple[int, int], list[dict]] = {}
     for e in automaton["transitions"]:
         a, b = e["from"], e["to"]
         if a in hidden or (a, b) in hop_edge:
             continue
-        merged.setdefault((a, b), []).append(e["label"])
-    for (a, b), labels in merged.items():
-        label = (
-            labels[0]
-            if len(labels) == 1
-            else "|".join(labels[:3]) + ("|\u2026" if len(labels) > 3 else "")
-        )
+        merged.setdefault((a, b), []).append(e)
+    for (a, b), group in merged.items():
         hop_edge[(a, b)] = len(edges)
-        edges.append({"from": a, "to": b, "label": label, "chain": False})
+        edges.append({"from": a, "to": b, "chain": False, **edge_labels(automaton, group)})
     view = GraphView(
         states=[s for s in range(automaton["num_states"]) if s not in hidden],
         edges=edges,
@@ -196,7 +219,7 @@ def plan_focus(
     return layouts, which
 
 
-def _esc_label(s: str, limit: int = 18) -> str:
+def _esc_label(s: str, limit: int = 32) -> str:
     vis = (
         s.replace("\\", "\\\\")
         .replace("\n", "\u21b5")
@@ -209,9 +232,10 @@ def _esc_label(s: str, limit: int = 18) -> str:
     return vis
 
 
-def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
+def dot_source(view: GraphView, keep: set[int] | None = None, raw: bool = False) -> str:
     """Graphviz source for the view, or for the states in `keep` with a dashed stub per
-    drawn state that has neighbours outside."""
+    drawn state that has neighbours outside. Edges read in words (`raw`: the exact class);
+    hovering an edge shows its exact class either way."""
     lines = [
         "digraph fsm {",
         'rankdir=LR; bgcolor="transparent"; nodesep=0.25; ranksep=0.35;',
@@ -241,7 +265,12 @@ def dot_source(view: GraphView, keep: set[int] | None = None) -> str:
             if e["chain"]
             else ', color="#94a3b8"'
         )
-        lines.append(f's{a} -> s{b} [id="e{i}", label="{_esc_label(e["label"])}"{style}];')
+        text = e.get("raw", e["label"]) if raw else e["label"]
+        tip = _esc_label(e.get("raw", e["label"]), 200)
+        lines.append(
+            f's{a} -> s{b} [id="e{i}", label="{_esc_label(text)}", tooltip="{tip}", '
+            f'labeltooltip="{tip}"{style}];'
+        )
     for s, k in sorted(outside.items()):
         lines.append(
             f'more{s} [id="more{s}", shape=box, style="dashed,rounded", fontsize=9, '

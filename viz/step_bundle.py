@@ -82,12 +82,12 @@ def positions(trace: dict) -> list[tuple[int | None, int]]:
 
 
 def graph_plan(
-    trace: dict, view: GraphView, where: list[str], whole: bool
+    trace: dict, view: GraphView, where: list[str], whole: bool, raw: bool = False
 ) -> tuple[list[str], list[int], str]:
     """The layouts a run needs, each position's layout, and a note about the view."""
     n = len(view.states)
     if n <= MAX_FULL_NODES or (whole and n <= WHOLE_LIMIT):
-        return [render_svg(dot_source(view))], [0] * len(where), ""
+        return [render_svg(dot_source(view, raw=raw))], [0] * len(where), ""
     note = ""
     if whole:
         note = (
@@ -96,7 +96,7 @@ def graph_plan(
             "cannot be read). Showing focus views."
         )
     keeps, which = plan_focus(view, where)
-    return [render_svg(dot_source(view, k)) for k in keeps], which, note
+    return [render_svg(dot_source(view, k, raw)) for k in keeps], which, note
 
 
 def _allowed(s: dict, view: GraphView | None) -> list[list]:
@@ -160,7 +160,7 @@ def _step_entry(
     return e
 
 
-def step_bundle(trace: dict, collapse: bool = True, whole: bool = False) -> dict:
+def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False) -> dict:
     """Everything the client needs to show any position of the run."""
     auto = trace.get("automaton")
     where = positions(trace)
@@ -170,7 +170,7 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False) -> dict
         path = auto.get("path") or [auto["initial"]]
         trail_els, upto = trail(view, path)
         layouts, which, note = graph_plan(
-            trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole
+            trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole, raw
         )
         for j in trace.get("jumps", []):
             a = j.get("char_start", 0)
@@ -228,9 +228,12 @@ LEGEND = (
 )
 
 
-def step_view_html(trace: dict, collapse: bool = True, whole: bool = False) -> str:
-    """The step view's skeleton plus its bundle; the page's script fills it in."""
-    b = step_bundle(trace, collapse, whole)
+def step_view_html(
+    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+) -> str:
+    """The step view's skeleton plus its bundle; the page's script fills it in. Edges read
+    in words unless `raw` asks for the exact character classes."""
+    b = step_bundle(trace, collapse, whole, raw)
     data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace(
         "<", "\\u003c"
     )  # inert in <script>

@@ -86,6 +86,9 @@ class CharDFA:
             "initial": self.initial,
             "accepting": sorted(self.finals),
             "transitions": edges,
+            # what each class holds, for labels in words (viz/charclass.py); the other class
+            # holds every character no class lists
+            "classes": [None if k == self.other_class else c for k, c in enumerate(self.classes)],
         }
 
 

@@ -191,6 +191,19 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert page.locator("#step-slider input[type=number]").input_value() == str(k)
     assert k <= 6
 
+    # edges read in words; the raw toggle draws the exact classes instead
+    words = " ".join(page.locator("#fsm-graph svg g.edge text").all_inner_texts())
+    assert "letter, digit, whitespace or _" in words and "[\\t" not in words
+    run = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.locator("#raw-classes input[type=checkbox]").click()
+    page.wait_for_function(
+        "[...document.querySelectorAll('#fsm-graph svg g.edge text')]"
+        ".some(t => t.textContent.startsWith('[0-9A-Z_a-z') || t.textContent.includes('\\t'))",
+        timeout=30_000,
+    )
+    page.locator("#raw-classes input[type=checkbox]").click()  # back to words for the next tests
+    assert run  # the same run, drawn again
+
 
 def test_a_new_run_dims_the_old_step_view_at_once(page):
     """The page's own script dims the old view on the click, before the server answers;
