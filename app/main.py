@@ -532,6 +532,9 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         outputs,
         concurrency_limit=DECODE_SLOTS,
         concurrency_id="decode",
+        # the summary line streams the progress; Gradio's overlay timers on eleven outputs
+        # redrew every frame for the whole run, on the cores the decoding needs
+        show_progress="hidden",
     )
 
     def on_stop(h, trace, collapse_v, whole_v, raw_v):

@@ -626,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
             "paper",
             "batch",
             "scrub",
+            "page-run",
             "jsonschemabench",
             "conformance",
             "peers",
@@ -634,9 +635,11 @@ def build_parser() -> argparse.ArgumentParser:
         ],
         help="paper-character: masked vs jump per backend on --names names; paper: the character "
         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view "
-        "scrub time in Chromium; conformance: the JSON-Schema test suite through every backend (no "
-        "model); peers: outlines, transformers+xgrammar, transformers+llguidance, cfsm masked and "
-        "jump side by side; tokenizers: masked / jump / ideal passes per tokenizer family (tiny "
+        "scrub time in Chromium; page-run: a preset run from the click on Run to its step view in "
+        "Chromium, per runtime; conformance: the JSON-Schema test suite through every backend (no "
+        "model); peers: outlines, transformers+xgrammar, transformers+llguidance, "
+        "llama.cpp+grammar, cfsm masked and jump on both runtimes side by side; tokenizers: "
+        "masked / jump / ideal passes per tokenizer family (tiny "
         "models built offline); adversarial: the adversarial corpus compiled for every backend "
         "while an ordinary user runs (answers, limits, memory)",
     )

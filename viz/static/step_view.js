@@ -15,7 +15,8 @@ window.cfsm = (() => {
   function attach() {
     const el = document.querySelector("#step-view");
     const data = el && el.querySelector("script.cfsm-bundle");
-    const key = el && (el.dataset.run || "") + (data ? data.textContent.length : "");
+    // cheap: a text node's length, not textContent (a copy of a bundle of hundreds of KB)
+    const key = el && (el.dataset.run || "") + (data && data.firstChild ? data.firstChild.length : "");
     if (!el || (el === root && key === loaded)) return;
     if (el !== root) el.addEventListener("click", onClick);
     root = el; loaded = key;
@@ -203,6 +204,12 @@ window.cfsm = (() => {
     if (h && id < B.vocab) h.textContent = `token id ${id}`;
   });
   window.addEventListener("pointerup", () => { drag = null; });
-  new MutationObserver(() => attach()).observe(document.documentElement, {childList: true, subtree: true});
+  // Gradio mutates the page many times per streamed update: look for a new view once a frame
+  let pending = false;
+  new MutationObserver(() => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; attach(); });
+  }).observe(document.documentElement, {childList: true, subtree: true});
   return {show, play, pause, stale, setSlider, attach};
 })();
