@@ -159,6 +159,7 @@ class Row:
 RUN_OUTPUTS = Row(
     "trace",
     "stop",
+    "stop_msg",
     "error",
     "summary",
     "cards",
@@ -286,6 +287,8 @@ def run_streamer(hub: EngineHub):
             )
             yield out.set(
                 stop=handle,
+                stop_msg="",  # a new run: the last Stop's line goes (here, not in an event of
+                # its own: Stop's cancel re-ran such an event and wiped the line it had just set)
                 error="",
                 summary="Loading the model \u2026",
                 live="",
@@ -556,7 +559,6 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         cancels=[run_evt],
         queue=False,
     )
-    ui.run_btn.click(lambda: "", None, ui.stop_msg, queue=False)
     # scrubbing and playing happen in the browser (viz/static/step_view.js): no server round trip
     ui.scrub.change(None, [ui.scrub], None, js="(k) => { window.cfsm && window.cfsm.show(k); }")
     ui.play.click(None, js="() => { window.cfsm && window.cfsm.play(); }")

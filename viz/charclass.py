@@ -100,6 +100,6 @@ def raw_label(cs: CharSet) -> str:
     """The exact class, as a regex class (for the hover text and the raw toggle)."""
     chars, negated = cs
     if not negated and len(chars) == 1:
-        return _char(next(iter(chars)))
+        return next(iter(chars))  # the character itself (a graph shows a space as \u2423)
     body = "".join(_ranges(chars, _regex_char, "")) if chars else ""
     return f"[{'^' if negated else ''}{body}]"

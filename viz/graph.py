@@ -219,13 +219,12 @@ def plan_focus(
     return layouts, which
 
 
-def _esc_label(s: str, limit: int = 32) -> str:
-    vis = (
-        s.replace("\\", "\\\\")
-        .replace("\n", "\u21b5")
-        .replace("\t", "\u21e5")
-        .replace(" ", "\u2423")
-    )
+def _esc_label(s: str, limit: int = 32, words: bool = False) -> str:
+    """A DOT label: literal text shows its spaces and newlines (\u2423, \u21b5); a label in
+    words keeps plain spaces."""
+    vis = s.replace("\\", "\\\\")
+    if not words:
+        vis = vis.replace("\n", "\u21b5").replace("\t", "\u21e5").replace(" ", "\u2423")
     vis = vis.replace('"', '\\"')
     if len(vis) > limit:
         vis = vis[: limit - 1] + "\u2026"
@@ -266,9 +265,10 @@ def dot_source(view: GraphView, keep: set[int] | None = None, raw: bool = False)
             else ', color="#94a3b8"'
         )
         text = e.get("raw", e["label"]) if raw else e["label"]
+        words = not raw and not e["chain"] and e.get("raw", e["label"]) != e["label"]
         tip = _esc_label(e.get("raw", e["label"]), 200)
         lines.append(
-            f's{a} -> s{b} [id="e{i}", label="{_esc_label(text)}", tooltip="{tip}", '
+            f's{a} -> s{b} [id="e{i}", label="{_esc_label(text, words=words)}", tooltip="{tip}", '
             f'labeltooltip="{tip}"{style}];'
         )
     for s, k in sorted(outside.items()):

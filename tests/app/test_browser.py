@@ -192,13 +192,13 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert k <= 6
 
     # edges read in words; the raw toggle draws the exact classes instead
-    words = " ".join(page.locator("#fsm-graph svg g.edge text").all_inner_texts())
+    words = " ".join(page.locator("#fsm-graph svg g.edge text").all_text_contents())
     assert "letter, digit, whitespace or _" in words and "[\\t" not in words
     run = page.evaluate("document.querySelector('#step-view').dataset.run")
     page.locator("#raw-classes input[type=checkbox]").click()
     page.wait_for_function(
         "[...document.querySelectorAll('#fsm-graph svg g.edge text')]"
-        ".some(t => t.textContent.startsWith('[0-9A-Z_a-z') || t.textContent.includes('\\t'))",
+        r".some(t => t.textContent.includes('[\\t-\\r'))",  # the class as written: [\t-\r ...]
         timeout=30_000,
     )
     page.locator("#raw-classes input[type=checkbox]").click()  # back to words for the next tests
@@ -702,6 +702,8 @@ def test_app_survives_a_client_that_disconnects_mid_run(app_url):
 def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
     """Stop during a long decode: the stop line stays, the summary says the run was stopped
     (not 'Decoding ... step N'), and the stopped run's partial token strip is gone."""
+    page.goto(app_url, wait_until="domcontentloaded")  # the regex tab, whatever ran before
+    page.wait_for_selector("#regex-input textarea", timeout=60_000)
     page.locator("#regex-input textarea").fill("[a-z ]{300,400}")  # no early end
     page.locator("#prompt textarea").fill("Write a long story about the sea.")
     page.locator("#run").click()
@@ -717,8 +719,11 @@ def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
     )
     page.wait_for_timeout(1500)  # it once vanished after 0.3 s
     assert "Stopped after" in page.locator("#stop-message").inner_text()
+    # the summary says the run stopped: Stop's own line, or (when the stopped run ended
+    # before Gradio cancelled the handler) that run's summary, 'finished: False (cancelled)'
     summary = page.locator("#summary").inner_text()
-    assert "Stopped after" in summary and "Decoding" not in summary
+    assert "Decoding" not in summary, summary
+    assert "Stopped after" in summary or "(cancelled)" in summary, summary
     assert page.locator("#live-strip .cfsm-chip").count() == 0
     page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
     page.wait_for_selector("#step-slider", timeout=60_000)
