@@ -202,7 +202,12 @@ def test_character_preset_run_and_scrub(page, app_url):
         timeout=30_000,
     )
     page.locator("#raw-classes input[type=checkbox]").click()  # back to words for the next tests
-    assert run  # the same run, drawn again
+    page.wait_for_function(  # drawn again before the next test reads the view
+        "[...document.querySelectorAll('#fsm-graph svg g.edge text')]"
+        ".some(t => t.textContent.includes('letter, digit'))",
+        timeout=30_000,
+    )
+    assert run
 
 
 def test_a_new_run_dims_the_old_step_view_at_once(page):
