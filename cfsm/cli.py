@@ -79,6 +79,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _engine(args, **kw):
+    """The engine the model flags ask for (--model, --device, --trust-remote-code,
+    --runtime)."""
+    from engine.serving.service import Engine
+
+    return Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime, **kw)
+
+
 def _add_runtime_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--runtime",
@@ -129,14 +137,10 @@ def cmd_jump(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from engine.serving.service import Engine
 
     constraint = _constraint_from(args)
-    eng = Engine(
-        args.model,
-        args.device,
-        args.trust_remote_code,
-        runtime=args.runtime,
+    eng = _engine(
+        args,
         load_weights=False,
         max_states=args.max_states,
         compile_timeout_s=args.timeout,
@@ -192,11 +196,7 @@ def _generate_many(lines, args) -> int:
     order, one line each (an error object where a request fails)."""
     import concurrent.futures as cf
 
-    from engine.serving.service import Engine
-
-    eng = Engine(
-        args.model, args.device, args.trust_remote_code, runtime=args.runtime, continuous=True
-    )
+    eng = _engine(args, continuous=True)
 
     def one(obj: dict) -> dict:
         try:
@@ -240,7 +240,6 @@ def _generate_many(lines, args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from engine.serving.service import Engine
 
     if args.requests:
         return _generate_many(_read_jsonl(args.requests), args)
@@ -249,7 +248,7 @@ def cmd_generate(args) -> int:
     fields = ("prompt", *KINDS, "whitespace", *REQUEST_FIELDS, "lenient", "spec")
     obj = {k: getattr(args, k) for k in fields}
     req = _request_from(obj, args)
-    eng = Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime)
+    eng = _engine(args)
     try:
         tr = eng.generate(req)
     finally:
@@ -281,15 +280,10 @@ def cmd_bench(args) -> int:
     if args.suite == "conformance":
         return _bench_conformance(args)
     if args.suite == "jsonschemabench":
-        from engine.serving.service import Engine
-
         from .bench.jsonschemabench import format_table, run
 
-        eng = Engine(
-            args.model,
-            args.device,
-            args.trust_remote_code,
-            runtime=args.runtime,
+        eng = _engine(
+            args,
             load_weights=False,
         )
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -342,13 +336,10 @@ def cmd_bench(args) -> int:
 
 
 def _bench_adversarial(args) -> int:
-    from engine.serving.service import Engine
 
     from .bench.adversarial import format_table, run, worker_overhead
 
-    eng = Engine(
-        args.model, args.device, args.trust_remote_code, runtime=args.runtime, continuous=True
-    )
+    eng = _engine(args, continuous=True)
     try:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         res = run(eng, backends, log=(lambda *_: None) if args.json else print)
@@ -380,8 +371,6 @@ def _bench_tokenizers(args) -> int:
 def _bench_peers(args) -> int:
     import importlib.util
 
-    from engine.serving.service import Engine
-
     if importlib.util.find_spec("outlines") is None:
         raise CfsmError(
             "invalid_input",
@@ -390,7 +379,7 @@ def _bench_peers(args) -> int:
     from .bench.peers import default_tasks, format_table, run_peers
     from .bench.peers_report import write_peers_report
 
-    eng = Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime)
+    eng = _engine(args)
     try:
         res = run_peers(
             eng,
@@ -434,14 +423,10 @@ def _bench_conformance(args) -> int:
 
 def cmd_doctor(args) -> int:
     from engine.analysis.doctor import format_report
-    from engine.serving.service import Engine
 
     constraint = _constraint_from(args)
-    eng = Engine(
-        args.model,
-        args.device,
-        args.trust_remote_code,
-        runtime=args.runtime,
+    eng = _engine(
+        args,
         load_weights=args.prompt is not None,
     )
     try:
@@ -462,7 +447,6 @@ def cmd_doctor(args) -> int:
 def cmd_check(args) -> int:
     """One JSON object per (backend, text): does the constraint accept it?"""
     from engine.analysis.check import check_text
-    from engine.serving.service import Engine
 
     if args.requests:
         items = _read_jsonl(args.requests)
@@ -476,9 +460,7 @@ def cmd_check(args) -> int:
         if _constraint_from(None, base) is None:
             raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
         items = [{**base, "backend": args.backend, "text": t} for t in args.text]
-    eng = Engine(
-        args.model, args.device, args.trust_remote_code, runtime=args.runtime, load_weights=False
-    )
+    eng = _engine(args, load_weights=False)
     worst = 0
     try:
         for obj in items:

@@ -11,7 +11,7 @@ import json
 import statistics
 from pathlib import Path
 
-from .scrub import CHROMIUM
+from .scrub import served_page
 
 RUNTIMES = ("auto", "transformers")  # auto: llama.cpp for the embedded GGUF on a CPU
 
@@ -66,42 +66,28 @@ def main(
     preset: str = "SGLang character (regex)",
     repeats: int = 3,
 ) -> dict:
-    from playwright.sync_api import sync_playwright
-
-    from app.main import serve
-
-    demo, _hub = serve(port=port, prevent_thread_lock=True)
     times: dict[str, list[float]] = {r: [] for r in RUNTIMES}
     first: dict[str, list[float]] = {r: [] for r in RUNTIMES}
     summaries: dict[str, str] = {}
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
-            )
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
-            page.wait_for_function(
-                "document.querySelector('#model-status')?.innerText.includes('Model ready')",
-                timeout=600_000,
-            )
-            _pick_preset(page, preset)
-            for rt in RUNTIMES:  # untimed: loads the runtime's model, compiles
+    with served_page(port) as page:
+        page.wait_for_function(
+            "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+            timeout=600_000,
+        )
+        _pick_preset(page, preset)
+        for rt in RUNTIMES:  # untimed: loads the runtime's model, compiles
+            _choose(page, "runtime", rt)
+            timed_run(page)
+        for _ in range(repeats):
+            for rt in RUNTIMES:
                 _choose(page, "runtime", rt)
-                timed_run(page)
-            for _ in range(repeats):
-                for rt in RUNTIMES:
-                    _choose(page, "runtime", rt)
-                    m, summaries[rt] = timed_run(page)
-                    times[rt].append(m["done"])
-                    first[rt].append(m["first"])
-                    print(
-                        f"{rt:14s} click to step view {m['done']:6.2f} s, to the first token "
-                        f"{m['first']:5.2f} s"
-                    )
-            browser.close()
-    finally:
-        demo.close()
+                m, summaries[rt] = timed_run(page)
+                times[rt].append(m["done"])
+                first[rt].append(m["first"])
+                print(
+                    f"{rt:14s} click to step view {m['done']:6.2f} s, to the first token "
+                    f"{m['first']:5.2f} s"
+                )
     med = {rt: statistics.median(v) for rt, v in times.items()}
     res = {
         "suite": "page-run",

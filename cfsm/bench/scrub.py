@@ -10,6 +10,7 @@ import random
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -191,14 +192,14 @@ CASES = [
 ]
 
 
-def main(out_path: str | None = None, port: int = 7877) -> dict:
+@contextmanager
+def served_page(port: int):
+    """The app served here and one Debian Chromium page on it (1440x900), closed after."""
     from playwright.sync_api import sync_playwright
 
     from app.main import serve
 
-    traces = {"CHARACTER": character_trace()}
     demo, _hub = serve(port=port, prevent_thread_lock=True)
-    results = {}
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(
@@ -206,14 +207,23 @@ def main(out_path: str | None = None, port: int = 7877) -> dict:
             )
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
-            page.wait_for_selector("#step-slider", timeout=60_000)
-            for name, rx, whole in CASES:
-                trace = traces.get(rx) or synthetic_trace(rx, steps=60)
-                results[name] = measure_page(page, trace, whole=whole)
-                print(f"{name:45s} {results[name]}")
-            browser.close()
+            try:
+                yield page
+            finally:
+                browser.close()
     finally:
         demo.close()
+
+
+def main(out_path: str | None = None, port: int = 7877) -> dict:
+    traces = {"CHARACTER": character_trace()}
+    results = {}
+    with served_page(port) as page:
+        page.wait_for_selector("#step-slider", timeout=60_000)
+        for name, rx, whole in CASES:
+            trace = traces.get(rx) or synthetic_trace(rx, steps=60)
+            results[name] = measure_page(page, trace, whole=whole)
+            print(f"{name:45s} {results[name]}")
     if out_path:
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
         Path(out_path).write_text(json.dumps(results, indent=1))
