@@ -134,11 +134,8 @@ def resolve_runtime(runtime: str | None, model: str | None, device: str | None) 
     gguf = gguf_file(model)
     cpu = pick_device(device) == "cpu"
     if runtime in (None, "", "auto"):
-        return (
-            "llamacpp"
-            if gguf is not None and cpu and llamacpp_runner.available()
-            else ("transformers")
-        )
+        use_llama = gguf is not None and cpu and llamacpp_runner.available()
+        return "llamacpp" if use_llama else "transformers"
     if runtime == "llamacpp":
         if not cpu:
             raise CfsmError("invalid_input", "the llama.cpp runtime runs on the CPU only here")

@@ -41,11 +41,15 @@ class CostModel:
     step_ms: float
     prefill_ms: dict[int, float]  # k -> ms for k new tokens in one pass
 
+    def __post_init__(self) -> None:
+        # the measured points, once (pass_ms runs at every forward pass of every request)
+        self._pts = sorted({1: self.step_ms, **self.prefill_ms}.items())
+
     def pass_ms(self, k: int) -> float:
         """Estimated ms of one pass of k new tokens (linear between measured points)."""
         if k <= 1:
             return self.step_ms
-        pts = sorted({1: self.step_ms, **self.prefill_ms}.items())
+        pts = self._pts
         for (k0, t0), (k1, t1) in zip(pts, pts[1:], strict=False):
             if k <= k1:
                 return t0 + (t1 - t0) * (k - k0) / (k1 - k0)
@@ -53,7 +57,7 @@ class CostModel:
         return t1 + (t1 - t0) / (k1 - k0) * (k - k1)
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        d = asdict(self)  # the dataclass fields only (not _pts)
         d["prefill_ms"] = {str(k): v for k, v in self.prefill_ms.items()}
         d["prefill_32_in_steps"] = round(self.pass_ms(32) / max(self.step_ms, 1e-9), 2)
         return d
@@ -63,6 +67,29 @@ class CostModel:
         if not d:
             return None
         return cls(float(d["step_ms"]), {int(k): float(v) for k, v in d["prefill_ms"].items()})
+
+
+def logprob_diffs(fresh, rows: dict, tol: float, why: str) -> dict[str, float]:
+    """The largest log-probability gap between each named logits row and a fresh
+    prefill's row, over the fresh row's top 20 tokens (what greedy and top-k sampling
+    read); raises `unsupported_model` naming the first row past `tol`, with `why` (the
+    runtime's words for what that means)."""
+    import torch
+
+    from ..errors import CfsmError
+
+    ref = torch.log_softmax(fresh.float(), -1)
+    top = torch.topk(ref, 20).indices
+    diffs = {}
+    for name, got in rows.items():
+        diffs[name] = float((torch.log_softmax(got.float(), -1)[top] - ref[top]).abs().max())
+        if diffs[name] > tol:
+            raise CfsmError(
+                "unsupported_model",
+                f"{name} logits differ from a fresh prefill by {diffs[name]:.3g} "
+                f"(limit {tol}){why}",
+            )
+    return diffs
 
 
 class Runner(ABC):

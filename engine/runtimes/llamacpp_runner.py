@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import CfsmError
-from .base import Feed, Runner
+from .base import Feed, Runner, logprob_diffs
 
 N_CTX = int(os.environ.get("CFSM_LLAMA_N_CTX", "8192"))  # KV cells shared by all requests
 N_SEQ_MAX = int(os.environ.get("CFSM_LLAMA_N_SEQ", "64"))  # requests decoding at once
@@ -189,16 +189,15 @@ class LlamaCppRunner(Runner):
         import torch
 
         t0 = time.perf_counter()
-        items = []  # (feed index, row within its kept rows or -1, seq, pos, token)
-        for fi, f in enumerate(feeds):
-            if len(f.tokens) < f.keep:
-                raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
-            sid, m = self._take_id(f.cache), len(f.tokens)
-            for j, tok in enumerate(f.tokens):
-                row = j - (m - f.keep)
-                items.append((fi, row, sid, f.cache.n + j, int(tok)))
+        if any(len(f.tokens) < f.keep for f in feeds):
+            raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
         rows = [torch.empty(f.keep, self.lm.n_vocab) for f in feeds]
-        with self._lock:
+        with self._lock:  # the ids too: free() gives them back from a cancelling thread
+            items = []  # (feed index, row within its kept rows or -1, seq, pos, token)
+            for fi, f in enumerate(feeds):
+                sid, m = self._take_id(f.cache), len(f.tokens)
+                for j, tok in enumerate(f.tokens):
+                    items.append((fi, j - (m - f.keep), sid, f.cache.n + j, int(tok)))
             for start in range(0, len(items), N_BATCH):
                 self._decode(items[start : start + N_BATCH], rows)
         for f in feeds:
@@ -234,8 +233,6 @@ class LlamaCppRunner(Runner):
     def self_check(self, prompt_ids: list[int]) -> dict:
         """A cached step, a crop and re-evaluation, and a two-request batch, each against a
         fresh prefill of the same tokens."""
-        import torch
-
         ids = list(prompt_ids)[:16]
         if len(ids) < 4:
             raise ValueError("self_check needs at least 4 prompt tokens")
@@ -251,23 +248,18 @@ class LlamaCppRunner(Runner):
         finally:
             for c in caches:
                 self.free(c)
-        diffs = {}
-        ref = torch.log_softmax(fresh[0][0].float(), -1)
-        top = torch.topk(ref, 20).indices
-        for name, got in (
-            ("cached step", step[0]),
-            ("crop and re-evaluate", recrop[-1]),
-            ("batched", both[0][-1]),
-            ("batched fresh", both[1][0]),
-        ):
-            a = torch.log_softmax(got.float(), -1)
-            diffs[name] = float((a[top] - ref[top]).abs().max())
-            if diffs[name] > 1e-2:
-                raise CfsmError(
-                    "unsupported_model",
-                    f"llama.cpp {name} logits differ from a fresh prefill by {diffs[name]:.3g}: "
-                    "this model cannot be decoded with a reused KV cache on llama.cpp",
-                )
+        rows = {
+            "cached step": step[0],
+            "crop and re-evaluate": recrop[-1],
+            "batched": both[0][-1],
+            "batched fresh": both[1][0],
+        }
+        diffs = logprob_diffs(
+            fresh[0][0],
+            rows,
+            1e-2,
+            ": this model cannot be decoded with a reused KV cache on llama.cpp",
+        )
         return {
             "runtime": "llamacpp",
             "bindings": bindings_version(),

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..errors import CfsmError
-from .base import Feed, Runner
+from .base import Feed, Runner, logprob_diffs
 
 CACHE_ARG_NAMES = ("cache", "past_key_values")
 
@@ -255,23 +255,17 @@ class ModelRunner(Runner):
                 "unsupported_model",
                 f"the model returned logits for the wrong positions with transformers {ver}",
             )
-        diffs = {}
         # rows read the way Sequence.receive reads them: the last `keep` positions, in order
-        for name, got in (
-            ("cached step", step[0]),
-            ("stacked batch", stacked[0][1]),
-            ("stacked fresh", stacked[1][0]),
-        ):
-            a = torch.log_softmax(got.float(), -1)
-            b = torch.log_softmax(fresh[0].float(), -1)
-            top = torch.topk(b, 20).indices
-            diffs[name] = float((a[top] - b[top]).abs().max())
-            if diffs[name] > tol:
-                raise CfsmError(
-                    "unsupported_model",
-                    f"{name} logits differ from a fresh prefill by {diffs[name]:.3g} "
-                    f"(limit {tol}) with transformers {ver}: this model/transformers pair cannot "
-                    f"be "
-                    "decoded with a reused KV cache",
-                )
+        rows = {
+            "cached step": step[0],
+            "stacked batch": stacked[0][1],
+            "stacked fresh": stacked[1][0],
+        }
+        diffs = logprob_diffs(
+            fresh[0],
+            rows,
+            tol,
+            f" with transformers {ver}: this model/transformers pair cannot be decoded with a "
+            "reused KV cache",
+        )
         return {"cache_arg": self.cache_arg, "transformers": ver, "max_logprob_diff": diffs}

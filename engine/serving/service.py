@@ -57,6 +57,7 @@ class Engine:
         self.lm = None
         self.decoder: Decoder | None = None
         self.decoders: dict[str, Decoder] = {}
+        self.ctx: TokenizerContext | None = None  # the first decoder's, or the tokenizer's
         if load_weights:
             self.decoder = self.ensure_model()
             ctx = self.decoder.ctx
@@ -73,10 +74,8 @@ class Engine:
         every runtime shares one tokenizer context, so compiled constraints serve all."""
         rt = self.runtime if not runtime or runtime == "auto" else runtime
         if rt not in self.decoders:
-            if rt != self.runtime:
-                resolve_runtime(rt, self.model_name, self.device)  # a clear error if it cannot
             lm = load_model(self.model_name, self.device, self.trust_remote_code, rt)
-            ctx = getattr(self, "ctx", None)
+            ctx = self.ctx
             if ctx is not None and ctx.vocab_size != lm.vocab_size:
                 raise CfsmError(
                     "unsupported_model",
