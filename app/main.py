@@ -445,7 +445,15 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
 
 
 def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
-    ui.status_timer.tick(hub.status, None, ui.status, show_progress="hidden", queue=False)
+    def status_tick():
+        """The model line, polled each second until it is final (ready or failed): an idle
+        page then sends nothing, and a run shares its cores with no poll."""
+        text = hub.status()
+        return text, gr.Timer(active=not text.startswith(("Model ready", "Model failed")))
+
+    ui.status_timer.tick(
+        status_tick, None, [ui.status, ui.status_timer], show_progress="hidden", queue=False
+    )
     for box, err, k in (
         (ui.rx, ui.rx_err, "regex"),
         (ui.sch, ui.sch_err, "schema"),
@@ -887,5 +895,10 @@ def serve(
         prevent_thread_lock=prevent_thread_lock,
         quiet=True,
         ssr_mode=False,
+        # Gradio's run history kept every run's outputs (a step view is ~0.5 MB) in the
+        # browser's localStorage and rewrote the whole list at each streamed update: 0.6 MB
+        # more per run, 0.8 s of the page's time by the sixth run, on the cores the
+        # decoding needs. Runs are shared here by permalink and trace file instead.
+        run_history=False,
     )
     return demo, hub

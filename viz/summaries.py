@@ -51,10 +51,17 @@ def time_saved_line(t: dict) -> str:
     if not t.get("est_masked_ms"):
         return ""
     rt = t.get("runtime") or "this runtime"
+    shared = t.get("prompt_cached_tokens") or 0
     return (
         f"On {rt}'s measured costs: {t['est_forward_ms'] / 1e3:.2f} s of forward passes "
         f"against {t['est_masked_ms'] / 1e3:.2f} s for the same output decoded masked "
         f"({100 * (1 - t['est_forward_ms'] / t['est_masked_ms']):.0f}% of the time saved)."
+        + (
+            f" {shared} of the prompt's {t.get('prompt_tokens', '?')} tokens were shared "
+            "from the previous request's cache, not computed (both figures count that)."
+            if shared
+            else ""
+        )
     )
 
 

@@ -365,6 +365,7 @@ def checked_runner(lm: LoadedModel):
         runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
     check = runner.self_check(ids)
     check["costs"] = runner.measure_costs(ids).to_json()
+    check["prefix_reuse"] = runner.enable_prefix_reuse()  # after the timed passes
     return runner, check
 
 

@@ -196,10 +196,13 @@ class Sequence:
         f, self.feed = self.feed, None
         self.n.forward_passes += 1
         self.n.forward_s += forward_s
+        first = self.n.prefill_ms is None
+        shared = self.runner.cached_prefix(self.cache) if first else 0
         if self.runner.costs is not None:
-            self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens))
-        if self.n.prefill_ms is None:
+            self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens) - shared)
+        if first:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
+            self.n.prompt_cached_tokens = shared
             self.t_decode = time.perf_counter()
         if f.jump is not None:
             f.jump.forward_ms = round(forward_s * 1e3, 3)
@@ -483,7 +486,8 @@ class Sequence:
         c = self.runner.costs
         if c is None:
             return 0.0
-        return c.pass_ms(len(self.prompt_ids)) + c.step_ms * len(self.out_ids)
+        prompt = len(self.prompt_ids) - self.n.prompt_cached_tokens  # shared either way
+        return c.pass_ms(prompt) + c.step_ms * len(self.out_ids)
 
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""

@@ -154,6 +154,8 @@ class Totals:
     est_forward_ms: float = 0.0
     est_masked_ms: float = 0.0
     runtime: str = ""  # what ran the forward passes: transformers or llamacpp
+    # prompt positions shared from the previous request's kept prompt, not computed
+    prompt_cached_tokens: int = 0
 
 
 @dataclass
@@ -220,6 +222,7 @@ class Counters:
     prefilled_tokens: int = 0
     prefill_ms: float | None = None
     est_forward_ms: float = 0.0
+    prompt_cached_tokens: int = 0
 
 
 class TraceRecorder:
@@ -290,6 +293,7 @@ class TraceRecorder:
             wall_s=round(wall_s, 4),
             decode_s=round(decode_s, 4),
             prefill_ms=n.prefill_ms or 0.0,
+            prompt_cached_tokens=n.prompt_cached_tokens,
             forward_s=round(n.forward_s, 4),
             grammar_s=round(n.grammar_s, 5),
             grammar_us_per_step=round(n.grammar_s * 1e6 / n_steps, 1),

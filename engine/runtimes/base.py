@@ -122,8 +122,20 @@ class Runner(ABC):
         return None
 
     def release(self) -> None:
-        """The decode loop went idle: drop anything kept between passes."""
+        """The decode loop went idle: drop anything kept between passes (a prompt prefix
+        kept for later requests stays)."""
         return None
+
+    def enable_prefix_reuse(self) -> bool:
+        """From now on keep the latest request's first feed (its prompt) cached, and let a
+        later request whose prompt starts the same way share those positions instead of
+        computing them again. Returns whether this runtime does; never fails."""
+        return False
+
+    def cached_prefix(self, cache: KVCache) -> int:
+        """How many tokens of `cache`'s first feed were shared from a kept prompt, not
+        computed (0 on a runtime that keeps none). Changes nothing."""
+        return 0
 
     @abstractmethod
     def self_check(self, prompt_ids: list[int]) -> dict:

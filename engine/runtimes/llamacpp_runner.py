@@ -29,6 +29,17 @@ N_BATCH = 2048  # tokens per llama_decode call (longer feeds are split)
 # prompt, a jump's prefill, one-token steps, a batch of requests), and long prefills were
 # no slower here (200 tokens: 0.98 s against 1.11 s).
 N_UBATCH = 32
+# The last sequence id holds the latest request's prompt for later requests to share
+# (`llama_memory_seq_cp`: the cells get a second sequence id, nothing is copied).
+PREFIX_SEQ = N_SEQ_MAX - 1
+# Cells a request gives up (a crop, its end) move to this id until no request is live.
+# With flash attention llama.cpp's CPU kernel sums a sequence's cells in cell order: a
+# freed cell lying before a live request's cells, filled by its next token, changed that
+# request's logits by 0.53 (measured: a request freed while another decoded), so a batch
+# would no longer decode as each request alone.
+GRAVE_SEQ = N_SEQ_MAX - 2
+REQUEST_SEQS = N_SEQ_MAX - 2
+PREFIX_REUSE = os.environ.get("CFSM_PREFIX_REUSE", "1") != "0"
 
 
 _LOG: list[str] = []  # llama.cpp's last log lines, for error messages
@@ -86,6 +97,7 @@ class LlamaSeq:
 
     n: int = 0
     seq_id: int | None = None
+    reused: int = 0  # positions of its first feed shared from the kept prompt
     freed: bool = field(default=False, repr=False)
 
     def get_seq_length(self) -> int:
@@ -149,8 +161,10 @@ class LlamaCppRunner(Runner):
     def __init__(self, lm: LlamaModel) -> None:
         self.lm = lm
         self.device = "cpu"
-        self._free_ids = list(range(N_SEQ_MAX - 1, -1, -1))
+        self._free_ids = list(range(REQUEST_SEQS - 1, -1, -1))
         self._lock = threading.Lock()  # free() may come from a cancelling thread
+        self._prefix: list[int] = []  # the tokens the kept prompt's sequence holds
+        self._reuse = False
 
     def new_cache(self) -> LlamaSeq:
         return LlamaSeq()
@@ -161,7 +175,7 @@ class LlamaCppRunner(Runner):
                 raise RuntimeError("this request's llama.cpp sequence was already freed")
             if not self._free_ids:
                 raise CfsmError(
-                    "busy", f"llama.cpp is decoding {N_SEQ_MAX} requests already; retry later"
+                    "busy", f"llama.cpp is decoding {REQUEST_SEQS} requests already; retry later"
                 )
             cache.seq_id = self._free_ids.pop()
         return cache.seq_id
@@ -170,22 +184,37 @@ class LlamaCppRunner(Runner):
         if cache.n <= keep_len:
             return
         with self._lock:
-            if cache.seq_id is not None and not self.lm.lib.llama_memory_seq_rm(
-                self.lm.mem, cache.seq_id, keep_len, -1
-            ):
+            if cache.seq_id is not None and not self._retire(cache.seq_id, keep_len):
                 raise RuntimeError("llama.cpp could not crop the KV cache")
         cache.n = keep_len
 
     def free(self, cache: LlamaSeq) -> None:
         with self._lock:
             if cache.seq_id is not None:
-                self.lm.lib.llama_memory_seq_rm(self.lm.mem, cache.seq_id, -1, -1)
+                self._retire(cache.seq_id, 0)
                 self._free_ids.append(cache.seq_id)
+                self._settle()
             cache.seq_id, cache.n, cache.freed = None, 0, True
+
+    def release(self) -> None:
+        with self._lock:
+            self._settle()
+
+    def _retire(self, sid: int, p0: int) -> bool:
+        """Move `sid`'s cells from position `p0` on to the retired id (see GRAVE_SEQ)."""
+        lib, mem = self.lm.lib, self.lm.mem
+        lib.llama_memory_seq_cp(mem, sid, GRAVE_SEQ, p0, -1)
+        return bool(lib.llama_memory_seq_rm(mem, sid, p0, -1))
+
+    def _settle(self) -> None:
+        """No request is live: the retired cells can be reused in any order now."""
+        if len(self._free_ids) == REQUEST_SEQS:
+            self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
 
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:
         """All feeds' tokens in one batch (split every N_BATCH tokens); logits are asked
-        for at each feed's last `keep` positions only."""
+        for at each feed's last `keep` positions only. A request's first feed starts from
+        the kept prompt's positions where its tokens begin the same way."""
         import torch
 
         t0 = time.perf_counter()
@@ -193,16 +222,67 @@ class LlamaCppRunner(Runner):
             raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
         rows = [torch.empty(f.keep, self.lm.n_vocab) for f in feeds]
         with self._lock:  # the ids too: free() gives them back from a cancelling thread
-            items = []  # (feed index, row within its kept rows or -1, seq, pos, token)
+            items, first = [], []  # items: (feed index, kept row or -1, seq, pos, token)
             for fi, f in enumerate(feeds):
-                sid, m = self._take_id(f.cache), len(f.tokens)
-                for j, tok in enumerate(f.tokens):
-                    items.append((fi, j - (m - f.keep), sid, f.cache.n + j, int(tok)))
+                sid, toks = self._take_id(f.cache), [int(t) for t in f.tokens]
+                skip = 0
+                if f.cache.n == 0 and self._reuse and self._live() == 1:
+                    skip = f.cache.reused = self._share_prefix(sid, toks, f.keep)
+                    first.append((sid, toks))
+                for j, tok in enumerate(toks[skip:]):
+                    items.append(
+                        (fi, j - (len(toks) - skip - f.keep), sid, f.cache.n + skip + j, tok)
+                    )
             for start in range(0, len(items), N_BATCH):
                 self._decode(items[start : start + N_BATCH], rows)
+            for sid, toks in first[-1:]:  # the latest prompt is the one kept
+                self._keep_prefix(sid, toks)
         for f in feeds:
             f.cache.n += len(f.tokens)
         return rows, time.perf_counter() - t0
+
+    def _live(self) -> int:
+        return REQUEST_SEQS - len(self._free_ids)
+
+    def _share_prefix(self, sid: int, toks: list[int], keep: int) -> int:
+        """The only live request's first feed: give it the kept prompt's first positions
+        that `toks` starts with (leaving the `keep` positions whose logits are wanted to
+        be computed) and free the rest of the kept prompt. Returns how many are shared.
+        Only alone: the kept prompt then holds cells 0..n-1 and nothing else is stored,
+        so the new tokens fill cells n, n+1, ... and every sequence's cells stay in
+        position order (see GRAVE_SEQ); a batch with others keeps nothing and shares
+        nothing."""
+        n, limit = 0, min(len(self._prefix), len(toks) - keep)
+        while n < limit and self._prefix[n] == toks[n]:
+            n += 1
+        lib, mem = self.lm.lib, self.lm.mem
+        lib.llama_memory_seq_rm(mem, PREFIX_SEQ, n, -1)
+        if n:
+            lib.llama_memory_seq_cp(mem, PREFIX_SEQ, sid, 0, n)
+        self._prefix = self._prefix[:n]
+        return n
+
+    def _keep_prefix(self, sid: int, toks: list[int]) -> None:
+        lib, mem = self.lm.lib, self.lm.mem
+        lib.llama_memory_seq_cp(mem, sid, PREFIX_SEQ, len(self._prefix), len(toks))
+        self._prefix = toks
+
+    def _make_room(self) -> bool:
+        """The cache is full: give up the kept prompt and the retired cells. Returns
+        whether that freed anything (then the pass is tried again)."""
+        lib, mem = self.lm.lib, self.lm.mem
+        held = any(lib.llama_memory_seq_pos_max(mem, s) >= 0 for s in (PREFIX_SEQ, GRAVE_SEQ))
+        lib.llama_memory_seq_rm(mem, PREFIX_SEQ, -1, -1)
+        lib.llama_memory_seq_rm(mem, GRAVE_SEQ, -1, -1)
+        self._prefix = []
+        return held
+
+    def enable_prefix_reuse(self) -> bool:
+        self._reuse = PREFIX_REUSE
+        return self._reuse
+
+    def cached_prefix(self, cache: LlamaSeq) -> int:
+        return cache.reused
 
     def _decode(self, chunk: list[tuple], rows: list) -> None:
         import numpy as np
@@ -215,6 +295,8 @@ class LlamaCppRunner(Runner):
             b.seq_id[i][0] = sid
             b.logits[i] = 1 if row >= 0 else 0
         rc = lib.llama_decode(self.lm.ctx, b)
+        if rc == 1 and self._make_room():  # a full cache: llama.cpp kept its state
+            rc = lib.llama_decode(self.lm.ctx, b)
         if rc != 0:
             raise CfsmError(
                 "busy" if rc == 1 else "runtime_error",
@@ -231,12 +313,14 @@ class LlamaCppRunner(Runner):
                 rows[fi][row] = torch.from_numpy(np.frombuffer(buf, dtype=np.float32))
 
     def self_check(self, prompt_ids: list[int]) -> dict:
-        """A cached step, a crop and re-evaluation, and a two-request batch, each against a
-        fresh prefill of the same tokens."""
+        """A cached step, a crop and re-evaluation, a two-request batch and a prompt that
+        shares a kept one's first positions, each against a fresh prefill of the same
+        tokens."""
         ids = list(prompt_ids)[:16]
         if len(ids) < 4:
             raise ValueError("self_check needs at least 4 prompt tokens")
-        caches = [self.new_cache() for _ in range(4)]
+        caches = [self.new_cache() for _ in range(6)]
+        reuse, self._reuse = self._reuse, True
         try:
             fresh, _ = self.forward([Feed(caches[0], ids)])
             self.forward([Feed(caches[1], ids[:-1])])
@@ -245,14 +329,25 @@ class LlamaCppRunner(Runner):
             (recrop,), _ = self.forward([Feed(caches[1], ids[-3:], keep=3)])
             self.forward([Feed(caches[2], ids[:-2])])
             both, _ = self.forward([Feed(caches[2], ids[-2:], keep=2), Feed(caches[3], ids)])
+            for c in caches[:4]:
+                self.free(c)
+            other = (ids[-3] + 1) % self.lm.n_vocab
+            self.forward([Feed(caches[4], ids[:-3] + [other])])  # kept when it is alone
+            self.free(caches[4])
+            (shared,), _ = self.forward([Feed(caches[5], ids)])  # alone: shares it
+            if caches[5].reused != len(ids) - 3:
+                raise RuntimeError(f"shared {caches[5].reused} positions, not {len(ids) - 3}")
         finally:
+            self._reuse = reuse
             for c in caches:
                 self.free(c)
+            self._make_room()
         rows = {
             "cached step": step[0],
             "crop and re-evaluate": recrop[-1],
             "batched": both[0][-1],
             "batched fresh": both[1][0],
+            "shared prompt prefix": shared[0],
         }
         diffs = logprob_diffs(
             fresh[0][0],

@@ -198,3 +198,47 @@ def test_a_long_prefill_gives_the_one_token_paths_logits(llama):
         run.free(whole)
         run.free(split)
     assert torch.equal(a, b), float((a - b).abs().max())
+
+
+@pytest.mark.model
+def test_a_request_freed_while_another_decodes_leaves_its_logits_unchanged(llama, monkeypatch):
+    """With flash attention llama.cpp's CPU kernel sums a sequence's cells in cell order:
+    a freed request's cells before a live one's, filled by its next token, moved that
+    token's logits by 0.53 on this model. The runner keeps given-up cells until no
+    request is live."""
+    run, tok = llama.runner, llama.lm.tokenizer
+    monkeypatch.setattr(run, "_reuse", False)  # shared prompt cells would hide the order
+    ids = tok.encode("The quick brown fox jumps over the lazy dog again.", add_special_tokens=False)
+    other = tok.encode("Hello there, how are you", add_special_tokens=False)
+    ref, x, y = run.new_cache(), run.new_cache(), run.new_cache()
+    try:
+        (want,), _ = run.forward([Feed(ref, ids)])
+        run.free(ref)
+        run.forward([Feed(x, other)])
+        run.forward([Feed(y, ids[:-1])])
+        run.free(x)  # its cells lie before y's
+        (got,), _ = run.forward([Feed(y, ids[-1:])])
+    finally:
+        for c in (ref, x, y):
+            run.free(c)
+    assert torch.equal(got, want), float((got - want).abs().max())
+
+
+@pytest.mark.model
+def test_a_rerun_shares_the_prompt_and_decodes_the_same(engine, llama, monkeypatch):
+    """The latest prompt stays cached; a request whose prompt starts the same way shares
+    those positions (all but the last, whose logits it needs) and decodes as if fresh."""
+    c = Constraint("regex", r"(red|green|blue)[a-z ]{0,20}")
+    req = GenerateRequest.from_inputs("Name a colour and say why.", c, max_new_tokens=12)
+    engine.generate(req)
+    again = engine.generate(req)
+    t = again["totals"]
+    assert t["prompt_cached_tokens"] == t["prompt_tokens"] - 1
+    assert t["est_masked_ms"] < llama.runner.costs.pass_ms(t["prompt_tokens"]) + (
+        llama.runner.costs.step_ms * t["output_tokens"]
+    )  # the masked baseline shares the prompt too
+    monkeypatch.setattr(llama.runner, "_reuse", False)
+    fresh = engine.generate(req)
+    assert fresh["totals"]["prompt_cached_tokens"] == 0
+    assert again["text"] == fresh["text"] and again["valid"]
+    assert [s["prob"] for s in again["steps"]] == [s["prob"] for s in fresh["steps"]]

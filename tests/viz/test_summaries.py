@@ -1,7 +1,7 @@
 """Run summaries say what a user needs to know: skipped jumps are never silent, and the
 model card names the tokenizer family."""
 
-from viz.summaries import model_card, skipped_jumps_line, summary_md
+from viz.summaries import model_card, skipped_jumps_line, summary_md, time_saved_line
 
 TOTALS = {
     "output_tokens": 9,
@@ -76,3 +76,11 @@ def test_model_card_names_architecture_tokenizer_and_runtime():
         "transformers on `cpu`",
     ):
         assert part in card, part
+
+
+def test_the_time_saved_line_says_when_the_prompt_was_shared_from_the_last_request():
+    t = {"runtime": "llamacpp", "est_forward_ms": 600.0, "est_masked_ms": 1000.0}
+    assert "40% of the time saved" in time_saved_line(t)
+    assert "shared" not in time_saved_line(t)
+    line = time_saved_line({**t, "prompt_tokens": 53, "prompt_cached_tokens": 52})
+    assert "52 of the prompt's 53 tokens were shared from the previous request" in line
