@@ -24,7 +24,14 @@ from engine.regex.dfa import validate_regex
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, head_html, step_view_html
-from viz.summaries import compare_md, doctor_md, doctor_plot, live_figures, summary_md
+from viz.summaries import (
+    compare_md,
+    doctor_md,
+    doctor_plot,
+    live_figures,
+    previous_run_note,
+    summary_md,
+)
 
 from .layout import (
     CUSTOM,
@@ -326,7 +333,7 @@ def run_streamer(hub: EngineHub):
             # the previous run's view comes back (the click dimmed it): a failed run loses nothing
             yield out.set(
                 error=_msg(exc),
-                summary="",
+                summary=previous_run_note(prev_trace),
                 live="",
                 view=step_view_html(prev_trace, collapse_v, whole_v, raw_v)
                 if prev_trace

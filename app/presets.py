@@ -49,10 +49,12 @@ PERSON_SCHEMA = {
 ORDER_SCHEMA = {
     "type": "object",
     "properties": {
-        "orderId": {"type": "integer"},
+        # every part bounded, so that both whitespace presets finish and differ only in
+        # what flexible whitespace does to the jumps
+        "orderId": {"type": "integer", "minimum": 1, "maximum": 99999},
         "status": {"type": "string", "enum": ["pending", "shipped", "delivered"]},
         "express": {"type": "boolean"},
-        "items": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "items": {"type": "array", "items": {"type": "string", "maxLength": 24}, "maxItems": 3},
     },
     "required": ["orderId", "status", "express", "items"],
     "additionalProperties": False,

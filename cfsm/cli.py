@@ -270,7 +270,8 @@ def cmd_generate(args) -> int:
                 else ""
             )
             + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or [])
-            + (f"\nNOTE: {skipped_jumps_line(tr)}" if skipped_jumps_line(tr) else ""),
+            + (f"\nNOTE: {skipped_jumps_line(tr)}" if skipped_jumps_line(tr) else "")
+            + (f"\nWHY: {tr['unfinished']['line']}" if tr.get("unfinished") else ""),
             file=sys.stderr,
         )
     return 0

@@ -26,6 +26,8 @@ def summary_md(trace: dict) -> str:
         parts.append(f"**{mark}**: {html.escape(str(why))}")
     for w in trace.get("warnings") or []:
         parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
+    if trace.get("unfinished"):  # stopped at the token limit: what kept it going
+        parts.append(f"**Why it did not end**: {html.escape(trace['unfinished']['line'])}")
     skipped = skipped_jumps_line(trace)
     if skipped:
         parts.append(f"**\u26a0 {html.escape(skipped)}**")
@@ -62,6 +64,23 @@ def time_saved_line(t: dict) -> str:
             if shared
             else ""
         )
+    )
+
+
+def previous_run_note(trace: dict | None) -> str:
+    """After a run that failed: what the results still on the page belong to, so that the
+    previous run's output, badge, cards and timeline are not read as this run's."""
+    if not trace:
+        return ""
+    c = (trace.get("request") or {}).get("constraint") or {}
+    text = " ".join(str(c.get("text", "")).split())
+    short = text[:60].replace("`", "'") + ("\u2026" if len(text) > 60 else "")
+    what = f"{c.get('kind', 'constraint')} `{short}`"
+    t = trace.get("totals") or {}
+    return (
+        "**This run failed (the message above); nothing below is from it.** The output, "
+        f"figures and step view are still the previous run's: {what if c else 'no constraint'}, "
+        f"{t.get('output_tokens', '?')} tokens."
     )
 
 
@@ -219,6 +238,15 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): "
         f"{b['suggestion']}"
     )
+    if rep.get("unbounded"):
+        from engine.analysis.doctor import UNBOUNDED_WHY
+
+        out += ["", "#### Runs may not end", UNBOUNDED_WHY, "", "| where | what | to bound it |"]
+        bar = "\\|"  # a pipe inside a table cell
+        out += ["|---|---|---|"] + [
+            f"| {html.escape(u['where']).replace('|', bar)} | {u['what']} | {u['bound']} |"
+            for u in rep["unbounded"]
+        ]
     if rep["what_if"]:
         out += ["", "#### What if", "| change | before | after | verdict |", "|---|---:|---:|---|"]
         for w in rep["what_if"]:

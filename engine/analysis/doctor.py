@@ -614,8 +614,11 @@ def diagnose(
         if is_schema
         else []
     )
+    from .unbounded import unbounded_parts  # it reads JSON prefixes with this module's scan
+
     return {
         "constraint": {"kind": constraint.kind, "whitespace": constraint.whitespace},
+        "unbounded": unbounded_parts(constraint),
         "fsm": cf.stats(),
         "samples": {"count": res["samples"], "source": source, "texts": texts[:3]},
         "ideal_reduction": res["ideal_reduction"],
@@ -734,4 +737,13 @@ def format_report(rep: dict) -> str:
                 lines.append(f"  {w['change']}: {w['error']}")
             else:
                 lines.append(f"  {w['change']}: {w['advice']} ({w['note']})")
+    if rep.get("unbounded"):
+        lines += ["", f"Runs may not end: {UNBOUNDED_WHY}"]
+        lines += [f"  {u['where']}: {u['what']} -> {u['bound']}" for u in rep["unbounded"]]
     return "\n".join(lines)
+
+
+UNBOUNDED_WHY = (
+    "a run can stay in any of these parts until the token limit (the page and `cfsm "
+    "generate` say which one a run stopped in); bound them to let every run end."
+)

@@ -183,6 +183,8 @@ class Trace:
     regex: str | None = None
     automaton: dict | None = None
     ideal: dict | None = None
+    # where an output stopped at max_new_tokens was unbounded (engine.analysis.unbounded)
+    unfinished: dict | None = None
     jump_skips: list[JumpSkip] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -209,6 +211,8 @@ class Trace:
             v = getattr(self, k)
             if v is not None or k == "ideal" and self.automaton is not None:
                 out[k] = v
+        if self.unfinished is not None:
+            out["unfinished"] = self.unfinished
         return out
 
 

@@ -4,6 +4,7 @@ benchmark and the app."""
 from __future__ import annotations
 
 from ..analysis.ideal import ideal_counts
+from ..analysis.unbounded import unfinished_line, why_unfinished
 from ..backends import DEFAULT_BACKEND, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.decoder import Decoder, GenerateRequest
@@ -184,6 +185,9 @@ class Engine:
         """What the compile adds to a trace: its stats, the automaton with the path the
         output took, and the ideal forward-pass count of the output."""
         trace.totals.compile_s = round(res.seconds, 4)
+        if trace.totals.reason == "max_new_tokens":
+            u = why_unfinished(req.constraint, trace.text)
+            trace.unfinished = u and {**u, "line": unfinished_line(u)}
         trace.compile = res.compiled.stats()
         trace.warnings = list(res.compiled.warnings) + list(self.ctx.vocab.warnings)
         if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:

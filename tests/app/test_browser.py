@@ -429,6 +429,9 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     )
     assert page.locator("#output-text").inner_text() == answer
     assert not page.locator("#step-view").evaluate("v => v.classList.contains('stale')")
+    # ... and the results left on the page say whose they are
+    summary = page.locator("#summary").inner_text()
+    assert "This run failed" in summary and "previous run's: regex (yes|no)" in summary, summary
 
 
 def _check_test_strings(page, lines: str):

@@ -84,3 +84,15 @@ def test_the_time_saved_line_says_when_the_prompt_was_shared_from_the_last_reque
     assert "shared" not in time_saved_line(t)
     line = time_saved_line({**t, "prompt_tokens": 53, "prompt_cached_tokens": 52})
     assert "52 of the prompt's 53 tokens were shared from the previous request" in line
+
+
+def test_after_a_failed_run_the_results_left_say_they_are_the_previous_runs():
+    from viz.summaries import previous_run_note
+
+    prev = {
+        "request": {"constraint": {"kind": "regex", "text": "[a-z]{3,8}"}},
+        "totals": {"output_tokens": 5},
+    }
+    note = previous_run_note(prev)
+    assert "This run failed" in note and "previous run's: regex `[a-z]{3,8}`, 5 tokens" in note
+    assert previous_run_note(None) == ""  # nothing on the page to label

@@ -1,0 +1,173 @@
+"""Why a run did not end: the parts of a constraint with no upper bound (an array with no
+`maxItems`, a string with no `maxLength`, a number with no limit on its digits, flexible
+whitespace, a regex repeat with no maximum), and which of them an output stopped at
+`max_new_tokens` was inside. A constrained run can only go on to the token limit through
+such a part, so naming it says what would bound the run."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..constraint import Constraint
+from .doctor import _scan_json
+
+WS_RUN = re.compile(r"\s{8,}$")
+
+
+def _resolve(root: dict, node: dict, depth: int = 0) -> dict:
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if not isinstance(ref, str) or not ref.startswith("#") or depth > 20:
+        return node if isinstance(node, dict) else {}
+    target: object = root
+    for part in ref[1:].strip("/").split("/") if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        target = target.get(part, {}) if isinstance(target, dict) else {}
+    return _resolve(root, target if isinstance(target, dict) else {}, depth + 1)
+
+
+def _node_at(root: dict, stack: list) -> tuple[dict, str]:
+    """The schema node of the innermost container on a JSON scan stack, and its pointer."""
+    node, parts = _resolve(root, root), []
+    for kind, v in stack:
+        if kind == "obj":
+            if v is None:
+                break
+            props = node.get("properties") or {}
+            key = str(v)
+            node = _resolve(root, props.get(key, node.get("additionalProperties") or {}))
+            parts.append("properties/" + key.replace("~", "~0").replace("/", "~1"))
+        else:
+            prefix = node.get("prefixItems") or []
+            node = _resolve(root, prefix[v] if v < len(prefix) else node.get("items") or {})
+            parts.append("items")
+    return node, "/" + "/".join(parts)
+
+
+def _schema_reason(schema: dict, text: str) -> dict | None:
+    sc = _scan_json(text, len(text))
+    number = bool(text) and text[-1] in "-0123456789.eE+" and sc.last_struct in (":", "[", ",")
+    ctx = "string" if sc.in_str else "number" if number else "structure"
+    node, where = _node_at(schema, sc.stack)  # the value being written at the end
+    if ctx == "string" and not sc.str_is_key and not {"maxLength", "enum", "const"} & set(node):
+        fmt = f" (format {node['format']})" if "format" in node else ""
+        return _reason(where, f"a string{fmt} with no maxLength", "set maxLength on it")
+    if ctx == "number" and not {"maximum", "exclusiveMaximum", "enum", "const"} & set(node):
+        return _reason(where, "a number with no maximum", "set minimum and maximum on it")
+    if ctx == "structure" and sc.stack and sc.stack[-1][0] == "arr":
+        arr, ptr = _node_at(schema, sc.stack[:-1])  # between items: the array itself
+        if "maxItems" not in arr:
+            return _reason(ptr, "an array with no maxItems", "set maxItems on it")
+    return None
+
+
+def _reason(where: str, what: str, bound: str) -> dict:
+    return {"where": where, "what": what, "bound": bound}
+
+
+# an atom (class, escape, group, character) followed by a repeat with no maximum
+_REPEAT = re.compile(
+    r"(\[(?:\\.|[^\]])*\]|\\.|\((?:\\.|[^()])*\)|[^\\()\[\]|*+?{}])(\*|\+|\{\d+,\})"
+)
+
+
+def _regex_reason(pattern: str, text: str) -> dict | None:
+    """The unbounded repeat the output's last characters match (best effort: the first
+    such repeat in the pattern whose atom matches the last character)."""
+    last = text[-1:] or " "
+    for m in _REPEAT.finditer(pattern):
+        atom, rep = m.group(1), m.group(2)
+        try:
+            if re.fullmatch(atom, last):
+                return _reason(
+                    f"regex characters {m.start()}-{m.end()} `{atom}{rep}`",
+                    f"a repeat with no maximum (`{rep}`)",
+                    f"give it a maximum, e.g. `{atom}{{0,40}}`",
+                )
+        except re.error:
+            continue
+    return None
+
+
+def why_unfinished(constraint: Constraint | None, text: str) -> dict | None:
+    """For an output stopped at the token limit: where in the constraint it was, what is
+    unbounded there and what would bound it; None when that cannot be told."""
+    if constraint is None:
+        return None
+    if constraint.whitespace == "flexible" and WS_RUN.search(text):
+        return _reason(
+            "the whitespace between JSON tokens",
+            "flexible whitespace, which allows a run of spaces and newlines of any length",
+            "use compact or spaced whitespace",
+        )
+    if constraint.kind == "schema":
+        try:
+            schema = json.loads(constraint.text)
+        except ValueError:
+            return None
+        return _schema_reason(schema, text) if isinstance(schema, dict) else None
+    if constraint.kind == "regex":
+        return _regex_reason(constraint.text, text)
+    return None
+
+
+def _walk(root: dict, node: dict, ptr: str, out: list, depth: int = 0) -> None:
+    node = _resolve(root, node)
+    if depth > 12 or len(out) >= 12:
+        return
+    types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    fixed = {"enum", "const"} & set(node)
+    if "string" in types and not fixed and "maxLength" not in node:
+        out.append(_reason(ptr, "a string with no maxLength", "set maxLength on it"))
+    if {"integer", "number"} & set(types) and not fixed and "maximum" not in node:
+        out.append(_reason(ptr, "a number with no maximum", "set minimum and maximum on it"))
+    if "array" in types and "maxItems" not in node:
+        out.append(_reason(ptr, "an array with no maxItems", "set maxItems on it"))
+    for key, sub in (node.get("properties") or {}).items():
+        _walk(root, sub, f"{ptr.rstrip('/')}/properties/{key}", out, depth + 1)
+    for i, sub in enumerate(node.get("prefixItems") or []):
+        _walk(root, sub, f"{ptr.rstrip('/')}/prefixItems/{i}", out, depth + 1)
+    if isinstance(node.get("items"), dict):
+        _walk(root, node["items"], f"{ptr.rstrip('/')}/items", out, depth + 1)
+    for kw in ("anyOf", "oneOf", "allOf"):
+        for i, sub in enumerate(node.get(kw) or []):
+            _walk(root, sub, f"{ptr.rstrip('/')}/{kw}/{i}", out, depth + 1)
+
+
+def unbounded_parts(constraint: Constraint) -> list[dict]:
+    """Every part of the constraint a run could stay in until the token limit (at most
+    12), for the doctor: what it is, where, and what would bound it."""
+    out: list[dict] = []
+    if constraint.whitespace == "flexible":
+        out.append(
+            _reason(
+                "the whitespace between JSON tokens",
+                "flexible whitespace",
+                "use compact or spaced whitespace",
+            )
+        )
+    if constraint.kind == "schema":
+        try:
+            schema = json.loads(constraint.text)
+        except ValueError:
+            return out
+        if isinstance(schema, dict):
+            _walk(schema, schema, "/", out)
+    elif constraint.kind == "regex":
+        for m in _REPEAT.finditer(constraint.text):
+            out.append(
+                _reason(
+                    f"regex characters {m.start()}-{m.end()} `{m.group(0)}`",
+                    f"a repeat with no maximum (`{m.group(2)}`)",
+                    "give it a maximum",
+                )
+            )
+    return out[:12]
+
+
+def unfinished_line(u: dict | None) -> str:
+    if not u:
+        return ""
+    return (
+        f"It stopped at the token limit in {u['where']}: {u['what']}. To let it end, {u['bound']}."
+    )

@@ -1,0 +1,117 @@
+"""Why a run did not end: the unbounded part of the constraint an output stopped at the
+token limit was inside, and what would bound it."""
+
+import json
+
+import pytest
+
+from engine.analysis.unbounded import unfinished_line, why_unfinished
+from engine.constraint import Constraint
+
+TAGS = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 30},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}},
+        "count": {"type": "integer"},
+        "when": {"type": "string", "format": "date-time"},
+    },
+    "required": ["title", "tags"],
+}
+
+
+@pytest.mark.parametrize(
+    "text, where, what",
+    [
+        ('{"title":"x","tags":["a","b",', "/properties/tags", "an array with no maxItems"),
+        ('{"title":"x","tags":["a","b"', "/properties/tags", "an array with no maxItems"),
+        ('{"title":"x","count":123456789', "/properties/count", "a number with no maximum"),
+        (
+            '{"title":"x","when":"2018-01-01T00:00:00.0000',
+            "/properties/when",
+            "a string (format date-time) with no maxLength",
+        ),
+    ],
+)
+def test_a_schema_output_at_the_limit_names_the_unbounded_part_it_was_in(text, where, what):
+    u = why_unfinished(Constraint("schema", json.dumps(TAGS)), text)
+    assert (u["where"], u["what"]) == (where, what)
+
+
+def test_bounded_parts_are_not_blamed():
+    c = Constraint("schema", json.dumps(TAGS))
+    assert why_unfinished(c, '{"title":"abc') is None  # maxLength 30: it will end
+    assert why_unfinished(c, '{"title":"x","tags":["abc') is None  # items have maxLength
+
+
+def test_flexible_whitespace_runs_are_named():
+    c = Constraint("schema", json.dumps(TAGS), whitespace="flexible")
+    u = why_unfinished(c, '{"title": "x",' + "\n" * 12)
+    assert "flexible whitespace" in u["what"] and "compact" in u["bound"]
+
+
+def test_a_regex_output_names_the_repeat_with_no_maximum():
+    u = why_unfinished(Constraint("regex", r"[0-9]+-[a-z]*"), "123-abcd")
+    assert u["where"] == "regex characters 7-13 `[a-z]*`"
+    line = unfinished_line(u)
+    assert line.startswith("It stopped at the token limit in regex characters 7-13")
+    assert "`[a-z]{0,40}`" in line
+
+
+def test_the_doctor_lists_every_unbounded_part_and_only_those():
+    from engine.analysis.unbounded import unbounded_parts
+
+    parts = {
+        (u["where"], u["what"]) for u in unbounded_parts(Constraint("schema", json.dumps(TAGS)))
+    }
+    assert parts == {
+        ("/properties/tags", "an array with no maxItems"),
+        ("/properties/count", "a number with no maximum"),
+        ("/properties/when", "a string with no maxLength"),
+    }
+    rx = unbounded_parts(Constraint("regex", r"(a|b)*c[0-9]{2,}"))
+    assert [u["where"] for u in rx] == [
+        "regex characters 0-6 `(a|b)*`",
+        "regex characters 7-16 `[0-9]{2,}`",
+    ]
+
+
+def test_both_order_presets_are_bounded_so_their_runs_end():
+    from app.presets import presets
+    from engine.analysis.unbounded import unbounded_parts
+
+    p = presets()
+    compact = p["Same order, compact separators (JSON schema)"]
+    flexible = p["Flexible whitespace: poor speedup (JSON schema)"]
+    assert unbounded_parts(Constraint("schema", compact["text"], compact["whitespace"])) == []
+    only = unbounded_parts(Constraint("schema", flexible["text"], flexible["whitespace"]))
+    assert [u["what"] for u in only] == ["flexible whitespace"]
+
+
+def test_the_doctor_page_and_report_show_the_unbounded_parts(ctx):
+    from engine.analysis.doctor import diagnose, format_report
+    from viz.summaries import doctor_md
+
+    c = Constraint("regex", r"Tags: (a|b)+\.")
+    rep = diagnose(c, ctx.tokenizer, ctx.vocab.token_bytes, n=4)
+    assert rep["unbounded"][0]["where"] == "regex characters 6-12 `(a|b)+`"
+    assert "Runs may not end" in format_report(rep) and "`(a|b)+`: a repeat" in format_report(rep)
+    assert "| regex characters 6-12 `(a\\|b)+` | a repeat with no maximum" in doctor_md(rep)
+
+
+@pytest.mark.model
+def test_a_run_at_the_token_limit_says_why_on_the_page_and_in_the_trace(engine):
+    from engine.decoding.request import GenerateRequest
+    from viz.summaries import summary_md
+
+    req = GenerateRequest.from_inputs(
+        "Describe the sea.", Constraint("regex", r"The sea is [a-z ]+\."), max_new_tokens=6
+    )
+    tr = engine.generate(req)
+    assert tr["totals"]["reason"] == "max_new_tokens"
+    assert tr["unfinished"]["where"] == "regex characters 11-18 `[a-z ]+`"
+    assert "Why it did not end" in summary_md(tr) and "[a-z ]{0,40}" in summary_md(tr)
+    done = engine.generate(
+        GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))
+    )
+    assert "unfinished" not in done
