@@ -482,7 +482,7 @@ def cmd_check(args) -> int:
                     out = {
                         "backend": b,
                         "text": obj["text"],
-                        **check_text(res.compiled, res.dfa, eng.ctx, obj["text"]),
+                        **check_text(res.compiled, res.dfa, eng.ctx, obj["text"], c),
                     }
                 except CfsmError as exc:
                     worst = 2

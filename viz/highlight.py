@@ -94,8 +94,9 @@ def test_strings_html(results: list[dict]) -> str:
                 f"{html.escape(bad[:1] or ' ')}</mark>{html.escape(bad[1:])}"
             )
         expected = ", ".join(r.get("expected") or [])
+        limit = html.escape(f" \u2014 {r['limit']}") if r.get("limit") else ""
         hint = (
-            f" <span class='cfsm-muted'>expected: {html.escape(expected)}</span>"
+            f" <span class='cfsm-muted'>expected: {html.escape(expected)}{limit}</span>"
             if expected and not r.get("accepted")
             else ""
         )

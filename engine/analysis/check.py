@@ -6,13 +6,18 @@ it leaves the language is pinned to the character and described by what was allo
 from __future__ import annotations
 
 from ..backends import CompiledConstraint, TokenizerContext
+from ..constraint import Constraint
 from ..regex.dfa import CharDFA
+from .unbounded import limit_reached
 
 MAX_EXPECTED = 8
 
 
 def _expected_chars(dfa: CharDFA, state: int) -> list[str]:
-    out = [dfa.class_label(k) for k in sorted(dfa.trans[state])][:MAX_EXPECTED]
+    """A single character quoted like a token (`' '`, `'\\n'`, `','`): bare, a space or
+    a newline printed as nothing ("expected: , ,")."""
+    labels = [dfa.class_label(k) for k in sorted(dfa.trans[state])][:MAX_EXPECTED]
+    out = [repr(c) if len(c) == 1 else c for c in labels]
     return out + (["<end>"] if state in dfa.finals else [])
 
 
@@ -40,10 +45,28 @@ def _char_reject(dfa: CharDFA, text: str, start_char: int) -> tuple[int | None, 
 
 
 def check_text(
-    compiled: CompiledConstraint, dfa: CharDFA | None, ctx: TokenizerContext, text: str
+    compiled: CompiledConstraint,
+    dfa: CharDFA | None,
+    ctx: TokenizerContext,
+    text: str,
+    constraint: Constraint | None = None,
 ) -> dict:
     """{accepted, prefix_ok, rejected_at (byte offset or None), expected, warnings} for one
-    text under one compiled constraint (warnings start with what the compile let through)."""
+    text under one compiled constraint (warnings start with what the compile let through);
+    with the schema `constraint`, a rejection also names the bound it hit ('limit')."""
+    out = _check(compiled, dfa, ctx, text)
+    at = out["rejected_at"]
+    if at is not None and constraint is not None:
+        prefix = text.encode("utf-8")[:at].decode("utf-8", "ignore")
+        limit = limit_reached(constraint, prefix)
+        if limit:
+            out["limit"] = limit
+    return out
+
+
+def _check(
+    compiled: CompiledConstraint, dfa: CharDFA | None, ctx: TokenizerContext, text: str
+) -> dict:
     ids = ctx.continuation.encode(text)
     tb = ctx.vocab.token_bytes
     m = compiled.matcher()

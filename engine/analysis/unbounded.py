@@ -165,6 +165,31 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
     return out[:12]
 
 
+def limit_reached(constraint: Constraint | None, prefix: str) -> str:
+    """Which schema bound a JSON prefix has used up where a text leaves the language (a
+    string at its maxLength, an array at its maxItems): '' when none is."""
+    if constraint is None or constraint.kind != "schema":
+        return ""
+    try:
+        schema = json.loads(constraint.text)
+    except ValueError:
+        return ""
+    if not isinstance(schema, dict):
+        return ""
+    sc = _scan_json(prefix, len(prefix))
+    if sc.in_str and not sc.str_is_key:
+        node, where = _node_at(schema, sc.stack)
+        start = prefix.rfind('"')
+        used = len(json.loads(prefix[start:] + '"')) if start >= 0 else 0
+        if "maxLength" in node and used >= node["maxLength"]:
+            return f"maxLength {node['maxLength']} of {where} reached"
+    elif sc.stack and sc.stack[-1][0] == "arr" and sc.last_struct == ",":
+        arr, where = _node_at(schema, sc.stack[:-1])
+        if "maxItems" in arr and sc.stack[-1][1] >= arr["maxItems"]:
+            return f"maxItems {arr['maxItems']} of {where} reached"
+    return ""
+
+
 def unfinished_line(u: dict | None) -> str:
     if not u:
         return ""

@@ -223,10 +223,12 @@ class LlamaCppRunner(Runner):
         rows = [torch.empty(f.keep, self.lm.n_vocab) for f in feeds]
         with self._lock:  # the ids too: free() gives them back from a cancelling thread
             items, first = [], []  # items: (feed index, kept row or -1, seq, pos, token)
-            for fi, f in enumerate(feeds):
-                sid, toks = self._take_id(f.cache), [int(t) for t in f.tokens]
+            sids = [self._take_id(f.cache) for f in feeds]
+            alone = self._reuse and len(feeds) == 1 and self._live() == 1
+            for fi, (f, sid) in enumerate(zip(feeds, sids, strict=True)):
+                toks = [int(t) for t in f.tokens]
                 skip = 0
-                if f.cache.n == 0 and self._reuse and self._live() == 1:
+                if f.cache.n == 0 and alone:
                     skip = f.cache.reused = self._share_prefix(sid, toks, f.keep)
                     first.append((sid, toks))
                 for j, tok in enumerate(toks[skip:]):

@@ -98,7 +98,7 @@ def test_native_schema_bounds_and_a_bad_line_in_a_requests_file(capsys, tmp_path
     assert (
         not over["accepted"]
         and over["rejected_at"] == len('{"qty":10')
-        and over["expected"] == ["}"]
+        and over["expected"] == ["'}'"]  # one character, quoted (a space would be `' '`)
     )
     assert err["error"]["kind"] == "unsupported_feature"
     assert fine["accepted"]
@@ -129,3 +129,23 @@ def test_spec_flag_and_requests_field_read_the_schema_as_json_schema_does(capsys
     )
     rc, (native,) = run(capsys, "--requests", str(f))
     assert rc == 0 and native["accepted"]  # xgrammar without strict mode
+
+
+def test_a_text_past_a_strings_maxlength_names_the_bound_and_quotes_what_was_expected(capsys):
+    schema = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 5}}}
+    rc, (out,) = run(
+        capsys,
+        "--schema",
+        json.dumps(schema),
+        "--whitespace",
+        "flexible",
+        "--text",
+        '{"title": "abcdefg"}',
+    )
+    assert rc == 0 and out["rejected_at"] == len('{"title": "abcde')
+    assert out["limit"] == "maxLength 5 of /properties/title reached"
+    assert out["expected"] == ["'\"'"]
+    rc, (gap,) = run(
+        capsys, "--schema", json.dumps(schema), "--whitespace", "flexible", "--text", '{"title":x'
+    )
+    assert "' '" in gap["expected"]  # a space, quoted: not a bare blank

@@ -115,3 +115,15 @@ def test_a_run_at_the_token_limit_says_why_on_the_page_and_in_the_trace(engine):
         GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))
     )
     assert "unfinished" not in done
+
+
+def test_a_text_that_leaves_at_a_bound_names_the_bound():
+    from engine.analysis.unbounded import limit_reached
+
+    c = Constraint("schema", json.dumps(TAGS))
+    assert limit_reached(c, '{"title":"' + "x" * 30) == "maxLength 30 of /properties/title reached"
+    assert limit_reached(c, '{"title":"' + "x" * 29) == ""
+    three = {"type": "array", "items": {"type": "integer"}, "maxItems": 3}
+    assert limit_reached(Constraint("schema", json.dumps(three)), "[1,2,3,") == (
+        "maxItems 3 of / reached"
+    )
