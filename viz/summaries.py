@@ -26,8 +26,9 @@ def summary_md(trace: dict) -> str:
         parts.append(f"**{mark}**: {html.escape(str(why))}")
     for w in trace.get("warnings") or []:
         parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
-    if trace.get("unfinished"):  # stopped at the token limit: what kept it going
-        parts.append(f"**Why it did not end**: {html.escape(trace['unfinished']['line'])}")
+    why = trace.get("unfinished")  # stopped at the token limit: what kept it going
+    if isinstance(why, dict) and why.get("line"):
+        parts.append(f"**Why it did not end**: {html.escape(str(why['line']))}")
     skipped = skipped_jumps_line(trace)
     if skipped:
         parts.append(f"**\u26a0 {html.escape(skipped)}**")
