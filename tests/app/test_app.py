@@ -98,6 +98,7 @@ def test_grammar_live_validation_parses_with_the_chosen_backend_and_hides_source
     bad = live_check("grammar", 'root ::= "a" |', "compact", "xgrammar")
     assert "invalid_grammar" in bad and "EBNF parser error" in bad
     assert ".cc" not in bad and "/project" not in bad
+    assert "Expect element, but got the end of the grammar" in bad  # not a bare "but got"
     assert "looks valid" in live_check("grammar", 'root ::= "a" | "b"', "compact", "xgrammar")
     assert "unknown name" in live_check("grammar", "start: foo", "compact", "llguidance")
     # fsm takes no grammar: the message says which backends do
