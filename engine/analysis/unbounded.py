@@ -65,6 +65,21 @@ def _reason(where: str, what: str, bound: str) -> dict:
     return {"where": where, "what": what, "bound": bound}
 
 
+def _schema_of(constraint: Constraint | None) -> dict | None:
+    """The schema of a schema constraint as an object (None otherwise)."""
+    if constraint is None or constraint.kind != "schema":
+        return None
+    try:
+        schema = json.loads(constraint.text)
+    except ValueError:
+        return None
+    return schema if isinstance(schema, dict) else None
+
+
+def _flexible(what: str) -> dict:
+    return _reason("the whitespace between JSON tokens", what, "use compact or spaced whitespace")
+
+
 # an atom (class, escape, group, character) followed by a repeat with no maximum
 _REPEAT = re.compile(
     r"(\[(?:\\.|[^\]])*\]|\\.|\((?:\\.|[^()])*\)|[^\\()\[\]|*+?{}])(\*|\+|\{\d+,\})"
@@ -95,17 +110,12 @@ def why_unfinished(constraint: Constraint | None, text: str) -> dict | None:
     if constraint is None:
         return None
     if constraint.whitespace == "flexible" and WS_RUN.search(text):
-        return _reason(
-            "the whitespace between JSON tokens",
-            "flexible whitespace, which allows a run of spaces and newlines of any length",
-            "use compact or spaced whitespace",
+        return _flexible(
+            "flexible whitespace, which allows a run of spaces and newlines of any length"
         )
-    if constraint.kind == "schema":
-        try:
-            schema = json.loads(constraint.text)
-        except ValueError:
-            return None
-        return _schema_reason(schema, text) if isinstance(schema, dict) else None
+    schema = _schema_of(constraint)
+    if schema is not None:
+        return _schema_reason(schema, text)
     if constraint.kind == "regex":
         return _regex_reason(constraint.text, text)
     return None
@@ -137,22 +147,12 @@ def _walk(root: dict, node: dict, ptr: str, out: list, depth: int = 0) -> None:
 def unbounded_parts(constraint: Constraint) -> list[dict]:
     """Every part of the constraint a run could stay in until the token limit (at most
     12), for the doctor: what it is, where, and what would bound it."""
-    out: list[dict] = []
-    if constraint.whitespace == "flexible":
-        out.append(
-            _reason(
-                "the whitespace between JSON tokens",
-                "flexible whitespace",
-                "use compact or spaced whitespace",
-            )
-        )
-    if constraint.kind == "schema":
-        try:
-            schema = json.loads(constraint.text)
-        except ValueError:
-            return out
-        if isinstance(schema, dict):
-            _walk(schema, schema, "/", out)
+    out: list[dict] = (
+        [_flexible("flexible whitespace")] if constraint.whitespace == "flexible" else []
+    )
+    schema = _schema_of(constraint)
+    if schema is not None:
+        _walk(schema, schema, "/", out)
     elif constraint.kind == "regex":
         for m in _REPEAT.finditer(constraint.text):
             out.append(
@@ -168,13 +168,8 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
 def limit_reached(constraint: Constraint | None, prefix: str) -> str:
     """Which schema bound a JSON prefix has used up where a text leaves the language (a
     string at its maxLength, an array at its maxItems): '' when none is."""
-    if constraint is None or constraint.kind != "schema":
-        return ""
-    try:
-        schema = json.loads(constraint.text)
-    except ValueError:
-        return ""
-    if not isinstance(schema, dict):
+    schema = _schema_of(constraint)
+    if schema is None:
         return ""
     sc = _scan_json(prefix, len(prefix))
     if sc.in_str and not sc.str_is_key:
