@@ -45,7 +45,7 @@ from .layout import (
     playground_tab,
 )
 from .presets import presets
-from .state import DECODE_SLOTS, LIVE_DFA_S, EngineHub, RunHandle, check_page_model
+from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
 
 MODES = ["jump", "masked", "free"]  # the page's order: the technique first
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
@@ -81,13 +81,9 @@ def make_constraint(
     return Constraint.from_inputs(kind, text or "", ws, lenient, spec)
 
 
-def live_check(
-    kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND, automaton=None
-) -> str:
-    """Validation while typing, in the engine's words: no compile against the vocabulary,
-    but a regex's automaton is built (with `automaton`, EngineHub.automaton: a short time
-    budget, cached), since every backend needs it for a regex and a state explosion would
-    otherwise pass here and fail at Run."""
+def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) -> str:
+    """Validation while typing, in the engine's words (cheap checks only: no compile
+    against the vocabulary)."""
     if not (text or "").strip():
         return ""
     try:
@@ -104,16 +100,6 @@ def live_check(
                 )
         elif kind == "regex":
             validate_regex(text)
-            if automaton is not None:
-                try:
-                    automaton(Constraint.from_inputs("regex", text, ws))
-                except CfsmError as exc:
-                    if exc.kind != "compile_timeout":
-                        raise
-                    return (
-                        '<div class="cfsm-muted">valid regex; its automaton takes more than '
-                        f"{LIVE_DFA_S:g} s to build (Run gives it the compile time limit)</div>"
-                    )
         elif kind == "schema":
             parse_schema(text)
             try:
@@ -481,7 +467,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         (ui.gram, ui.gram_err, "grammar"),
     ):
         box.change(
-            lambda text, w, b, k=k: live_check(k, text, w, b, hub.automaton),
+            lambda text, w, b, k=k: live_check(k, text, w, b),
             [box, ui.ws, ui.backend],
             err,
             show_progress="hidden",

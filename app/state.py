@@ -75,9 +75,6 @@ def check_page_model(name: str) -> str:
     return name
 
 
-LIVE_DFA_S = 1.5  # how long the check while typing waits for a regex's automaton
-
-
 class EngineHub:
     """Loads engines once, in background threads, and reports progress."""
 
@@ -141,15 +138,6 @@ class EngineHub:
             if name in self._started:
                 return f"Loading model {name} \u2026 {time.time() - self._started[name]:.0f} s"
         return "Model not loaded yet."
-
-    def automaton(self, constraint, timeout_s: float = LIVE_DFA_S):
-        """The constraint's automaton within a short budget, for the check while typing
-        (cached like a Run's, failures included, so Run then pays nothing); None while the
-        default model's engine is not loaded (the check then stays syntactic). Raises the
-        build's CfsmError (state_explosion; compile_timeout past `timeout_s`)."""
-        with self._lock:
-            eng = self._engines.get(self.default)
-        return None if eng is None else eng.cache.dfa(constraint, timeout_s=timeout_s)
 
     def get(self, name: str | None = None, wait_s: float = 180.0):
         name = name or self.default

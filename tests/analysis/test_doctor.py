@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine.analysis.doctor import _json_pointer_at, diagnose
+from engine.analysis.doctor import WHAT_IF_NOISE, _json_pointer_at, diagnose
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 
@@ -100,9 +100,22 @@ def test_what_if_says_whether_it_helps(ctx):
     rep = doc(ctx, Constraint("schema", json.dumps(schema), "compact"), n=8)
     assert rep["what_if"]
     for w in rep["what_if"]:
-        lowers = w["ideal_reduction_after"] < w["ideal_reduction_before"]
-        assert (w["verdict"] == "lowers") == lowers
-        assert ("not recommended" in w["advice"]) == lowers
+        before, after = w["ideal_reduction_before"], w["ideal_reduction_after"]
+        clear = abs(after - before) > WHAT_IF_NOISE * before  # beyond the samples' noise
+        want = ("lowers" if after < before else "raises") if clear else "does not clearly"
+        assert w["verdict"].startswith(want), w
+        assert ("not recommended" in w["advice"]) == (want == "lowers")
+
+
+def test_a_what_if_gives_what_diagnosing_the_change_gives(ctx):
+    """'compact separators' on a flexible schema predicts what the doctor then reports for
+    the compact schema (it measured 1.54x against 1.29x: other documents)."""
+    text = json.dumps(TITLE_TAGS)
+    rep = doc(ctx, Constraint("schema", text, "flexible"), n=8)
+    wi = next(w for w in rep["what_if"] if w["change"] == "compact separators")
+    compact = doc(ctx, Constraint("schema", text, "compact"), n=8)
+    assert wi["ideal_reduction_after"] == compact["ideal_reduction"]
+    assert "the same documents re-serialized" in wi["note"]  # the other reading, given too
 
 
 def test_doctor_page_marks_the_node_a_cause_points_at():

@@ -394,11 +394,6 @@ def test_compare_masked_vs_jump(page):
 
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     box = page.locator("#regex-input textarea")
-    box.fill("(a|b)*a(a|b){24}")  # parses, but its automaton explodes: said while typing
-    page.wait_for_function(
-        "document.querySelector('#regex-error').innerText.includes('state_explosion')",
-        timeout=30_000,
-    )
     box.fill("(?<=a)b")
     page.wait_for_function(
         "document.querySelector('#regex-error').innerText.includes('look-ahead')", timeout=20_000
