@@ -558,7 +558,8 @@ def _measure_what_if(label, ws, sch, dfa2, texts, res, ctx) -> dict:
         "samples": main["samples"],
         "note": note,
         "verdict": verdict,
-        "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x)"
+        "advice": f"this change {verdict} the ideal speedup ({before}x -> {after}x"
+        + (", within the samples' noise)" if verdict == NO_CLEAR_CHANGE else ")")
         + (": not recommended for speed" if verdict == "lowers" else ""),
     }
     other = kept if main is fresh else fresh
@@ -568,9 +569,12 @@ def _measure_what_if(label, ws, sch, dfa2, texts, res, ctx) -> dict:
     return out
 
 
+NO_CLEAR_CHANGE = "does not clearly change"
+
+
 def _verdict(before: float, after: float) -> str:
     if abs(after - before) <= WHAT_IF_NOISE * max(before, 1e-9):
-        return "does not clearly change (within the samples' noise)"
+        return NO_CLEAR_CHANGE
     return "raises" if after > before else "lowers"
 
 
