@@ -380,7 +380,10 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
             break
         if k == "step":
             latest = d
-        if latest is not None and time.time() - last > STREAM_EVERY_S:
+        # after Stop, nothing more: an update yielded once Stop had written its line (the
+        # worker thread was waiting for a step when the click came) replaced it with
+        # "Decoding ... step N" (a clean clone's browser test caught it)
+        if latest is not None and time.time() - last > STREAM_EVERY_S and not handle.event.is_set():
             last = time.time()
             yield out.set(**live_update(latest))
     handle.set_phase("done")
