@@ -524,6 +524,7 @@ def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, ctx: t
 # (`cfsm doctor --seed 0..5`, 8 synthesized samples): the order preset 1.44-1.50x flexible
 # and 2.79-3.04x compact, a title/tags schema 1.11-1.14x: up to 4.3% around the mean.
 WHAT_IF_NOISE = 0.05
+NO_CLEAR_CHANGE = "does not clearly change"
 
 
 def _measure_what_if(label, ws, sch, dfa2, texts, res, ctx) -> dict:
@@ -567,9 +568,6 @@ def _measure_what_if(label, ws, sch, dfa2, texts, res, ctx) -> dict:
         which = "the same documents re-serialized" if other is kept else "fresh samples"
         out["note"] += f"; on {which}: {other['ideal_reduction']}x"
     return out
-
-
-NO_CLEAR_CHANGE = "does not clearly change"
 
 
 def _verdict(before: float, after: float) -> str:

@@ -10,7 +10,7 @@ import json
 import re
 
 from ..constraint import Constraint
-from .doctor import _scan_json
+from .doctor import _pointer_of, _scan_json
 
 WS_RUN = re.compile(r"\s{8,}$")
 
@@ -28,36 +28,52 @@ def _resolve(root: dict, node: dict, depth: int = 0) -> dict:
 
 def _node_at(root: dict, stack: list) -> tuple[dict, str]:
     """The schema node of the innermost container on a JSON scan stack, and its pointer."""
-    node, parts = _resolve(root, root), []
+    node = _resolve(root, root)
     for kind, v in stack:
         if kind == "obj":
             if v is None:
                 break
             props = node.get("properties") or {}
-            key = str(v)
-            node = _resolve(root, props.get(key, node.get("additionalProperties") or {}))
-            parts.append("properties/" + key.replace("~", "~0").replace("/", "~1"))
+            node = _resolve(root, props.get(str(v), node.get("additionalProperties") or {}))
         else:
             prefix = node.get("prefixItems") or []
             node = _resolve(root, prefix[v] if v < len(prefix) else node.get("items") or {})
-            parts.append("items")
-    return node, "/" + "/".join(parts)
+    return node, _pointer_of(stack)
+
+
+# what bounds a value of each kind; without any of these a run can stay in it
+_BOUNDED_BY = {
+    "string": {"maxLength", "enum", "const"},
+    "number": {"maximum", "exclusiveMaximum", "enum", "const"},
+    "array": {"maxItems"},
+}
+_BOUND_IT = {
+    "string": ("a string{fmt} with no maxLength", "set maxLength on it"),
+    "number": ("a number with no maximum", "set minimum and maximum on it"),
+    "array": ("an array with no maxItems", "set maxItems on it"),
+}
+
+
+def _unbounded(node: dict, kind: str, where: str, name_format: bool = False) -> dict | None:
+    """Why a `kind` value at `where` has no upper bound, or None when it has one."""
+    if _BOUNDED_BY[kind] & set(node):
+        return None
+    what, bound = _BOUND_IT[kind]
+    fmt = f" (format {node['format']})" if name_format and "format" in node else ""
+    return _reason(where, what.format(fmt=fmt), bound)
 
 
 def _schema_reason(schema: dict, text: str) -> dict | None:
     sc = _scan_json(text, len(text))
     number = bool(text) and text[-1] in "-0123456789.eE+" and sc.last_struct in (":", "[", ",")
-    ctx = "string" if sc.in_str else "number" if number else "structure"
     node, where = _node_at(schema, sc.stack)  # the value being written at the end
-    if ctx == "string" and not sc.str_is_key and not {"maxLength", "enum", "const"} & set(node):
-        fmt = f" (format {node['format']})" if "format" in node else ""
-        return _reason(where, f"a string{fmt} with no maxLength", "set maxLength on it")
-    if ctx == "number" and not {"maximum", "exclusiveMaximum", "enum", "const"} & set(node):
-        return _reason(where, "a number with no maximum", "set minimum and maximum on it")
-    if ctx == "structure" and sc.stack and sc.stack[-1][0] == "arr":
+    if sc.in_str and not sc.str_is_key:
+        return _unbounded(node, "string", where, name_format=True)
+    if not sc.in_str and number:
+        return _unbounded(node, "number", where)
+    if not sc.in_str and sc.stack and sc.stack[-1][0] == "arr":
         arr, ptr = _node_at(schema, sc.stack[:-1])  # between items: the array itself
-        if "maxItems" not in arr:
-            return _reason(ptr, "an array with no maxItems", "set maxItems on it")
+        return _unbounded(arr, "array", ptr)
     return None
 
 
@@ -86,19 +102,22 @@ _REPEAT = re.compile(
 )
 
 
+def _repeat_reason(m: re.Match, bound: str) -> dict:
+    return _reason(
+        f"regex characters {m.start()}-{m.end()} `{m.group(0)}`",
+        f"a repeat with no maximum (`{m.group(2)}`)",
+        bound,
+    )
+
+
 def _regex_reason(pattern: str, text: str) -> dict | None:
     """The unbounded repeat the output's last characters match (best effort: the first
     such repeat in the pattern whose atom matches the last character)."""
     last = text[-1:] or " "
     for m in _REPEAT.finditer(pattern):
-        atom, rep = m.group(1), m.group(2)
         try:
-            if re.fullmatch(atom, last):
-                return _reason(
-                    f"regex characters {m.start()}-{m.end()} `{atom}{rep}`",
-                    f"a repeat with no maximum (`{rep}`)",
-                    f"give it a maximum, e.g. `{atom}{{0,40}}`",
-                )
+            if re.fullmatch(m.group(1), last):
+                return _repeat_reason(m, f"give it a maximum, e.g. `{m.group(1)}{{0,40}}`")
         except re.error:
             continue
     return None
@@ -126,13 +145,14 @@ def _walk(root: dict, node: dict, ptr: str, out: list, depth: int = 0) -> None:
     if depth > 12 or len(out) >= 12:
         return
     types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
-    fixed = {"enum", "const"} & set(node)
-    if "string" in types and not fixed and "maxLength" not in node:
-        out.append(_reason(ptr, "a string with no maxLength", "set maxLength on it"))
-    if {"integer", "number"} & set(types) and not fixed and "maximum" not in node:
-        out.append(_reason(ptr, "a number with no maximum", "set minimum and maximum on it"))
-    if "array" in types and "maxItems" not in node:
-        out.append(_reason(ptr, "an array with no maxItems", "set maxItems on it"))
+    for kind, names in (
+        ("string", {"string"}),
+        ("number", {"integer", "number"}),
+        ("array", {"array"}),
+    ):
+        why = _unbounded(node, kind, ptr) if names & set(types) else None
+        if why is not None:
+            out.append(why)
     for key, sub in (node.get("properties") or {}).items():
         _walk(root, sub, f"{ptr.rstrip('/')}/properties/{key}", out, depth + 1)
     for i, sub in enumerate(node.get("prefixItems") or []):
@@ -154,14 +174,7 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
     if schema is not None:
         _walk(schema, schema, "/", out)
     elif constraint.kind == "regex":
-        for m in _REPEAT.finditer(constraint.text):
-            out.append(
-                _reason(
-                    f"regex characters {m.start()}-{m.end()} `{m.group(0)}`",
-                    f"a repeat with no maximum (`{m.group(2)}`)",
-                    "give it a maximum",
-                )
-            )
+        out += [_repeat_reason(m, "give it a maximum") for m in _REPEAT.finditer(constraint.text)]
     return out[:12]
 
 

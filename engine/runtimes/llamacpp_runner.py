@@ -222,23 +222,24 @@ class LlamaCppRunner(Runner):
             raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
         rows = [torch.empty(f.keep, self.lm.n_vocab) for f in feeds]
         with self._lock:  # the ids too: free() gives them back from a cancelling thread
-            items, first = [], []  # items: (feed index, kept row or -1, seq, pos, token)
+            items = []  # (feed index, kept row or -1, seq, pos, token)
             sids = [self._take_id(f.cache) for f in feeds]
-            alone = self._reuse and len(feeds) == 1 and self._live() == 1
+            # a first feed alone in its pass shares the kept prompt and becomes it
+            first = self._reuse and len(feeds) == 1 and feeds[0].cache.n == 0
+            first = first and self._live() == 1
             for fi, (f, sid) in enumerate(zip(feeds, sids, strict=True)):
                 toks = [int(t) for t in f.tokens]
                 skip = 0
-                if f.cache.n == 0 and alone:
+                if first:
                     skip = f.cache.reused = self._share_prefix(sid, toks, f.keep)
-                    first.append((sid, toks))
                 for j, tok in enumerate(toks[skip:]):
                     items.append(
                         (fi, j - (len(toks) - skip - f.keep), sid, f.cache.n + skip + j, tok)
                     )
             for start in range(0, len(items), N_BATCH):
                 self._decode(items[start : start + N_BATCH], rows)
-            for sid, toks in first[-1:]:  # the latest prompt is the one kept
-                self._keep_prefix(sid, toks)
+            if first:
+                self._keep_prefix(sids[0], [int(t) for t in feeds[0].tokens])
         for f in feeds:
             f.cache.n += len(f.tokens)
         return rows, time.perf_counter() - t0
