@@ -1,5 +1,5 @@
 """Shared by the load and soak scripts: start `cfsm serve` on a loopback port (or use a
-running one) and read the resident memory of a process and everything it started."""
+running one); engine/serving/memory.py reads its memory."""
 
 from __future__ import annotations
 
@@ -60,33 +60,3 @@ def served(url: str | None, env: dict | None = None):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    return out
-
-
-def rss_bytes(pid: int) -> int:
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def rss_tree_bytes(pid: int) -> int:
-    """VmRSS of `pid` and all its descendants (the server and its DFA workers)."""
-    total, todo, seen = 0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        total += rss_bytes(p)
-        todo += _children(p)
-    return total

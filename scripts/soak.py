@@ -25,7 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from serverproc import rss_tree_bytes, served  # noqa: E402
+from serverproc import served  # noqa: E402
+
+from engine.serving.memory import rss_tree_bytes  # noqa: E402
 
 GIB = 1024**3
 
@@ -168,7 +170,7 @@ def main() -> int:
     with served(None) as (url, pid):
         c = Client(url, verbose=False)
         t0 = time.time()
-        errors = 0
+        errors, rep = 0, None
         for i in range(args.n):
             rx = regex_for(i)
             try:
@@ -194,6 +196,9 @@ def main() -> int:
                     {
                         "requests": i + 1,
                         "rss_gib": round(rss_tree_bytes(pid) / GIB, 3),
+                        # the compile cache's own count (bounded by CFSM_CACHE_BUDGET_MB)
+                        "cache_gib": round(rep["cache"]["bytes"] / GIB, 3) if rep else None,
+                        "cache_entries": rep["cache"]["entries"] if rep else None,
                         "elapsed_s": round(time.time() - t0, 1),
                     }
                 )

@@ -8,7 +8,6 @@ every 0.2 s), and whether the ordinary runs all finished."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
-from engine.serving.compile_cache import rss_bytes
+from engine.serving.memory import rss_tree_bytes
 
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "adversarial.jsonl"
 ORDINARY = [
@@ -31,22 +30,6 @@ def load_corpus(path: Path = CORPUS) -> list[dict]:
     ]
 
 
-def family_rss(pid: int | None = None) -> int:
-    """Resident bytes of a process and its children (Linux /proc)."""
-    pid = pid or os.getpid()
-    total = rss_bytes(pid)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == pid:
-                total += rss_bytes(int(entry))
-    return total
-
-
 class _Sampler:
     def __init__(self) -> None:
         self.max_bytes, self.stop = 0, threading.Event()
@@ -54,7 +37,7 @@ class _Sampler:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            self.max_bytes = max(self.max_bytes, family_rss())
+            self.max_bytes = max(self.max_bytes, rss_tree_bytes())
             time.sleep(0.2)
 
 
@@ -109,7 +92,7 @@ def run(engine, backends: list[str], log=print) -> dict:
                 )
                 log(
                     f"{case['name'][:40]:40} {backend:10} {kind:22} {seconds:6.2f} s "
-                    f"rss {family_rss() / 2**20:7.0f} MB"
+                    f"rss {rss_tree_bytes() / 2**20:7.0f} MB"
                 )
     finally:
         user.stop.set()
@@ -158,6 +141,9 @@ def format_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+WORKER_BACKENDS = ("outlines", "xgrammar", "llguidance")
+
+
 def worker_overhead(engine, repeats: int = 3) -> list[dict]:
     """What compiling in a worker costs a normal compile: the same fresh constraints
     through a cache with workers and one without, side by side (median of `repeats`)."""
@@ -171,7 +157,7 @@ def worker_overhead(engine, repeats: int = 3) -> list[dict]:
     regex, _ = paper_items("character", 1)
     via, here = CompileCache(engine.ctx, warm=True), CompileCache(engine.ctx, use_worker=False)
     via._worker.ready.wait()
-    for name in ("outlines", "xgrammar"):  # this process's one-time setup, for both
+    for name in WORKER_BACKENDS:  # this process's one-time setup, for each
         here.get(Constraint("regex", "a"), name)
         here.get(Constraint("schema", '{"type": "object"}'), name)
     tasks = {
@@ -182,7 +168,7 @@ def worker_overhead(engine, repeats: int = 3) -> list[dict]:
     }
     rows = []
     try:
-        for backend in ("outlines", "xgrammar"):
+        for backend in WORKER_BACKENDS:
             for task, make in tasks.items():
                 ms = {}
                 for label, cache, base in (("server", here, 0), ("worker", via, 100)):

@@ -18,13 +18,17 @@ class TokenizerContext:
     """A tokenizer plus lazily built per-library views of it, shared by all compiles."""
 
     @classmethod
-    def from_token_bytes(cls, token_bytes: list, eos_token_id: int) -> TokenizerContext:
+    def from_token_bytes(
+        cls, token_bytes: list, eos_token_id: int, tokenizer_json: str | None = None
+    ) -> TokenizerContext:
         """A context without the tokenizer itself (a compile worker's): enough for the
-        backends that compile from token bytes (fsm, outlines, xgrammar)."""
+        backends that compile from token bytes (fsm, outlines, xgrammar) and, given the
+        tokenizer's JSON, for llguidance."""
         from ..tokens.vocab import vocab_from_bytes
 
         self = cls.__new__(cls)
         self._setup(None, vocab_from_bytes(token_bytes, eos_token_id))
+        self._tokenizer_json = tokenizer_json
         return self
 
     def __init__(
@@ -44,6 +48,23 @@ class TokenizerContext:
         base[self.eos_token_id] = True
         self.emittable = base
         self._continuation = None
+        self._tokenizer_json: str | None = None
+
+    def tokenizer_json(self) -> str | None:
+        """The Hugging Face fast tokenizer as JSON, padding and truncation off (what
+        llguidance builds its tokenizer from, here and in a compile worker alike); None for
+        a tokenizer that has none."""
+        if self._tokenizer_json is None and self.tokenizer is not None:
+            from copy import copy
+
+            backend = getattr(self.tokenizer, "backend_tokenizer", None)
+            if backend is None:
+                return None
+            backend = copy(backend)
+            backend.no_padding()
+            backend.no_truncation()
+            self._tokenizer_json = backend.to_str()
+        return self._tokenizer_json
 
     @property
     def continuation(self):
@@ -272,10 +293,12 @@ class GrammarBackend(ABC):
 
         t0 = time.perf_counter()
         warnings = audit(self, constraint)  # a known gap of this backend: refused unless lenient
+        payload = None
         if worker is not None and self.compiles_in_worker:
             payload = worker(self.name, constraint, opts.get("dfa"))
+        if payload is not None:
             compiled = self.load_compiled(payload, constraint, ctx, **opts)
-        else:
+        else:  # no worker, or one that found repeating the compile here cheaper than carrying it
             compiled = self._compile(constraint, ctx, **opts)
         compiled.compile_seconds = time.perf_counter() - t0
         regex_warnings = constraint.regex_warnings() if self.needs_automaton else []
@@ -295,6 +318,13 @@ class GrammarBackend(ABC):
     def dump_compiled(self, compiled: CompiledConstraint) -> bytes:
         """What a worker sends back for `load_compiled` (backends that compile in workers)."""
         raise NotImplementedError(f"{self.name} does not compile in a worker")
+
+    def repeat_in_server(self, compiled: CompiledConstraint, seconds: float) -> bool:
+        """Asked in a worker after a compile that took `seconds` and stayed within the time
+        and memory limits: True when compiling again in the server costs less than carrying
+        the result back (the worker has then shown the compile to be bounded; it sends no
+        payload). Pure; never raises. Most backends always carry."""
+        return False
 
     def load_compiled(
         self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **opts

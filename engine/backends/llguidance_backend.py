@@ -72,16 +72,43 @@ class LlguidanceBackend(GrammarBackend):
         if msg:
             raise CfsmError("invalid_grammar", f"llguidance (Lark): {native_message(msg)}")
 
+    compiles_in_worker = True
+
+    @staticmethod
+    def _tokenizer(ctx: TokenizerContext):
+        """llguidance's tokenizer, built from the Hugging Face tokenizer's JSON as its
+        `llguidance.hf.from_tokenizer` does (~1 s), so a compile worker, which has only
+        that JSON, builds the same one."""
+
+        def build():
+            from llguidance import LLTokenizer
+
+            text = ctx.tokenizer_json()
+            if text is None:
+                raise CfsmError(
+                    "unsupported_feature", "llguidance needs a fast (Rust) Hugging Face tokenizer"
+                )
+            return LLTokenizer(text, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
+
+        return ctx.view("llguidance", build)
+
+    def warm(self, ctx: TokenizerContext) -> None:
+        self._tokenizer(ctx)
+
+    def dump_compiled(self, compiled: LlguidanceCompiled) -> bytes:
+        return compiled.grammar.encode("utf-8")
+
+    def load_compiled(self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **_):
+        """The worker validated the grammar against the same tokenizer: matchers are built
+        from it here (llguidance's own parser limits bound each one's work)."""
+        return LlguidanceCompiled(
+            constraint, self._tokenizer(ctx), payload.decode("utf-8"), ctx.vocab_size, ctx.emittable
+        )
+
     def _compile(self, constraint: Constraint, ctx: TokenizerContext, **_):
         from llguidance import LLMatcher
-        from llguidance.hf import from_tokenizer
 
-        tok = ctx.view(
-            "llguidance",
-            lambda: from_tokenizer(
-                ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id
-            ),
-        )
+        tok = self._tokenizer(ctx)
         if constraint.kind == "regex":
             grammar = LLMatcher.grammar_from_regex(normalize_regex(constraint.text))
         elif constraint.kind == "schema":

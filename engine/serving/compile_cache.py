@@ -22,18 +22,7 @@ from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, WORKER_RSS_MB
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
 from .lru import ByteLRU
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident memory of a process (Linux /proc; 0 where unavailable)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+from .memory import rss_bytes
 
 
 class CompileWorker:
@@ -140,7 +129,8 @@ class CompileWorker:
         fp = ctx.fingerprint
         msg = "setting up a compile worker took longer than 120 s"
         if (fp, None) not in self._vocabs:
-            self._ask(("vocab", fp, ctx.vocab.token_bytes, ctx.eos_token_id), 120.0, msg)
+            req = ("vocab", fp, ctx.vocab.token_bytes, ctx.eos_token_id, ctx.tokenizer_json())
+            self._ask(req, 120.0, msg)
             self._vocabs.add((fp, None))
         for backend in backends:
             if (fp, backend) not in self._vocabs:

@@ -1,16 +1,19 @@
 """A separate interpreter that runs compiles on request (length-prefixed pickles over
 stdin/stdout): character DFAs, and the compiles of backends whose libraries cannot be
-interrupted (`GrammarBackend.compiles_in_worker`: outlines-core's Index, xgrammar). It is a
+interrupted (`GrammarBackend.compiles_in_worker`: outlines-core's Index, xgrammar,
+llguidance). It is a
 plain subprocess rather than multiprocessing so that it never re-imports the caller's
 main module, and the server can kill it at any moment: at the time limit, or when its
 memory passes the cap (engine/limits.py), so a runaway compile leaves nothing running.
 
 Requests and answers:
 - ("dfa", pattern, max_states, max_chars) -> ("ok", CharDFA)
-- ("vocab", fingerprint, token_bytes, eos_token_id) -> ("ok", None), once per tokenizer
+- ("vocab", fingerprint, token_bytes, eos_token_id, tokenizer_json) -> ("ok", None), once
+  per tokenizer (the JSON is the Hugging Face tokenizer's, for llguidance; may be None)
 - ("warm", backend, fingerprint) -> ("ok", None): the library's own view of the vocabulary
 - ("native", backend, fingerprint, constraint, dfa) -> ("ok", payload bytes), which the
-  backend's `load_compiled` turns back into a compiled constraint in the server
+  backend's `load_compiled` turns back into a compiled constraint in the server, or
+  ("ok", None) when the backend finds compiling again there cheaper (`repeat_in_server`)
 - any failure -> ("error", kind, message)"""
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
+import time
 
 
 def _read(stream):
@@ -50,8 +54,10 @@ class _Jobs:
         if kind == "vocab":
             from ..backends.base import TokenizerContext
 
-            _, fingerprint, token_bytes, eos = req
-            self.contexts[fingerprint] = TokenizerContext.from_token_bytes(token_bytes, eos)
+            _, fingerprint, token_bytes, eos, tokenizer_json = req
+            self.contexts[fingerprint] = TokenizerContext.from_token_bytes(
+                token_bytes, eos, tokenizer_json
+            )
             return None
         if kind == "warm":
             from ..backends import get_backend
@@ -64,7 +70,10 @@ class _Jobs:
 
             _, name, fingerprint, constraint, dfa = req
             backend = get_backend(name)
+            t0 = time.perf_counter()
             compiled = backend._compile(constraint, self.contexts[fingerprint], dfa=dfa)
+            if backend.repeat_in_server(compiled, time.perf_counter() - t0):
+                return None
             return backend.dump_compiled(compiled)
         raise ValueError(f"unknown job {kind!r}")
 

@@ -154,6 +154,8 @@ class Engine:
             "compile_seconds": round(res.seconds, 4),
             "backend_stats": res.compiled.stats(),
             "warnings": list(res.compiled.warnings) + list(self.ctx.vocab.warnings),
+            # what this process's compile cache holds now, against its budget
+            "cache": self.cache.stats(),
         }
         if constraint.kind == "schema" and res.dfa is not None:
             out["regex"] = constraint.regex()

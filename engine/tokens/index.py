@@ -132,6 +132,10 @@ def _split_vocab(vocab: TokenVocab) -> VocabTokens:
 class TokenIndex:
     """Allowed tokens and transitions at token level for one (regex, vocabulary)."""
 
+    # token positions after the first whose classes are kept looked up (int16 per token
+    # each): most tokens are still being walked there; later ones go through `_lut`
+    HEAD_COLUMNS = 3
+
     def __init__(self, dfa: CharDFA, vocab: TokenVocab) -> None:
         t0 = time.perf_counter()
         self.dfa = dfa
@@ -165,12 +169,16 @@ class TokenIndex:
             hit = np.zeros(len(listed), dtype=bool)
             hit[pos_ok] = vt.alphabet[pos[pos_ok]] == listed[pos_ok]
             lut[pos[hit]] = np.array(list(dfa.char_class.values()), dtype=np.int32)[hit]
-        # kept for lazy states, so small (int16) and by position (a column is one contiguous gather)
-        self._cls = lut.astype(np.int16 if c < 32767 else np.int32)[vt.chars]
+        # the class of each alphabet character: a token's classes are looked up through it
+        # per column when a state is computed, never kept per token (that copy of the
+        # vocabulary's characters was 7.7 MB for every compiled constraint)
+        self._lut = lut.astype(np.int16 if c < 32767 else np.int32)
         # regular tokens grouped by the class of their first character: a state starts its
         # walk from the groups of its outgoing classes only, not from the whole vocabulary
-        first = self._cls[0] if self._cls.shape[1] else np.zeros(0, dtype=np.int16)
-        self._by_first = np.argsort(first, kind="stable")
+        first = self._lut[vt.chars[0]] if vt.chars.shape[1] else np.zeros(0, dtype=np.int16)
+        self._by_first = np.argsort(first, kind="stable").astype(np.int32)
+        # the next few columns, where most tokens are still alive, are kept looked up
+        self._head = self._lut[vt.chars[1 : 1 + self.HEAD_COLUMNS]]
         self._first_start = np.searchsorted(first[self._by_first], np.arange(c + 2))
         self._vt = vt
         self._regular_ids = vt.regular_ids
@@ -223,7 +231,12 @@ class TokenIndex:
             ended = rows >= active  # rows are sorted longest first: these have ended, alive
             done.append(rows[ended])
             rows, cur = rows[~ended], cur[~ended]
-            cur = self._table[cur, self._cls[j][rows]]
+            cls = (
+                self._head[j - 1][rows]
+                if j <= self.HEAD_COLUMNS
+                else self._lut[self._vt.chars[j][rows]]
+            )
+            cur = self._table[cur, cls]
             alive = (
                 cur != dead
             )  # only the survivors are walked on: after a character or two, few are
@@ -369,7 +382,9 @@ class TokenIndex:
         n = (
             sum(a.nbytes for a in list(self._allowed.values()))
             + self._table.nbytes
-            + self._cls.nbytes
+            + self._lut.nbytes
+            + self._by_first.nbytes
+            + self._head.nbytes
         )
         n += sum(m.numel() * m.element_size() for m in list(self._masks.values()))
         return n + 120 * (len(self._pending) + len(self._allowed) + len(self._masks))

@@ -2,6 +2,7 @@
 never dropped silently."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,28 @@ def test_llguidance_prefix_items_next_to_additional_items_is_refused_by_name(ctx
         get_backend("fsm").compile(Constraint("schema", json.dumps(PREFIX_ITEMS)), ctx).warnings
         == []
     )
+
+
+DRAFT_MIXING = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "draft_mixing.json").read_text()
+)
+
+
+@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+def test_no_backend_accepts_an_invalid_instance_of_a_draft_mixing_schema_unwarned(backend):
+    """Keywords of older drafts beside 2020-12's (tests/data/draft_mixing.json, in the test
+    suite's format): each backend refuses the schema, or rejects every invalid instance,
+    or warns that it lets them through. Walked byte by byte, as the conformance bench does."""
+    from cfsm.bench.conformance import ConformanceRun
+    from engine.backends import TokenizerContext
+    from engine.tokens.byte_tokenizer import byte_tokenizer
+
+    run = ConformanceRun(backend, TokenizerContext(byte_tokenizer()), "compact", lenient=False)
+    wrongly_accepted = []
+    for group in DRAFT_MIXING:
+        out = run.evaluate(group)
+        assert "crash" not in out, (group["description"], out)
+        for valid, accepted, desc, _ in out.get("tests", []):
+            if accepted and not valid and not out["warned"]:
+                wrongly_accepted.append((group["description"], desc))
+    assert wrongly_accepted == []

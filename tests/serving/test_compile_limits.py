@@ -13,6 +13,7 @@ import pytest
 import engine.serving.compile_cache as cc
 from engine.constraint import Constraint
 from engine.errors import CfsmError
+from engine.serving.memory import rss_bytes
 
 HUGE_RANGE = Constraint("schema", '{"type":"integer","minimum":0,"maximum":9223372036854775807}')
 
@@ -44,14 +45,14 @@ def test_a_runaway_outlines_index_ends_at_its_limit_and_nothing_keeps_running(ca
         cache.get(HUGE_RANGE, "outlines")
     assert ei.value.kind in ("compile_timeout", "compile_memory"), ei.value
     assert "outlines" in ei.value.message or "MB" in ei.value.message
-    before = cc.rss_bytes(os.getpid())
+    before = rss_bytes(os.getpid())
     pids = _worker_pids(cache)
     time.sleep(1.0)
     # the worker that ran it was killed; the live ones are idle (they do not grow)
-    grown = [cc.rss_bytes(p) for p in pids]
+    grown = [rss_bytes(p) for p in pids]
     time.sleep(1.0)
-    assert all(cc.rss_bytes(p) <= g + 8 * 2**20 for p, g in zip(pids, grown, strict=True))
-    assert cc.rss_bytes(os.getpid()) <= before + 32 * 2**20
+    assert all(rss_bytes(p) <= g + 8 * 2**20 for p, g in zip(pids, grown, strict=True))
+    assert rss_bytes(os.getpid()) <= before + 32 * 2**20
     # the failure is cached like any other: asking again answers at once, same kind
     with pytest.raises(CfsmError) as again:
         cache.get(HUGE_RANGE, "outlines")
@@ -67,20 +68,31 @@ def test_the_memory_cap_kills_a_compile_with_its_own_error(cache, monkeypatch):
     assert all(_alive(p) for p in _worker_pids(cache))  # the killed one is gone from the pool
 
 
-@pytest.mark.parametrize("backend", ["outlines", "xgrammar"])
-def test_a_compile_through_a_worker_equals_one_in_this_process(ctx, backend):
-    schema = {
-        "type": "object",
-        "properties": {"n": {"type": "integer", "maximum": 99}, "tag": {"enum": ["alpha", "beta"]}},
-        "required": ["n", "tag"],
-        "additionalProperties": False,
-    }
-    c = Constraint("schema", json.dumps(schema))
+SMALL_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "maximum": 99}, "tag": {"enum": ["alpha", "beta"]}},
+    "required": ["n", "tag"],
+    "additionalProperties": False,
+}
+SMALL = {
+    "schema": (Constraint("schema", json.dumps(SMALL_SCHEMA)), '{"n":42,"tag":"beta"}'),
+    "regex": (
+        Constraint("regex", r'\{"id": [0-9]{1,3}, "name": "[A-Za-z ]{1,12}"\}'),
+        '{"id": 7, "name": "Ada"}',
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["schema", "regex"])
+@pytest.mark.parametrize("backend", ["outlines", "xgrammar", "llguidance"])
+def test_a_compile_through_a_worker_equals_one_in_this_process(ctx, backend, kind):
+    c, text = SMALL[kind]
     via = cc.CompileCache(ctx)
     here = cc.CompileCache(ctx, use_worker=False)
     try:
         a, b = via.get(c, backend).compiled.matcher(), here.get(c, backend).compiled.matcher()
-        text = '{"n":42,"tag":"beta"}'
+        # the library ran in a worker: that worker was set up for it
+        assert any((ctx.fingerprint, backend) in w._vocabs for w in via._worker._all)
         for tid in ctx.continuation.encode(text):
             assert (a.allowed_ids() == b.allowed_ids()).all()
             assert a.jump_forward() == b.jump_forward()
@@ -89,6 +101,20 @@ def test_a_compile_through_a_worker_equals_one_in_this_process(ctx, backend):
     finally:
         via.close()
         here.close()
+
+
+def test_xgrammar_repeats_a_quick_regex_in_the_server_and_carries_a_schema(ctx):
+    """Its serialized regex grammar (1.3 MB for the character regex) costs more to carry
+    than the compile; a schema is carried, since a process's first schema compile pays
+    seconds of xgrammar's setup."""
+    from engine.backends import get_backend
+
+    xg = get_backend("xgrammar")
+    rx = xg._compile(SMALL["regex"][0], ctx)
+    schema = xg._compile(SMALL["schema"][0], ctx)
+    assert xg.repeat_in_server(rx, 0.001)
+    assert not xg.repeat_in_server(rx, 30.0)  # a slow compile is carried, not repeated
+    assert not xg.repeat_in_server(schema, 0.001)
 
 
 KNOWN = {
