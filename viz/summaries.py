@@ -77,11 +77,12 @@ def previous_run_note(trace: dict | None) -> str:
     text = " ".join(str(c.get("text", "")).split())
     short = text[:60].replace("`", "'") + ("\u2026" if len(text) > 60 else "")
     what = f"{c.get('kind', 'constraint')} `{short}`"
-    t = trace.get("totals") or {}
+    n = (trace.get("totals") or {}).get("output_tokens")
+    tokens = "? tokens" if n is None else f"{n} token" + ("" if n == 1 else "s")
     return (
         "**This run failed (the message above); nothing below is from it.** The output, "
         f"figures and step view are still the previous run's: {what if c else 'no constraint'}, "
-        f"{t.get('output_tokens', '?')} tokens."
+        f"{tokens}."
     )
 
 

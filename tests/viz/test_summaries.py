@@ -96,3 +96,5 @@ def test_after_a_failed_run_the_results_left_say_they_are_the_previous_runs():
     note = previous_run_note(prev)
     assert "This run failed" in note and "previous run's: regex `[a-z]{3,8}`, 5 tokens" in note
     assert previous_run_note(None) == ""  # nothing on the page to label
+    one = {**prev, "totals": {"output_tokens": 1}}
+    assert previous_run_note(one).endswith("`[a-z]{3,8}`, 1 token.")

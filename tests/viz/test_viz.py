@@ -391,6 +391,14 @@ def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
     assert completed and all(ch in tr["text"] for ch in completed)
     html = output_panel(tr)
     assert tr["text"] in html.replace("&quot;", '"')
+    # the allowed list and the top-k spell a byte token as the strip does: `<E6 97>`
+    from viz.step_bundle import step_bundle
+
+    listed = [row[0] for st in step_bundle(tr)["steps"] for row in st.get("top", [])] + [
+        row[1] for st in step_bundle(tr)["steps"] for row in st.get("s", [])
+    ]
+    byte_runs = [t for t in listed if t.startswith("<") and t.endswith(">")]
+    assert byte_runs and all("\u2423" not in t for t in byte_runs), byte_runs[:5]
 
 
 def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_large():
