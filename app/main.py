@@ -20,6 +20,7 @@ from engine.constraint import WHITESPACE_POLICIES as WS
 from engine.decoding.request import GenerateRequest
 from engine.decoding.trace import StepEvent, validate_trace
 from engine.errors import CfsmError
+from engine.limits import LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
@@ -81,11 +82,32 @@ def make_constraint(
     return Constraint.from_inputs(kind, text or "", ws, lenient, spec)
 
 
-def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) -> str:
-    """Validation while typing, in the engine's words (cheap checks only: no compile
-    against the vocabulary)."""
+def _regex_automaton_check(text: str, ws: str, hub: EngineHub | None) -> str:
+    """'' when the regex's automaton was built within the live check's budget (or could
+    not be tried now); a line saying it is slow otherwise. A state explosion raises."""
+    eng = hub.peek() if hub is not None else None
+    if eng is None:
+        return ""
+    got = eng.try_automaton(Constraint.from_inputs("regex", text, ws))
+    if got.dfa is not None:
+        return f": {got.dfa.num_states:,} automaton states"
+    if got.why_not == "slow":
+        return (
+            f"; its automaton takes longer than {LIVE_CHECK_S:g} s to build (Run allows "
+            f"{eng.cache.timeout_s:g} s)"
+        )
+    return ""
+
+
+def live_check(
+    kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND, hub: EngineHub | None = None
+) -> str:
+    """Validation while typing, in the engine's words: no compile against the vocabulary;
+    a regex's automaton is built by the live check's own worker within LIVE_CHECK_S (so
+    a state explosion shows before Run)."""
     if not (text or "").strip():
         return ""
+    more = ""
     try:
         if kind == "grammar":
             takes = backend in GRAMMAR_SYNTAX
@@ -100,6 +122,7 @@ def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) ->
                 )
         elif kind == "regex":
             validate_regex(text)
+            more = _regex_automaton_check(text, ws, hub)
         elif kind == "schema":
             parse_schema(text)
             try:
@@ -109,7 +132,8 @@ def live_check(kind: str, text: str, ws: str, backend: str = DEFAULT_BACKEND) ->
                     '<div class="cfsm-muted">valid schema; the FSM view is unavailable '
                     f"({exc.message}) \u2014 tick Lenient, or use xgrammar or llguidance</div>"
                 )
-        return '<div class="cfsm-muted" style="color:#15803d">\u2713 looks valid</div>'
+        ok = f"\u2713 looks valid{html.escape(more)}"
+        return f'<div class="cfsm-muted" style="color:#15803d">{ok}</div>'
     except CfsmError as exc:
         return _msg(exc)
 
@@ -470,7 +494,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         (ui.gram, ui.gram_err, "grammar"),
     ):
         box.change(
-            lambda text, w, b, k=k: live_check(k, text, w, b),
+            lambda text, w, b, k=k: live_check(k, text, w, b, hub),
             [box, ui.ws, ui.backend],
             err,
             show_progress="hidden",

@@ -139,6 +139,11 @@ class EngineHub:
                 return f"Loading model {name} \u2026 {time.time() - self._started[name]:.0f} s"
         return "Model not loaded yet."
 
+    def peek(self, name: str | None = None):
+        """The engine if it is loaded, else None (never waits, never starts a load)."""
+        with self._lock:
+            return self._engines.get(name or self.default)
+
     def get(self, name: str | None = None, wait_s: float = 180.0):
         name = name or self.default
         self.start(name)

@@ -33,7 +33,12 @@ MAX_GRAMMAR_CHARS = _int("CFSM_MAX_GRAMMAR_CHARS", 100_000)
 # when its resident memory passes CFSM_WORKER_RSS_MB.
 CACHE_BUDGET_MB = _int("CFSM_CACHE_BUDGET_MB", 768)
 WORKER_RSS_MB = _int("CFSM_WORKER_RSS_MB", 600)
-# A compile job (automaton, outlines-core Index, xgrammar) is killed when its worker's
-# resident memory passes this (`compile_memory`); two workers run at a time, so the server
-# and its children stay under about its own size + 2 x this.
+# A compile job (automaton, outlines-core Index, xgrammar, llguidance) is killed when its
+# worker's resident memory passes this (`compile_memory`); two workers run at a time, and
+# the live check's (below, automata only) is capped alike, so the server and its children
+# stay under about its own size + 3 x this.
 COMPILE_MEMORY_MB = _int("CFSM_COMPILE_MEMORY_MB", 768)
+# A check while typing builds a regex's automaton in a third worker of its own for at most
+# this long (its start-up not counted); past it, the page says Run will try with the full
+# compile limit. Its memory is capped like a compile's.
+LIVE_CHECK_S = _float("CFSM_LIVE_CHECK_S", 1.5)

@@ -33,6 +33,7 @@ margin:4px 0;}
 #fsm-graph{height:460px;border:1px solid #e2e8f0;border-radius:6px;overflow:hidden;cursor:grab;\
 background:#fff;touch-action:none;}
 #fsm-graph svg{width:100%;height:100%;}
+#fsm-graph.cfsm-nograph{height:auto;padding:10px 12px;cursor:default;}
 #fsm-graph g.node, #fsm-graph g.edge{cursor:pointer;}
 .cfsm-graph-tools button{margin-right:4px;padding:0 8px;border:1px solid #cbd5e1;border-radius:4px;\
 background:#f8fafc;}
@@ -58,6 +59,7 @@ overflow:auto;background:#f8fafc;padding:6px;margin:4px 0;}
 .cfsm-mask{position:relative;display:inline-block;line-height:0;}
 .cfsm-mask img{image-rendering:pixelated;border:1px solid #e2e8f0;}
 .cfsm-chosen{position:absolute;width:8px;height:8px;border:2px solid #f97316;border-radius:5px;}
+.cfsm-allowed-ring{position:absolute;width:10px;height:10px;border:2px solid #2563eb;border-radius:7px;}
 .cfsm-cards{display:flex;gap:8px;flex-wrap:wrap;}
 .cfsm-card{border:1px solid #e2e8f0;border-radius:6px;padding:4px 10px;min-width:120px;}
 .cfsm-card .v{font-size:20px;font-weight:600;} .cfsm-card .l{font-size:11px;color:#475569;}
@@ -267,9 +269,14 @@ def caption(trace: dict, step: int | None) -> str:
     j = jump_for_step(trace, step)
     if j is not None:
         when = "Before it" if j.get("step") == -1 else "After it"
+        forced = (
+            f"the automaton had exactly one way forward for {len(j['string'])} characters "
+            f"(a {_g('chain')})"
+            if trace.get("automaton")
+            else f"the grammar allowed exactly one continuation for {len(j['string'])} characters"
+        )  # a grammar's run has no automaton: no chain to point at
         parts.append(
-            f"{when} the automaton had exactly one way forward for {len(j['string'])} characters "
-            f"(a {_g('chain')}), so {_q(j['string'])} was appended without decoding "
+            f"{when} {forced}, so {_q(j['string'])} was appended without decoding "
             f"({_g('jump', 'jump-forward')}); {_g('re-tokenization', 're-tokenizing')} kept "
             f"{j.get('reused_output_tokens', 0)} cached tokens and prefilled "
             f"{j.get('prefilled', 0)} in one pass."

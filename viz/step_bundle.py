@@ -212,7 +212,10 @@ def _no_jump(trace: dict) -> str:
 def _no_graph(trace: dict) -> str:
     kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
     if kind == "grammar":
-        return "No finite automaton to draw: grammars are context-free."
+        return (
+            "No finite automaton to draw: a grammar is context-free (it needs a stack, not a "
+            "finite set of states). The tokens, masks and jumps below are the grammar backend's."
+        )
     if trace.get("mode") == "free":
         return "No finite automaton to draw: free decoding has no constraint."
     return "No finite automaton to draw: the automaton was not built."
@@ -243,7 +246,7 @@ def step_view_html(
         'data-z="cur">current</button><a id="dl-svg" download="fsm.svg" href="#">download '
         'SVG</a></div><div id="fsm-graph"></div>' + LEGEND
         if b["layouts"]
-        else f'<div id="fsm-graph" class="cfsm-muted">{esc(_no_graph(trace))}</div>'
+        else f'<div id="fsm-graph" class="cfsm-muted cfsm-nograph">{esc(_no_graph(trace))}</div>'
     )
     return (
         f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}">'

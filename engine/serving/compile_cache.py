@@ -14,15 +14,24 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backend
 from ..constraint import Constraint
 from ..errors import CfsmError
-from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, WORKER_RSS_MB
+from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, LIVE_CHECK_S, WORKER_RSS_MB
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
 from .lru import ByteLRU
 from .memory import rss_bytes
+
+
+class LiveAutomaton(NamedTuple):
+    """What a check while typing learnt of the automaton: it, or why not ('busy': not
+    tried now; 'slow': longer than the check's budget)."""
+
+    dfa: CharDFA | None
+    why_not: str
 
 
 class CompileWorker:
@@ -105,6 +114,27 @@ class CompileWorker:
         msg = f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})"
         with self._lock:
             return self._ask(("dfa", pattern, max_states, max_chars), timeout_s, msg)
+
+    def try_build(
+        self, pattern: str, max_states: int, timeout_s: float, max_chars: int
+    ) -> LiveAutomaton:
+        """`build` for checks while typing, which must neither wait nor hold anything up:
+        'busy' at once when this worker is, 'slow' (the job killed) past `timeout_s`; a
+        fresh process starts before the clock does. Raises CfsmError for the constraint's
+        own failures (state explosion, ...)."""
+        if not self._lock.acquire(blocking=False):
+            return LiveAutomaton(None, "busy")
+        try:
+            if self._proc is None or self._proc.poll() is not None:  # start-up is not the job's
+                self._ask(("dfa", "a", 10, 10), 120.0, "starting a compile worker took too long")
+            dfa = self._ask(("dfa", pattern, max_states, max_chars), timeout_s, "slow")
+            return LiveAutomaton(dfa, "")
+        except CfsmError as exc:
+            if exc.kind == "compile_timeout":
+                return LiveAutomaton(None, "slow")
+            raise
+        finally:
+            self._lock.release()
 
     def compile_native(
         self, backend: str, ctx: TokenizerContext, constraint: Constraint, dfa, timeout_s
@@ -287,6 +317,7 @@ class CompileCache:
         self.lru = ByteLRU(budget, _result_nbytes, pinned=lambda fut: not fut.done())
         self._lock = threading.Lock()
         self._worker = WorkerPool(2) if use_worker else None
+        self._live = CompileWorker() if use_worker else None  # checks while typing: its own
         if self._worker is not None and warm:  # a server: no first compile pays the setup
             self._worker.warm(ctx, [n for n in BACKENDS if get_backend(n).compiles_in_worker])
         self.dfa_builds = 0
@@ -358,6 +389,44 @@ class CompileCache:
                 fut.set_exception(exc)
         return fut.result()
 
+    def try_dfa(self, constraint: Constraint, budget_s: float = LIVE_CHECK_S) -> LiveAutomaton:
+        """The automaton for a check while typing: cached, or built within `budget_s` by a
+        worker of its own (it never waits for or holds the workers Run uses). A failure that
+        is the constraint's fault (`state_explosion`, ...) is raised and cached as Run's
+        would be; a built automaton is cached for Run. Not tried ('busy') while that worker
+        or Run is already building it, or without workers; 'slow' past the budget (not
+        cached: Run has the full limit)."""
+        pattern = constraint.regex()
+        if pattern is None:
+            raise CfsmError("unsupported_feature", "grammars have no finite automaton to show")
+        key = ("dfa", pattern, constraint.max_regex_chars)
+        with self._lock:
+            fut = self._cached(key)
+        if fut is not None:
+            return LiveAutomaton(fut.result(), "") if fut.done() else LiveAutomaton(None, "busy")
+        if self._live is None:
+            return LiveAutomaton(None, "busy")
+        fut = cf.Future()
+        try:
+            got = self._live.try_build(
+                pattern, self.max_states, budget_s, constraint.max_regex_chars
+            )
+        except CfsmError as exc:
+            fut.set_exception(exc)
+            fut.cfsm_failed_at = time.monotonic()
+            self._keep(key, fut)
+            raise
+        if got.dfa is not None:
+            fut.set_result(got.dfa)
+            self._keep(key, fut)
+        return got
+
+    def _keep(self, key: tuple, fut: cf.Future) -> None:
+        """Cache a finished automaton future unless Run has started its own meanwhile."""
+        with self._lock:
+            if self.lru.get(key) is None:
+                self.lru.put(key, fut)
+
     def _compile(self, constraint: Constraint, backend: str) -> CompileResult:
         """One time limit for the whole compile. A backend that decodes over the automaton
         builds it first and compiles in what is left; a native backend compiles first, and
@@ -428,4 +497,6 @@ class CompileCache:
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
+        if self._live is not None:
+            self._live.close()
         self._threads.shutdown(wait=False, cancel_futures=True)

@@ -13,7 +13,7 @@ from ..decoding.trace import Trace
 from ..errors import CfsmError
 from ..regex.compressed import compressed_of
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA
-from .compile_cache import DEFAULT_COMPILE_TIMEOUT_S, CompileCache, CompileResult
+from .compile_cache import DEFAULT_COMPILE_TIMEOUT_S, CompileCache, CompileResult, LiveAutomaton
 
 MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
 
@@ -95,6 +95,10 @@ class Engine:
     def automaton(self, constraint: Constraint) -> CharDFA:
         """The character DFA of a regex or schema (cached; built in the killable worker)."""
         return self.cache.dfa(constraint)
+
+    def try_automaton(self, constraint: Constraint) -> LiveAutomaton:
+        """The automaton within a check-while-typing budget, or why not (compile_cache)."""
+        return self.cache.try_dfa(constraint)
 
     def diagnose(
         self,

@@ -191,6 +191,27 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert page.locator("#step-slider input[type=number]").input_value() == str(k)
     assert k <= 6
 
+    # a drawn state that a token went through has no position: the page names the one shown
+    passed = page.evaluate(
+        """() => {
+        const B = JSON.parse(document.querySelector('#step-view script.cfsm-bundle').textContent);
+        const stops = new Set(B.steps.map((e) => e.el));
+        const drawn = [...document.querySelectorAll('#fsm-graph svg g.node.path')];
+        const ids = drawn.map((g) => g.id).filter((id) => id.startsWith('s') && !stops.has(id));
+        return ids[0] || null; }"""
+    )
+    assert passed, "the character run passes drawn states inside its tokens"
+    page.locator(f"#fsm-graph svg g#{passed}").dispatch_event("click")
+    page.wait_for_selector("#passed-note", timeout=10_000)
+    note = page.locator("#passed-note").inner_text()
+    shown = page.locator("#fsm-graph svg g.current").get_attribute("id")
+    assert shown != passed and shown.startswith(("s", "e"))
+    assert f"State {passed[1:]} was passed inside a token or a jump" in note
+    k = int(page.evaluate("document.querySelector('#step-view').dataset.step"))
+    from viz.step_bundle import positions
+
+    assert f"(state {positions(trace)[k][0]})" in note
+
     # edges read in words; the raw toggle draws the exact classes instead
     words = " ".join(page.locator("#fsm-graph svg g.edge text").all_text_contents())
     assert "letter, digit, whitespace or _" in words and "[\\t" not in words
@@ -269,6 +290,15 @@ def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
     )
     assert "Decoding ended" in page.locator("#caption").inner_text()
     assert page.locator("#output-text .done").inner_text() == trace["text"]
+    # a handful of allowed ids would be 2 px dots: each is ringed and named under the mask
+    rng.press("Home")
+    _wait_step(page, 0)
+    a = trace["steps"][0]["allowed"]
+    assert 2 <= a <= 16, a
+    legend = page.locator("#mask-few").inner_text()
+    assert f"The {a} allowed ids, ringed" in legend
+    assert all(f"{row[0]} " in legend for row in trace["steps"][0]["allowed_sample"])
+    assert page.locator("#mask-panel .cfsm-allowed-ring").count() == a - 1  # and the chosen one
 
     _pick_preset(page, "CJK (regex)")
     page.wait_for_function(
@@ -404,7 +434,17 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
         timeout=60_000,
     )
     assert "Traceback" not in page.content()
+    # a state explosion shows while typing, before Run (the live check builds the automaton)
+    box.fill("(a|b)*a(a|b){24}")
+    page.wait_for_function(
+        "document.querySelector('#regex-error').innerText.includes('state_explosion')",
+        timeout=30_000,
+    )
     box.fill("(yes|no)")
+    page.wait_for_function(
+        "document.querySelector('#regex-error').innerText.includes('looks valid: 5 automaton states')",
+        timeout=30_000,
+    )
     page.locator("#prompt textarea").fill(
         "Is water wet?"
     )  # one step: the scrubber has a single position

@@ -161,3 +161,38 @@ def test_a_lenient_compile_is_not_served_the_strict_refusal():
         assert res.compiled.warnings and "uniqueItems" in res.compiled.warnings[0]
     finally:
         cache.close()
+
+
+def test_the_live_check_names_a_state_explosion_and_leaves_a_built_automaton_for_run(ctx):
+    """While typing: `(a|b)*a(a|b){24}` is refused as Run would refuse it (and that failure
+    is cached for Run); an ordinary regex's automaton is built once, by the live check's
+    own worker, and Run uses it."""
+    cache = CompileCache(ctx, timeout_s=10.0)
+    try:
+        with pytest.raises(CfsmError) as ei:
+            cache.try_dfa(Constraint("regex", "(a|b)*a(a|b){24}"))
+        assert ei.value.kind == "state_explosion"
+        with pytest.raises(CfsmError) as again:  # Run's build: the cached answer, no new build
+            cache.dfa(Constraint("regex", "(a|b)*a(a|b){24}"))
+        assert again.value.kind == "state_explosion" and cache.dfa_builds == 0
+        got = cache.try_dfa(Constraint("regex", "[a-z]{3,8}"))
+        assert got.dfa is not None and got.why_not == "" and got.dfa.num_states == 9
+        assert cache.get(Constraint("regex", "[a-z]{3,8}"), "fsm").dfa is got.dfa
+        assert cache.dfa_builds == 0  # Run built no automaton of its own
+    finally:
+        cache.close()
+
+
+def test_the_live_check_never_waits_and_stops_a_slow_build_at_its_budget(ctx):
+    cache = CompileCache(ctx, max_states=10_000_000)  # slow, not refused
+    try:
+        slow = Constraint("regex", "(a|b)*a(a|b){18}")  # ~20 s to build
+        cache._live.try_build("a", 10, 60, 10)  # the worker started (not the check's time)
+        t0 = time.perf_counter()
+        got = cache.try_dfa(slow, budget_s=0.5)
+        assert got == (None, "slow") and time.perf_counter() - t0 < 5
+        assert cache.lru.get(("dfa", slow.regex(), slow.max_regex_chars)) is None  # not cached
+        with cache._live._lock:  # another check is building: this one is not tried
+            assert cache.try_dfa(Constraint("regex", "x[0-9]+")) == (None, "busy")
+    finally:
+        cache.close()

@@ -504,3 +504,26 @@ def test_an_automaton_without_class_contents_keeps_its_labels():
     }
     (e,) = graph_view(auto, collapse=False).edges
     assert e["label"] == e["raw"] == "a|[b-c]"
+
+
+@pytest.mark.model
+def test_a_grammar_run_says_why_there_is_no_graph_and_its_jump_names_no_chain(engine):
+    """A grammar has no finite automaton: the step view says so in a short note (not an
+    empty graph box), and a jump's caption speaks of the grammar, not of a chain to look
+    for in a graph that is not there."""
+    tr = engine.generate(
+        GenerateRequest(
+            prompt="Is water wet?",
+            constraint=Constraint("grammar", 'root ::= "The answer is " ("yes" | "no")'),
+            backend="xgrammar",
+            mode="jump",
+            max_new_tokens=8,
+        )
+    )
+    assert tr["jumps"] and tr.get("automaton") is None
+    cap = caption(tr, 0)
+    assert "the grammar allowed exactly one continuation for 14 characters" in cap
+    assert "chain" not in cap
+    html = step_view_html(tr)
+    assert 'class="cfsm-muted cfsm-nograph">No finite automaton to draw: a grammar' in html
+    assert 'data-z="fit"' not in html  # no graph tools around nothing

@@ -6,6 +6,7 @@ window.cfsm = (() => {
   const zoomed = new WeakSet();
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  const FEW_ALLOWED = 16;  // at most this many allowed ids are ringed and listed under the mask
   const pct = (p) => (p === null || p === undefined) ? "" : (100 * p).toFixed(p >= 0.1 ? 0 : 1) + "%";
 
   function sliderValue() {
@@ -111,10 +112,17 @@ window.cfsm = (() => {
   }
   function maskHtml(e) {
     if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
-    const w = B.maskWidth, k = Number(e.k) || 0, x = (k % w) * 2, y = Math.floor(k / w) * 2;
+    const w = B.maskWidth, k = Number(e.k) || 0, at = (id) => [(id % w) * 2, Math.floor(id / w) * 2];
+    const [x, y] = at(k), list = e.s || [];
+    // a handful of allowed ids are 2 px dots on a grey field: ring each one and name it
+    const few = !e.free && e.a > 0 && e.a <= FEW_ALLOWED && list.length === e.a;
+    const rings = few ? list.filter((r) => r[0] !== k).map((r) => { const [rx, ry] = at(r[0]);
+      return `<span class="cfsm-allowed-ring" title="id ${esc(r[0])}" style="left:${rx - 5}px;top:${ry - 5}px"></span>`; }).join("") : "";
+    const legend = few ? `<div class="cfsm-muted" id="mask-few">The ${esc(e.a)} allowed id${e.a === 1 ? "" : "s"}, ringed: ` +
+      list.map((r) => `${esc(r[0])} <span class="cfsm-tok">${esc(r[1])}</span>`).join(", ") + "</div>" : "";
     return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} (chosen id ${esc(k)})</h4>` +
       `<div class="cfsm-mask" title="row = id / ${w}, column = id % ${w}"><img id="mask-img" src="${B.masks[e.m]}" width="${2 * w}">` +
-      `<span class="cfsm-chosen" style="left:${x - 4}px;top:${y - 4}px"></span></div><div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
+      rings + `<span class="cfsm-chosen" style="left:${x - 4}px;top:${y - 4}px"></span></div>${legend}<div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
   }
   function topHtml(e) {
     if (!e.top) return "";
@@ -172,7 +180,17 @@ window.cfsm = (() => {
     if (gl) { const d = root.querySelector("#glossary"); if (d) d.open = true; return; }
     if (ev.target.closest("#dl-svg")) { download(ev.target.closest("#dl-svg")); return; }
     const g = ev.target.closest("#fsm-graph g.node, #fsm-graph g.edge");
-    if (g && !moved) { const k = stepOf(g.id); if (k >= 0) setSlider(k); }
+    if (g && !moved) { const k = stepOf(g.id); if (k >= 0) { setSlider(k); passedNote(g, k); } }
+  }
+  // A state that a token or a jump went through has no position of its own: the scrubber
+  // shows the first one after it, so say which state was clicked and which is shown.
+  function passedNote(g, k) {
+    const e = B.steps[k];
+    if (!g.id.startsWith("s") || e.el === g.id) return;
+    g.classList.add("hint");
+    $("#graph-where").innerHTML += `<div class="cfsm-muted" id="passed-note">State <b>${esc(g.id.slice(1))}</b> ` +
+      `was passed inside a token or a jump, so no position stops there; shown: the first position after it ` +
+      `(state <b>${esc(e.state)}</b>).</div>`;
   }
   function download(a) {
     if (!svg) return;
