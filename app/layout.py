@@ -31,6 +31,7 @@ class Playground:
     trace: Any
     stop: Any
     status: Any
+    tour: Any
     status_timer: Any
     preset: Any
     ctabs: Any
@@ -226,6 +227,11 @@ def playground_tab(P: dict, status: str, modes, backends, wss) -> Playground:
     w: dict = {"kind": gr.State(P[first]["kind"]), "trace": gr.State(None), "stop": gr.State(None)}
     with gr.Tab("Playground", id="playground"):
         gr.Markdown(INTRO, elem_id="intro")
+        w["tour"] = gr.Button(
+            "New here? Take the tour: the character preset, decoded and explained step by step",
+            size="sm",
+            elem_id="tour-start",
+        )
         w["status"] = gr.Markdown(status, elem_id="model-status")
         w["status_timer"] = gr.Timer(1.0)
         with gr.Row():

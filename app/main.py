@@ -239,6 +239,17 @@ PERMALINK_INPUTS = Row(
     "model",
     "preset",
 )
+TOUR_PRESET = "SGLang character (regex)"
+TOUR_JS = """() => {
+  window.cfsmTourPending = true;
+  const t0 = Date.now();
+  const go = () => {
+    const box = document.querySelector('#regex-input textarea');
+    if (box && box.value.includes('Gryffindor')) document.querySelector('#run').click();
+    else if (Date.now() - t0 < 15000) setTimeout(go, 200);
+  };
+  go();
+}"""
 PRESET_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend")
 
 
@@ -527,6 +538,14 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         )
 
     ui.preset.input(on_preset, ui.preset, PRESET_INPUTS.widgets(ui), queue=False)
+    # the intro's tour: the character preset's inputs, then Run; the step view starts the
+    # tour when that run is drawn (viz/static/step_view.js)
+    ui.tour.click(
+        lambda: [*on_preset(TOUR_PRESET), TOUR_PRESET],
+        None,
+        (PRESET_INPUTS + Row("preset")).widgets(ui),
+        queue=False,
+    ).then(None, None, None, js=TOUR_JS)
     ui.ts_btn.click(
         strings_checker(hub),
         [

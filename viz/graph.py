@@ -26,6 +26,7 @@ _LAYOUT_CAP = 256
 
 # The marks a step applies, as CSS (the page's head and a downloaded SVG use the same).
 MARK_CSS = f"""
+g#graph0.graph text {{ font-family: Helvetica, sans-serif; }}
 g.node.path ellipse {{ fill: #dbeafe; stroke: {PATH}; }}
 g.edge.path path {{ stroke: {PATH}; stroke-width: 2.2px; }} \
 g.edge.path polygon {{ fill: {PATH}; stroke: {PATH}; }}
@@ -291,6 +292,10 @@ def render_svg(dot: str) -> str:
         svg = graphviz.Source(dot).pipe(format="svg", engine="dot").decode("utf-8")
         svg = svg[svg.index("<svg") :]
         svg = re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)
+        # a node's or edge's <title> is only its DOT name ("s15", "s0->s15"), and every
+        # label repeated the font (MARK_CSS sets it): 13% of a layout, sent once per run
+        svg = re.sub(r"<title>[^<]*</title>\n", "", svg)
+        svg = svg.replace(' font-family="Helvetica,sans-Serif"', "")
         _LAYOUTS[key] = svg
         while len(_LAYOUTS) > _LAYOUT_CAP:
             _LAYOUTS.popitem(last=False)

@@ -59,7 +59,19 @@ overflow:auto;background:#f8fafc;padding:6px;margin:4px 0;}
 .cfsm-mask{position:relative;display:inline-block;line-height:0;}
 .cfsm-mask img{image-rendering:pixelated;border:1px solid #e2e8f0;}
 .cfsm-chosen{position:absolute;width:8px;height:8px;border:2px solid #f97316;border-radius:5px;}
-.cfsm-allowed-ring{position:absolute;width:10px;height:10px;border:2px solid #2563eb;border-radius:7px;}
+#step-view{position:relative;}
+.cfsm-pop{position:absolute;z-index:20;width:320px;background:#fff;border:1px solid #94a3b8;\
+border-radius:6px;padding:8px 10px;box-shadow:0 4px 14px rgba(0,0,0,.15);font-size:13px;}
+.cfsm-pop [data-close]{float:right;text-decoration:none;}
+.cfsm-pop [data-all]{font-size:12px;}
+.cfsm-what{font-size:13px;margin:2px 0 6px;}
+.cfsm-tour{background:#eff6ff;border:1px solid #2563eb;border-radius:6px;padding:6px 10px;\
+margin:4px 0;font-size:14px;}
+.cfsm-tour button{margin-left:6px;padding:0 8px;border:1px solid #93c5fd;border-radius:4px;}
+.cfsm-tour-start{font-size:12px;}
+.tour-focus{outline:3px solid #f59e0b;outline-offset:2px;}
+.cfsm-allowed-ring{position:absolute;width:10px;height:10px;border:2px solid #2563eb;\
+border-radius:7px;}
 .cfsm-cards{display:flex;gap:8px;flex-wrap:wrap;}
 .cfsm-card{border:1px solid #e2e8f0;border-radius:6px;padding:4px 10px;min-width:120px;}
 .cfsm-card .v{font-size:20px;font-weight:600;} .cfsm-card .l{font-size:11px;color:#475569;}
@@ -190,6 +202,7 @@ def jump_panel(trace: dict, step: int | None) -> str:
     body = [
         f"<h4>Jump-forward {esc(when)}: <code>{esc(visible(j['string']))}</code> "
         f"({len(j['string'])} chars)</h4>",
+        f'<div class="cfsm-what" id="what-happened">{esc(what_happened(j))}</div>',
         f'<div class="cfsm-muted">before (last tokens){more}</div>'
         f"<div>{_tok_row(before[tail:], marks_before)}</div>",
         f'<div class="cfsm-muted">after re-tokenizing the output{more}</div>'
@@ -200,6 +213,35 @@ def jump_panel(trace: dict, step: int | None) -> str:
         f"{duration_us(j.get('retokenize_us', 0))}</div>",
     ]
     return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def what_happened(j: dict) -> str:
+    """A jump in plain words, for a reader who has not met the terms yet."""
+    n, p = len(j["string"]), j.get("prefilled", 0)
+    changed = len(j.get("tokens_before", [])) - j.get("reused_output_tokens", 0)
+    back = len(j.get("backed_off", []))
+    out = (
+        f"What just happened: the constraint left only one way to go on for "
+        f"{_n(n, 'character')}, so they were written without asking the model"
+    )
+    out += f": {_n(p, 'new token')} read in one pass" + (
+        f" instead of {p} steps. " if p > 1 else ". "
+    )
+    if changed > 0:
+        out += (
+            f"Splitting the text into tokens again changed the last {_n(changed, 'token')} the "
+            "model had written (red): the new text joins onto them. "
+        )
+    if back:
+        out += (
+            f"The last {_n(back, 'token')} of it (amber) are left for the model to choose, since "
+            "a longer token could fit there."
+        )
+    return out.strip()
 
 
 def _g(term: str, text: str | None = None) -> str:
@@ -379,7 +421,12 @@ def share(p: float) -> str:
         return "0%"
     if p < 0.001:
         return "<0.1%"
-    return f"{100 * p:.0f}%" if p >= 0.1 else f"{100 * p:.1f}%"
+    if p >= 1:
+        return "100%"
+    if p > 0.999:
+        return ">99.9%"
+    # near either end one decimal, so that 99.7% stands beside 0.3% (not 100%)
+    return f"{100 * p:.1f}%" if p < 0.1 or p > 0.99 else f"{100 * p:.0f}%"
 
 
 def duration_us(us: float) -> str:

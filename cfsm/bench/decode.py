@@ -86,11 +86,15 @@ def run_paper_character(
                     "valid": tr["valid"]
                     is True,  # engine.decoding.validate: re.fullmatch of a finished output
                     "finished": t["finished"],
+                    "text": tr["text"],
                 }
             row = {
                 "backend": backend,
                 "name": name,
                 **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
+                # greedy both ways: jump-forward changes the output only through the tokens
+                # it re-tokenizes (the model then reads other boundaries than it would write)
+                "same_output": pair["masked"]["text"] == pair["jump"]["text"],
             }
             rows.append(row)
             log(
@@ -136,6 +140,9 @@ def run_paper_character(
             "forward_ms_per_pass_jump": round(f_ms, 2),
             "valid_masked": sum(r["masked_valid"] for r in rs),
             "valid_jump": sum(r["jump_valid"] for r in rs),
+            "same_output": sum(r["same_output"] for r in rs),
+            "finished_masked": sum(r["masked_finished"] for r in rs),
+            "finished_jump": sum(r["jump_finished"] for r in rs),
         }
     return {"suite": f"paper-{task}", "names": picked, "rows": rows, "summary": summary}
 
@@ -221,6 +228,8 @@ def format_table(result: dict) -> str:
         "overhead % (m/j)",
         "apply+sample us (m/j)",
         "valid m/j",
+        "finished m/j",
+        "jump output = masked",
     )
     lines = [" | ".join(hdr), " | ".join("---" for _ in hdr)]
     for b, s in result["summary"].items():
@@ -241,6 +250,8 @@ def format_table(result: dict) -> str:
                     f"{s['grammar_overhead_pct_masked']}/{s['grammar_overhead_pct_jump']}",
                     f"{s['mask_apply_sample_us_per_step_masked']}/{s['mask_apply_sample_us_per_step_jump']}",
                     f"{s['valid_masked']}/{s['runs']} {s['valid_jump']}/{s['runs']}",
+                    f"{s['finished_masked']}/{s['runs']} {s['finished_jump']}/{s['runs']}",
+                    f"{s['same_output']}/{s['runs']}",
                 )
             )
         )

@@ -165,6 +165,11 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert future == sum(1 for t in trace["tokens"] if t["step"] > 6)
     # allowed tokens: most likely first, and the mask image is one pixel per token id
     assert "most likely first" in page.locator("#allowed-panel").inner_text()
+    shares = [x for x in page.locator("#allowed-panel .cfsm-p").all_inner_texts() if x]
+    assert shares and all(
+        re.fullmatch(r"(\d{1,2}|\d{1,2}\.\d|<0\.1|>99\.9|100)%", x) for x in shares
+    )
+    assert not ("100%" in shares and len(shares) > 1), shares  # never 100% beside 0.3%
     assert page.evaluate("document.querySelector('#mask-img').naturalWidth") == 256
     # the token strip: chips from this run, some jumped
     assert page.locator("#step-view #token-strip .cfsm-chip[data-origin=jump]").count() > 5
@@ -442,7 +447,8 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     )
     box.fill("(yes|no)")
     page.wait_for_function(
-        "document.querySelector('#regex-error').innerText.includes('looks valid: 5 automaton states')",
+        "document.querySelector('#regex-error').innerText"
+        ".includes('looks valid: 5 automaton states')",
         timeout=30_000,
     )
     page.locator("#prompt textarea").fill(
@@ -775,3 +781,68 @@ def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
     assert page.locator("#live-strip .cfsm-chip").count() == 0
     page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
     page.wait_for_selector("#step-slider", timeout=60_000)
+
+
+def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page, app_url):
+    """From the intro: the character preset is loaded and run, then the step view stops at
+    this run's first choice, chain, jump and re-tokenization, each with its panel marked."""
+    page.locator("#regex-input textarea").fill("[a-z]+")  # the tour brings its own preset back
+    page.locator("#tour-start").click()
+    page.wait_for_selector("#tour-box", timeout=240_000)
+    assert "Gryffindor" in page.locator("#regex-input textarea").input_value()
+    focus = "document.querySelector('.tour-focus')?.id"
+    stops = []
+    for _ in range(4):
+        text = page.locator("#tour-box").inner_text()
+        stops.append(text.split(".")[0])
+        k = page.evaluate("document.querySelector('#step-view').dataset.step")
+        assert page.locator("#tour-box").get_attribute("data-stop") == str(len(stops) - 1)
+        if "A choice" in text:
+            assert page.evaluate(focus) == "allowed-html"
+            n = int(
+                re.search(r"Allowed tokens: ([\d,]+)", page.locator("#allowed-panel").inner_text())[
+                    1
+                ].replace(",", "")
+            )
+            assert n > 1, (k, n)
+        elif "A chain" in text:
+            assert page.evaluate(focus) == "fsm-graph"
+            assert (
+                page.locator("#fsm-graph svg g.edge.current, #fsm-graph svg g.node.current").count()
+                == 1
+            )
+        elif "A jump" in text:
+            assert page.evaluate(focus) == "jump-html"
+            assert "What just happened" in page.locator("#jump-panel").inner_text()
+        else:
+            assert "A re-tokenization" in text and page.evaluate(focus) == "jump-html"
+            assert page.locator("#jump-panel .cfsm-tok.changed").count() >= 1
+        page.locator("#tour-box [data-tour-go='1']").click()
+    assert stops == [
+        "Stop 1 of 4: A choice",
+        "Stop 2 of 4: A chain",
+        "Stop 3 of 4: A jump",
+        "Stop 4 of 4: A re-tokenization",
+    ]
+    assert "End of the tour" in page.locator("#tour-box").inner_text()
+    page.locator("#tour-box [data-tour-go='0']").click()
+    assert page.locator("#tour-box").count() == 0 and page.locator(".tour-focus").count() == 0
+
+
+def test_a_glossary_term_opens_beside_its_link_without_scrolling_the_page(page, app_url):
+    page.locator("#regex-input textarea").fill(r"\{\"id\": [0-9]{1,3}\}")
+    page.locator("#prompt textarea").fill("Give a record as JSON.")
+    _run_and_wait(page)
+    link = page.locator("#caption a.cfsm-g").first
+    term = link.get_attribute("href")[3:]
+    y = page.evaluate("window.scrollY")
+    link.click()
+    pop = page.locator("#glossary-pop")
+    assert pop.get_attribute("data-term") == term
+    entry = page.evaluate(f"document.querySelector('#g-{term}').nextElementSibling.textContent")
+    assert entry in pop.inner_text()
+    assert page.evaluate("window.scrollY") == y  # the page stayed where the reader was
+    box, at = pop.bounding_box(), link.bounding_box()
+    assert abs(box["y"] - (at["y"] + at["height"])) < 12  # just under the term
+    page.keyboard.press("Escape")
+    assert page.locator("#glossary-pop").count() == 0

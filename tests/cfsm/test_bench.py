@@ -198,3 +198,20 @@ def test_the_llamacpp_peer_gets_a_grammar_llamacpp_parses_for_every_default_task
         assert g != ffi.NULL, (task.name, gbnf[:200])
         lib.llama_sampler_free(g)
         assert set(dropped) <= {"minimum", "maximum"}, dropped
+
+
+@pytest.mark.model
+def test_the_paper_suite_says_how_often_jump_changes_the_output(engine, paper_bench):
+    """Per backend: how many jump outputs equal the masked output of the same prompt, and
+    how many runs finished, next to the speed figures."""
+    from cfsm.bench.decode import format_table, run_paper_character
+
+    res = run_paper_character(engine, 1, ["fsm"], max_new_tokens=96, log=lambda *_: None)
+    (row,) = res["rows"]
+    assert row["masked_text"] and row["jump_text"]
+    assert row["same_output"] == (row["masked_text"] == row["jump_text"])
+    s = res["summary"]["fsm"]
+    assert s["same_output"] == int(row["same_output"])
+    assert s["finished_jump"] == int(row["jump_finished"])
+    table = format_table(res)
+    assert "jump output = masked" in table and f"| {s['same_output']}/1 |" in table

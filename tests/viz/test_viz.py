@@ -173,6 +173,10 @@ def test_jump_panel_and_caption_describe_the_jump(trace):
     j = trace["jumps"][0]
     html = jump_panel(trace, 0)
     assert "Jump-forward" in html and f"reused KV prefix: {j['reused_output_tokens']}" in html
+    # and in plain words, with this jump's own figures
+    told = re.search(r'id="what-happened">([^<]*)<', html).group(1)
+    assert told.startswith("What just happened: the constraint left only one way to go on for ")
+    assert f"{len(j['string'])} characters" in told and f"{j['prefilled']} new token" in told
     s0 = trace["steps"][0]
     cap = caption(trace, 0)
     assert "Step 0" in cap and f"{len(j['string'])} characters" in cap
@@ -464,6 +468,7 @@ def test_small_shares_and_long_durations_read_as_a_person_would_write_them():
 
     assert share(0.003) == "0.3%" and share(0.62) == "62%" and share(0.0) == "0%"
     assert share(0.0004) == "<0.1%"
+    assert share(0.997) == "99.7%" and share(0.9996) == ">99.9%" and share(1.0) == "100%"
     assert duration_us(45.23) == "45.2 \u00b5s"
     assert duration_us(182630.3) == "182.6 ms"
     assert duration_us(1_830_000) == "1.83 s"

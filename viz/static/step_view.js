@@ -7,7 +7,9 @@ window.cfsm = (() => {
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
   const FEW_ALLOWED = 16;  // at most this many allowed ids are ringed and listed under the mask
-  const pct = (p) => (p === null || p === undefined) ? "" : (100 * p).toFixed(p >= 0.1 ? 0 : 1) + "%";
+  // as viz.panels.share: one decimal near either end, so 99.7% stands beside 0.3%
+  const pct = (p) => (p === null || p === undefined) ? "" : p <= 0 ? "0%" : p < 0.001 ? "<0.1%" :
+    p >= 1 ? "100%" : p > 0.999 ? ">99.9%" : (100 * p).toFixed(p < 0.1 || p > 0.99 ? 1 : 0) + "%";
 
   function sliderValue() {
     const n = document.querySelector("#step-slider input[type=number]");
@@ -26,7 +28,9 @@ window.cfsm = (() => {
     if (!B) return;
     chars = Array.from(B.text);
     chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
+    tour = null;
     show(sliderValue());
+    if (window.cfsmTourPending && B.n > 0) { window.cfsmTourPending = false; startTour(); }
   }
   function setLayout(i) {
     const host = $("#fsm-graph");
@@ -176,12 +180,84 @@ window.cfsm = (() => {
       if (g) { g.classList.add("hint"); centreOn(st.dataset.el, true); } else st.title = "not drawn in this focus view";
       return;
     }
+    const tg = ev.target.closest("[data-tour-go]");
+    if (tg) { ev.preventDefault(); tourGo(parseInt(tg.dataset.tourGo, 10)); return; }
+    if (ev.target.closest("[data-tour-start]")) { ev.preventDefault(); startTour(); return; }
+    if (ev.target.closest("#glossary-pop [data-close]")) { ev.preventDefault(); closePop(); return; }
+    if (ev.target.closest("#glossary-pop [data-all]")) {
+      ev.preventDefault(); closePop(); const d = root.querySelector("#glossary");
+      if (d) { d.open = true; d.scrollIntoView({block: "nearest"}); } return; }
     const gl = ev.target.closest("a.cfsm-g");
-    if (gl) { const d = root.querySelector("#glossary"); if (d) d.open = true; return; }
+    if (gl) { ev.preventDefault(); openPop(gl); return; }
+    if (!ev.target.closest("#glossary-pop")) closePop();
     if (ev.target.closest("#dl-svg")) { download(ev.target.closest("#dl-svg")); return; }
     const g = ev.target.closest("#fsm-graph g.node, #fsm-graph g.edge");
     if (g && !moved) { const k = stepOf(g.id); if (k >= 0) { setSlider(k); passedNote(g, k); } }
   }
+  // The tour: this run's first choice, chain, jump and re-tokenization, one stop at a time.
+  let tour = null;
+  function tourStops() {
+    const stops = [], find = (f) => B.steps.findIndex(f);
+    const choice = find((e) => e.a > 1 && !e.free && !e.j);
+    if (choice >= 0) stops.push([choice, "#allowed-html", "A choice",
+      "Several tokens fit the constraint here (listed on the right; the mask below shows every one). " +
+      "The tokens that do not fit are masked out, and the model's probabilities pick among the rest."]);
+    const jump = find((e) => e.j);
+    if (jump >= 0) {
+      stops.push([jump, "#fsm-graph", "A chain",
+        "From here the automaton has exactly one way forward for a while. The graph draws such a run " +
+        "of states as one thick edge labelled with its text: a chain."]);
+      stops.push([jump, "#jump-html", "A jump",
+        "The chain's text is forced, so it is appended without asking the model (jump-forward): one " +
+        "forward pass reads all of it, instead of one pass per token."]);
+    }
+    const retok = find((e) => e.j && e.j.includes("cfsm-tok changed"));
+    if (retok >= 0) stops.push([retok, "#jump-html", "A re-tokenization",
+      "After a jump the output is split into tokens again, as the model's tokenizer would split the " +
+      "whole text. Tokens in red changed, so the model's cache is cut back to just before them."]);
+    return stops;
+  }
+  function startTour() {
+    const stops = tourStops();
+    tour = {stops, i: 0, missing: ["A choice", "A chain", "A jump", "A re-tokenization"].filter((t) => !stops.some((x) => x[2] === t))};
+    tourStop();
+  }
+  function tourStop() {
+    root.querySelectorAll(".tour-focus").forEach((x) => x.classList.remove("tour-focus"));
+    let box = root.querySelector("#tour-box");
+    if (!tour) { if (box) box.remove(); return; }
+    if (!box) { box = document.createElement("div"); box.id = "tour-box"; box.className = "cfsm-tour"; root.prepend(box); }
+    const n = tour.stops.length, done = tour.i >= n;
+    if (!done) {
+      const [k, sel] = tour.stops[tour.i];
+      setSlider(k);
+      const el = $(sel); if (el) { el.classList.add("tour-focus"); el.scrollIntoView({block: "nearest"}); }
+    }
+    const [, , title, text] = done ? [0, "", "End of the tour", "Scrub the slider to see every step; the terms in blue open the glossary."] : tour.stops[tour.i];
+    const miss = done && tour.missing.length ? ` (not in this run: ${tour.missing.join(", ").toLowerCase()})` : "";
+    box.dataset.stop = String(tour.i);
+    box.innerHTML = `<b>${done ? "" : `Stop ${tour.i + 1} of ${n}: `}${esc(title)}.</b> ${esc(text)}${esc(miss)} ` +
+      (tour.i > 0 ? `<button data-tour-go="-1">Back</button>` : "") +
+      (done ? "" : `<button data-tour-go="1">Next</button>`) + `<button data-tour-go="0">End tour</button>`;
+  }
+  function tourGo(d) { if (!tour) return; if (d === 0) tour = null; else tour.i = Math.max(0, Math.min(tour.stops.length, tour.i + d)); tourStop(); }
+  // A glossary term opens beside the link (the page does not scroll away to the glossary).
+  function openPop(a) {
+    const id = (a.getAttribute("href") || "").slice(1), dt = root.querySelector(`#${CSS.escape(id)}`);
+    if (!dt) return;
+    closePop();
+    const pop = document.createElement("div"), r = a.getBoundingClientRect(), box = root.getBoundingClientRect();
+    pop.id = "glossary-pop"; pop.className = "cfsm-pop"; pop.setAttribute("role", "dialog");
+    pop.dataset.term = id.replace(/^g-/, "");
+    pop.innerHTML = `<b>${esc(dt.textContent)}</b> <a href="#" data-close title="close">✕</a>` +
+      `<div>${esc(dt.nextElementSibling ? dt.nextElementSibling.textContent : "")}</div>` +
+      `<a href="#" data-all>all terms</a>`;
+    pop.style.left = `${Math.max(0, Math.min(r.left - box.left, box.width - 340))}px`;
+    pop.style.top = `${r.bottom - box.top + 4}px`;
+    root.appendChild(pop);
+  }
+  function closePop() { const p = root && root.querySelector("#glossary-pop"); if (p) p.remove(); }
+  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") closePop(); });
   // A state that a token or a jump went through has no position of its own: the scrubber
   // shows the first one after it, so say which state was clicked and which is shown.
   function passedNote(g, k) {
