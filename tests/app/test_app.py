@@ -123,3 +123,21 @@ def test_compare_reads_a_slower_b_the_right_way_round_and_says_why_outputs_diffe
     assert "0.06x" not in md and "0.09x" not in md
     assert "B did not finish (max_new_tokens)" in md
     assert "re-tokenizes what it jumps" in md
+
+
+def test_the_regex_live_check_names_a_state_explosion_before_run(compile_engine):
+    """With the engine loaded, typing a regex builds its automaton in the live check's own
+    worker: a state explosion is named in the box's message, an ordinary regex gets its
+    state count, and with no engine loaded yet the check stays as cheap as before."""
+    from app.state import EngineHub
+
+    hub = EngineHub()
+    hub._engines[hub.default] = compile_engine  # loaded, as the server's hub holds it
+    bad = live_check("regex", "(a|b)*a(a|b){24}", "compact", "fsm", hub)
+    assert "state_explosion" in bad and "10000 DFA states" in bad
+    assert "looks valid: 5 automaton states" in live_check(
+        "regex", "(yes|no)", "compact", "fsm", hub
+    )
+    assert live_check("regex", "(a|b)*a(a|b){24}", "compact", "fsm", EngineHub()).endswith(
+        "\u2713 looks valid</div>"
+    )  # nothing loaded: no automaton is built

@@ -345,6 +345,8 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     from engine.constraint import Constraint
     from engine.decoding.decoder import GenerateRequest
 
+    logged = []
+    page.on("console", lambda m: logged.append((m.type, m.text, m.location.get("url", ""))))
     page.locator("#regex-input textarea").fill("x")
     page.locator("#regex-input textarea").press_sequentially("+")  # typed, as a user edits a preset
     page.wait_for_function(
@@ -376,6 +378,10 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     # the inputs are the trace's now, not the preset's the dropdown showed before
     assert page.locator("#preset input").input_value() == "(edited: no preset)"
     assert page.locator("#output-text").inner_text() == tr["text"]
+    # nothing of ours complains: an upload's only console lines are Gradio 6's own client
+    # ("Method not implemented." from the stand-in EventSource of its upload progress)
+    ours = [m for m in logged if m[0] in ("warning", "error") and "/assets/index-" not in m[2]]
+    assert ours == [], ours
     # the SVG download is what is shown now, marks included
     with page.expect_download() as dl:
         page.locator("#dl-svg").click()
@@ -439,10 +445,13 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
         timeout=60_000,
     )
     assert "Traceback" not in page.content()
-    # a state explosion shows while typing, before Run (the live check builds the automaton)
+    # the live check builds the automaton for 1.5 s: this server's state limit is raised to
+    # a million, so `(a|b)*a(a|b){24}` is slow here rather than refused (refused at the
+    # default limit: tests/serving/test_compile_cache.py)
     box.fill("(a|b)*a(a|b){24}")
     page.wait_for_function(
-        "document.querySelector('#regex-error').innerText.includes('state_explosion')",
+        "document.querySelector('#regex-error').innerText"
+        ".includes('its automaton takes longer than 1.5 s to build (Run allows')",
         timeout=30_000,
     )
     box.fill("(yes|no)")
@@ -835,6 +844,7 @@ def test_a_glossary_term_opens_beside_its_link_without_scrolling_the_page(page, 
     _run_and_wait(page)
     link = page.locator("#caption a.cfsm-g").first
     term = link.get_attribute("href")[3:]
+    link.scroll_into_view_if_needed()  # Playwright's own scroll to the link, before the click
     y = page.evaluate("window.scrollY")
     link.click()
     pop = page.locator("#glossary-pop")

@@ -2,7 +2,7 @@
 // every scrub only swaps small panels and toggles classes in the graph's SVG.
 window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
-  let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null;
+  let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null, passed = null, cur = -1;
   const zoomed = new WeakSet();
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -28,7 +28,7 @@ window.cfsm = (() => {
     if (!B) return;
     chars = Array.from(B.text);
     chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
-    tour = null;
+    tour = null; passed = null;
     show(sliderValue());
     if (window.cfsmTourPending && B.n > 0) { window.cfsmTourPending = false; startTour(); }
   }
@@ -98,7 +98,7 @@ window.cfsm = (() => {
     for (let i = 0; i < e.t; i++) add(B.trail[i], "path");
     for (let i = 0; i < e.J; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
     if (e.el) add(e.el, "current");
-    $("#graph-where").innerHTML = e.el ? `Current state <b>${esc(e.state)}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "";
+    $("#graph-where").innerHTML = (e.el ? `Current state <b>${esc(e.state)}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
     centreOn(e.el, true);
   }
   function allowedHtml(e) {
@@ -140,6 +140,7 @@ window.cfsm = (() => {
     const t0 = performance.now();
     k = Math.max(0, Math.min(B.steps.length - 1, parseInt(k, 10) || 0));
     const e = B.steps[k];
+    cur = k;
     $("#caption").innerHTML = (k === B.n ? `<b>End of the run.</b> ` : "") + e.c;
     if (B.layouts.length) {
       if (e.L !== L) setLayout(e.L);
@@ -260,13 +261,18 @@ window.cfsm = (() => {
   document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") closePop(); });
   // A state that a token or a jump went through has no position of its own: the scrubber
   // shows the first one after it, so say which state was clicked and which is shown.
+  // (kept for its position: the slider's own change event draws that position once more)
   function passedNote(g, k) {
     const e = B.steps[k];
-    if (!g.id.startsWith("s") || e.el === g.id) return;
-    g.classList.add("hint");
-    $("#graph-where").innerHTML += `<div class="cfsm-muted" id="passed-note">State <b>${esc(g.id.slice(1))}</b> ` +
+    passed = g.id.startsWith("s") && e.el !== g.id ? {k, id: g.id} : null;
+    if (passed) show(k);
+  }
+  function passedHtml(k) {
+    if (!passed || passed.k !== k) return "";
+    const g = svg && svg.getElementById(passed.id); if (g) g.classList.add("hint");
+    return `<div class="cfsm-muted" id="passed-note">State <b>${esc(passed.id.slice(1))}</b> ` +
       `was passed inside a token or a jump, so no position stops there; shown: the first position after it ` +
-      `(state <b>${esc(e.state)}</b>).</div>`;
+      `(state <b>${esc(B.steps[k].state)}</b>).</div>`;
   }
   function download(a) {
     if (!svg) return;
