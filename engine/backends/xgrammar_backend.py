@@ -112,14 +112,18 @@ class XgrammarBackend(GrammarBackend):
     # carrying a compiled grammar back (serialize_json, then deserialize_json here) costs
     # about this much per byte of its memory: 0.19 s for the character regex's 1.3 MB
     CARRY_S_PER_BYTE = 1.4e-7
+    # the repeat runs in the server, where nothing watches its time: only short compiles
+    REPEAT_MAX_S = 0.25
 
     def repeat_in_server(self, compiled: XgrammarCompiled, seconds: float) -> bool:
-        """A regex or grammar the worker compiled faster than carrying it back would take is
-        compiled again in the server (the character regex: 40 ms against 0.19 s). Not a
-        schema: a process's first JSON-schema compile pays ~3 s of xgrammar's one-time
-        setup, which the server would then pay in-process."""
+        """A regex or grammar the worker compiled in under REPEAT_MAX_S, and faster than
+        carrying it back would take, is compiled again in the server (the character regex:
+        40 ms against 0.19 s); a longer one is carried, so that the compile's time limit
+        still holds. Not a schema: a process's first JSON-schema compile pays ~3 s of
+        xgrammar's one-time setup, which the server would then pay in-process."""
         carry_s = self.CARRY_S_PER_BYTE * int(compiled.grammar.memory_size_bytes)
-        return compiled.constraint.kind != "schema" and seconds < carry_s
+        quick = seconds < min(carry_s, self.REPEAT_MAX_S)
+        return compiled.constraint.kind != "schema" and quick
 
     def load_compiled(self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **_):
         import xgrammar as xgr

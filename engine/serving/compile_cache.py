@@ -34,6 +34,20 @@ class LiveAutomaton(NamedTuple):
     why_not: str
 
 
+class Clock:
+    """A compile's one time limit: what is left of it, less the time that is not the
+    compile's own (waiting for a worker, a fresh worker's setup), which callers exclude."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s, self._t0, self._excluded = limit_s, time.monotonic(), 0.0
+
+    def exclude(self, seconds: float) -> None:
+        self._excluded += max(0.0, seconds)
+
+    def left(self) -> float:
+        return self.limit_s - (time.monotonic() - self._t0 - self._excluded)
+
+
 class CompileWorker:
     """A killable subprocess (engine.serving.compile_worker) that builds character DFAs
     and runs the compiles of backends that cannot be interrupted. While a job runs, its
@@ -137,16 +151,17 @@ class CompileWorker:
             self._lock.release()
 
     def compile_native(
-        self, backend: str, ctx: TokenizerContext, constraint: Constraint, dfa, timeout_s
+        self, backend: str, ctx: TokenizerContext, constraint: Constraint, dfa, clock: Clock
     ) -> bytes:
-        """The backend's own compile, in this process; returns its payload. A fresh process
-        is sent the vocabulary and sets up the library's view of it first (once per
-        process and backend, outside the compile's time limit)."""
-        t_setup = time.monotonic()  # waiting for this worker and setting it up: not the compile's
+        """The backend's own compile, in this process, within what `clock` has left;
+        returns its payload. A fresh process is sent the vocabulary and sets up the
+        library's view of it first (once per process and backend): that, and waiting for
+        this worker, are handed to `clock` as not the compile's."""
+        t_setup = time.monotonic()
         with self._lock:
             self._setup_locked(ctx, [backend])
-            left = timeout_s() if callable(timeout_s) else timeout_s
-            left += time.monotonic() - t_setup  # a fresh worker's setup is not the compile's
+            clock.exclude(time.monotonic() - t_setup)
+            left = clock.left()
             msg = f"{backend} took longer than {left:.3g} s to compile this {constraint.kind}"
             return self._ask(("native", backend, ctx.fingerprint, constraint, dfa), left, msg)
 
@@ -226,10 +241,12 @@ class WorkerPool:
         finally:
             self._free.put(w)
 
-    def compile_native(self, *args) -> bytes:
+    def compile_native(self, backend, ctx, constraint, dfa, clock: Clock) -> bytes:
+        t0 = time.monotonic()
         w = self._free.get()
+        clock.exclude(time.monotonic() - t0)  # waiting for a free worker is not the compile's
         try:
-            return w.compile_native(*args)
+            return w.compile_native(backend, ctx, constraint, dfa, clock)
         finally:
             self._free.put(w)
 
@@ -434,10 +451,11 @@ class CompileCache:
         fresh worker's one-time setup are not counted."""
         t0 = time.perf_counter()
         impl = get_backend(backend)
-        left = lambda: self.timeout_s - (time.perf_counter() - t0)  # noqa: E731
+        clock = Clock(self.timeout_s)
+        left = clock.left
         dfa, dfa_error, compiled = None, None, None
         if not impl.needs_automaton:
-            compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(left))
+            compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(clock))
         if constraint.kind != "grammar" and left() <= 0.05:
             dfa_error = "no time was left to build the automaton after the native compile"
         elif constraint.kind != "grammar":
@@ -449,17 +467,19 @@ class CompileCache:
                     raise
                 dfa_error = exc.message  # a native backend only loses the FSM view
         if compiled is None:
-            compiled = impl.compile(constraint, self.ctx, dfa=dfa, worker=self._native_runner(left))
+            compiled = impl.compile(
+                constraint, self.ctx, dfa=dfa, worker=self._native_runner(clock)
+            )
         return CompileResult(compiled, dfa, dfa_error, time.perf_counter() - t0)
 
-    def _native_runner(self, left):
+    def _native_runner(self, clock: Clock):
         """What a backend that compiles in a worker calls: (name, constraint, dfa) ->
-        payload, within the compile's remaining time. None without workers."""
+        payload, within what `clock` has left when the job starts (the wait for a worker
+        and its setup excluded, for the automaton after it too). None without workers."""
         if self._worker is None:
             return None
         pool, ctx = self._worker, self.ctx
-        # the time left is read when the job starts (after waiting for a free worker)
-        return lambda name, constraint, dfa: pool.compile_native(name, ctx, constraint, dfa, left)
+        return lambda name, constraint, dfa: pool.compile_native(name, ctx, constraint, dfa, clock)
 
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
         get_backend(backend)  # unknown names fail here, synchronously

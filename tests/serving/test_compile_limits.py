@@ -117,6 +117,18 @@ def test_xgrammar_repeats_a_quick_regex_in_the_server_and_carries_a_schema(ctx):
     assert not xg.repeat_in_server(schema, 0.001)
 
 
+def test_xgrammar_never_repeats_a_long_compile_however_costly_carrying_it_is(ctx, monkeypatch):
+    """The repeat runs in the server, where no time limit watches it: a compile that took
+    more than REPEAT_MAX_S is carried back even when carrying costs more (a huge grammar)."""
+    from engine.backends import get_backend
+
+    xg = get_backend("xgrammar")
+    rx = xg._compile(SMALL["regex"][0], ctx)
+    monkeypatch.setattr(type(xg), "CARRY_S_PER_BYTE", 1.0)  # carrying: seconds per byte
+    assert xg.repeat_in_server(rx, xg.REPEAT_MAX_S / 2)
+    assert not xg.repeat_in_server(rx, xg.REPEAT_MAX_S + 0.01)
+
+
 KNOWN = {
     "ok",
     "compile_timeout",
@@ -164,3 +176,16 @@ def test_the_adversarial_corpus_gets_named_answers_on_every_backend(cache):
     assert answers["40 levels of nesting", "xgrammar"] == "ok"
     m = cache.get(Constraint("regex", "(yes|no)"), "outlines").compiled.matcher()
     assert len(m.allowed_ids()) > 0
+
+
+def test_a_fresh_workers_setup_does_not_eat_the_automatons_share_of_the_limit(ctx):
+    """xgrammar compiles first, in a worker that is set up on first use (~3.5 s here,
+    outside the limit); the automaton after it gets what is left of the compile's own
+    3 s, so a regex whose automaton explodes is still refused, not compiled without it."""
+    cache = cc.CompileCache(ctx, timeout_s=3.0)
+    try:
+        with pytest.raises(CfsmError) as ei:
+            cache.get(Constraint("regex", "(a|b)*a(a|b){24}"), "xgrammar")
+        assert ei.value.kind == "state_explosion"
+    finally:
+        cache.close()
