@@ -65,8 +65,9 @@ border-radius:6px;padding:8px 10px;box-shadow:0 4px 14px rgba(0,0,0,.15);font-si
 .cfsm-pop [data-close]{float:right;text-decoration:none;}
 .cfsm-pop [data-all]{font-size:12px;}
 .cfsm-what{font-size:13px;margin:2px 0 6px;}
-.cfsm-tour{background:#eff6ff;border:1px solid #2563eb;border-radius:6px;padding:6px 10px;\
-margin:4px 0;font-size:14px;}
+.cfsm-tour{position:fixed;right:16px;bottom:16px;z-index:30;max-width:440px;background:#eff6ff;\
+border:1px solid #2563eb;border-radius:6px;padding:8px 12px;font-size:14px;\
+box-shadow:0 4px 14px rgba(0,0,0,.2);}
 .cfsm-tour button{margin-left:6px;padding:0 8px;border:1px solid #93c5fd;border-radius:4px;}
 .cfsm-tour-start{font-size:12px;}
 .tour-focus{outline:3px solid #f59e0b;outline-offset:2px;}
@@ -215,8 +216,9 @@ def jump_panel(trace: dict, step: int | None) -> str:
     return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
 
 
-def _n(k: int, word: str) -> str:
-    return f"{k} {word}" + ("" if k == 1 else "s")
+def plural(k: int, word: str) -> str:
+    """'1 token', '2 tokens', '1 pass', '3 passes'."""
+    return f"{k} {word}" + ("" if k == 1 else "es" if word.endswith("s") else "s")
 
 
 def what_happened(j: dict) -> str:
@@ -226,20 +228,21 @@ def what_happened(j: dict) -> str:
     back = len(j.get("backed_off", []))
     out = (
         f"What just happened: the constraint left only one way to go on for "
-        f"{_n(n, 'character')}, so they were written without asking the model"
+        f"{plural(n, 'character')}, so they were written without asking the model"
     )
-    out += f": {_n(p, 'new token')} read in one pass" + (
-        f" instead of {p} steps. " if p > 1 else ". "
-    )
+    if p:
+        out += f": {plural(p, 'new token')} read in one pass"
+    out += f" instead of {p} steps. " if p > 1 else ". "
     if changed > 0:
         out += (
-            f"Splitting the text into tokens again changed the last {_n(changed, 'token')} the "
+            f"Splitting the text into tokens again changed the last {plural(changed, 'token')} the "
             "model had written (red): the new text joins onto them. "
         )
     if back:
         out += (
-            f"The last {_n(back, 'token')} of it (amber) are left for the model to choose, since "
-            "a longer token could fit there."
+            f"The last {plural(back, 'token')} of it (amber) "
+            + ("is" if back == 1 else "are")
+            + " left for the model to choose, since a longer token could fit there."
         )
     return out.strip()
 
@@ -475,7 +478,9 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
             ("decode time saved vs masked (this runtime's costs)", f"{100 * saved:.0f}%", saved)
         )
     if "compile_s" in totals:
-        cards.append(("compile", f"{1000 * totals['compile_s']:.0f} ms", None))
+        # a cached constraint: its once-paid compile time, said so (not this run's)
+        label = "compile (cached: none this run)" if totals.get("compile_cached") else "compile"
+        cards.append((label, f"{1000 * totals['compile_s']:.0f} ms", None))
     if totals.get("runtime"):
         cards.append(("runtime", RUNTIME_NAMES.get(totals["runtime"], totals["runtime"]), None))
     body = "".join(

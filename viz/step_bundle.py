@@ -124,8 +124,15 @@ def _top(s: dict) -> list[list]:
     masked = {i: p for i, _t, p in s.get("top_masked", [])}
     text = {i: t for i, t, _ in s.get("top_raw", []) + s.get("top_masked", [])}
     ids = list(dict.fromkeys([i for i, _t, _p in s.get("top_raw", [])] + list(masked)))
+    # a token the mask keeps may lie outside the model's own top-k: its raw share is not
+    # recorded (None, "below the top-k"), not 0
     return [
-        [visible(str(text[i])), int(i), float(raw.get(i, 0.0)), float(masked.get(i, 0.0))]
+        [
+            visible(str(text[i])),
+            int(i),
+            None if i not in raw else float(raw[i]),
+            float(masked.get(i, 0.0)),
+        ]
         for i in ids
     ]
 

@@ -8,15 +8,18 @@ from dataclasses import asdict
 
 from engine.decoding.trace import StepEvent
 
+from .panels import plural
+
 
 def summary_md(trace: dict) -> str:
     t = trace["totals"]
     ideal = trace.get("ideal") or {}
     parts = [
-        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 {t['output_tokens']} "
-        f"tokens \u00b7 {t['forward_passes']} forward passes \u00b7 {t['wall_s']} s \u00b7 "
-        f"{t['tokens_per_s']} tok/s \u00b7 {t['jumps']} jumps ({t['jumped_chars']} chars) \u00b7 "
-        f"finished: {t['finished']} ({t['reason']})"
+        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 "
+        f"{plural(t['output_tokens'], 'token')} \u00b7 "
+        f"{plural(t['forward_passes'], 'forward pass')} \u00b7 {t['wall_s']} s \u00b7 "
+        f"{t['tokens_per_s']} tok/s \u00b7 {plural(t['jumps'], 'jump')} "
+        f"({plural(t['jumped_chars'], 'char')}) \u00b7 finished: {t['finished']} ({t['reason']})"
     ]
     valid, why = trace.get("valid"), trace.get("validation") or ""
     if valid is not None or why:
@@ -38,7 +41,7 @@ def summary_md(trace: dict) -> str:
         )
     if ideal:
         parts.append(
-            f"Ideal for this output: {ideal['ideal_forward_passes']} passes "
+            f"Ideal for this output: {plural(ideal['ideal_forward_passes'], 'pass')} "
             f"({ideal['ideal_reduction']}x fewer than one per token)."
         )
     est = time_saved_line(t)
@@ -78,7 +81,7 @@ def previous_run_note(trace: dict | None) -> str:
     short = text[:60].replace("`", "'") + ("\u2026" if len(text) > 60 else "")
     what = f"{c.get('kind', 'constraint')} `{short}`"
     n = (trace.get("totals") or {}).get("output_tokens")
-    tokens = "? tokens" if n is None else f"{n} token" + ("" if n == 1 else "s")
+    tokens = "? tokens" if n is None else plural(n, "token")
     return (
         "**This run failed (the message above); nothing below is from it.** The output, "
         f"figures and step view are still the previous run's: {what if c else 'no constraint'}, "
@@ -144,8 +147,8 @@ def live_figures(ev: StepEvent) -> tuple[dict, dict, str]:
         "jumped_tokens": sum(1 for t in tokens if t["origin"] == "jump"),
     }
     line = (
-        f"Decoding \u2026 step {ev.step.index} \u00b7 {len(tokens)} tokens \u00b7 "
-        f"{ev.forward_passes} forward passes \u00b7 {ev.jumps} jumps"
+        f"Decoding \u2026 step {ev.step.index} \u00b7 {plural(len(tokens), 'token')} \u00b7 "
+        f"{plural(ev.forward_passes, 'forward pass')} \u00b7 {plural(ev.jumps, 'jump')}"
     )
     return {"tokens": tokens, "steps": []}, totals, line
 

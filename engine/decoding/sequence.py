@@ -202,7 +202,8 @@ class Sequence:
             self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens) - shared)
         if first:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
-            self.n.prompt_cached_tokens = shared
+            # the first feed may carry a jump's tokens after the prompt: count the prompt's
+            self.n.prompt_cached_tokens = min(shared, len(self.prompt_ids))
             self.t_decode = time.perf_counter()
         if f.jump is not None:
             f.jump.forward_ms = round(forward_s * 1e3, 3)
@@ -481,13 +482,17 @@ class Sequence:
         )
 
     def _est_masked_ms(self) -> float:
-        """The cost model's time for this output decoded masked: the prompt's prefill,
-        then one step per output token."""
+        """The cost model's time for this output decoded masked, pass for pass as the
+        page's 'passes saved' counts it (viz.panels.masked_passes): the prompt's prefill
+        gives the first token, one step each gives the others, and one more step a stop the
+        model chose (EOS). A run that jumps nothing then saves 0%, not the one step a
+        baseline of one step per output token added."""
         c = self.runner.costs
         if c is None:
             return 0.0
         prompt = len(self.prompt_ids) - self.n.prompt_cached_tokens  # shared either way
-        return c.pass_ms(prompt) + c.step_ms * len(self.out_ids)
+        steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
+        return c.pass_ms(prompt) + c.step_ms * steps
 
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""

@@ -156,6 +156,8 @@ class Totals:
     runtime: str = ""  # what ran the forward passes: transformers or llamacpp
     # prompt positions shared from the previous request's kept prompt, not computed
     prompt_cached_tokens: int = 0
+    # this run compiled nothing: compile_s is the time the cached constraint once took
+    compile_cached: bool = False
 
 
 @dataclass

@@ -481,6 +481,12 @@ class CompileCache:
         pool, ctx = self._worker, self.ctx
         return lambda name, constraint, dfa: pool.compile_native(name, ctx, constraint, dfa, clock)
 
+    def has(self, constraint: Constraint, backend: str) -> bool:
+        """A compiled result is cached for this constraint and backend (getting it
+        compiles nothing). Does not count as a use of the entry."""
+        fut = self.lru.peek(self.key(constraint, backend))
+        return fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None
+
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
         get_backend(backend)  # unknown names fail here, synchronously
         k = self.key(constraint, backend)

@@ -26,6 +26,12 @@ class ByteLRU:
         self._lock = threading.RLock()
         self.evictions = 0
 
+    def peek(self, key: Hashable, default: Any = None) -> Any:
+        """The value, or `default`, without counting it as used."""
+        with self._lock:
+            item = self._items.get(key)
+            return default if item is None else item[0]
+
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The value (now most recently used, and re-measured), or `default`."""
         with self._lock:

@@ -177,6 +177,7 @@ class Engine:
         if req.mode != "free":
             if req.constraint is None:
                 raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
+            cached = self.cache.has(req.constraint, req.backend)
             res = self.compile(req.constraint, req.backend)
         compiled = res.compiled if res is not None else None
         if self.continuous:
@@ -185,6 +186,7 @@ class Engine:
             trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
         if res is not None:
             self._annotate(trace, req, res)
+            trace.totals.compile_cached = cached
         return trace.to_json()
 
     def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:

@@ -304,6 +304,18 @@ def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
     assert f"The {a} allowed ids, ringed" in legend
     assert all(f"{row[0]} " in legend for row in trace["steps"][0]["allowed_sample"])
     assert page.locator("#mask-panel .cfsm-allowed-ring").count() == a - 1  # and the chosen one
+    # the chosen id's ring sits on its pixel, also where the picture is drawn smaller
+    size = page.viewport_size
+    try:
+        for width in (1440, 1024):
+            page.set_viewport_size({"width": width, "height": 768})
+            img = page.locator("#mask-img").bounding_box()
+            ring = page.locator("#mask-panel .cfsm-chosen").bounding_box()
+            tid = trace["steps"][0]["token_id"]
+            cx = img["x"] + img["width"] * ((tid % 256) + 0.5) / 256
+            assert abs(ring["x"] + ring["width"] / 2 - cx) < 3, (width, ring, img, tid)
+    finally:
+        page.set_viewport_size(size)
 
     _pick_preset(page, "CJK (regex)")
     page.wait_for_function(
@@ -804,6 +816,8 @@ def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page,
     for _ in range(4):
         text = page.locator("#tour-box").inner_text()
         stops.append(text.split(".")[0])
+        at = page.locator("#tour-box").bounding_box()  # on screen, wherever its panel is
+        assert at["y"] >= 0 and at["y"] + at["height"] <= page.viewport_size["height"], at
         k = page.evaluate("document.querySelector('#step-view').dataset.step")
         assert page.locator("#tour-box").get_attribute("data-stop") == str(len(stops) - 1)
         if "A choice" in text:

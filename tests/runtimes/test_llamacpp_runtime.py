@@ -242,3 +242,36 @@ def test_a_rerun_shares_the_prompt_and_decodes_the_same(engine, llama, monkeypat
     assert fresh["totals"]["prompt_cached_tokens"] == 0
     assert again["text"] == fresh["text"] and again["valid"]
     assert [s["prob"] for s in again["steps"]] == [s["prob"] for s in fresh["steps"]]
+
+
+@pytest.mark.model
+def test_a_rerun_that_jumps_first_shares_no_more_than_its_prompt(engine, llama):
+    """A constraint that starts with forced text feeds the prompt and the jumped tokens in
+    the first pass; the summary's 'N of the prompt's M tokens were shared' counts only
+    the prompt's (it read '57 of the prompt's 53')."""
+    c = Constraint("regex", r'\{"name": "[A-Za-z ]{1,12}"\}')
+    req = GenerateRequest.from_inputs("Give a name as JSON.", c, max_new_tokens=12)
+    first = engine.generate(req)["totals"]
+    t = engine.generate(req)["totals"]
+    assert t["prompt_cached_tokens"] == t["prompt_tokens"]  # the whole prompt, and no more
+    # and the second run compiled nothing: its compile card says the time is the cached one's
+    from viz.panels import stat_cards
+
+    assert not first["compile_cached"] and t["compile_cached"]
+    assert "compile (cached: none this run)" in stat_cards(t)
+    assert "compile (cached" not in stat_cards(first)
+
+
+@pytest.mark.model
+def test_a_run_that_jumps_nothing_saves_no_time_on_the_cost_model(engine, llama):
+    """The date preset's regex jumps nothing (every character is a choice): the cost
+    model's time for the run equals its time for the same output decoded masked (the
+    page said '5% decode time saved' beside 0 jumps and 0% passes saved)."""
+    c = Constraint("regex", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])")
+    for mode in ("masked", "jump"):
+        tr = engine.generate(
+            GenerateRequest.from_inputs("When did it happen?", c, mode=mode, max_new_tokens=16)
+        )
+        t = tr["totals"]
+        assert not tr["jumps"] and tr["valid"], mode
+        assert t["est_forward_ms"] == pytest.approx(t["est_masked_ms"], rel=1e-6), mode

@@ -532,3 +532,14 @@ def test_a_grammar_run_says_why_there_is_no_graph_and_its_jump_names_no_chain(en
     html = step_view_html(tr)
     assert 'class="cfsm-muted cfsm-nograph">No finite automaton to draw: a grammar' in html
     assert 'data-z="fit"' not in html  # no graph tools around nothing
+
+
+@pytest.mark.model
+def test_a_kept_token_outside_the_models_top_k_has_no_raw_share_not_zero(trace):
+    """Top-k raw vs masked: a token the mask keeps that the model's own top-k does not
+    hold has no recorded raw probability; it must not read '0%' beside a large masked
+    share (IPv4 showed '0% -> 71%')."""
+    for k, st in enumerate(step_bundle(trace)["steps"][: len(trace["steps"])]):
+        raw_ids = {i for i, _t, _p in trace["steps"][k].get("top_raw", [])}
+        for _text, tid, raw, _masked in st.get("top", []):
+            assert (raw is None) == (tid not in raw_ids), (k, tid, raw)

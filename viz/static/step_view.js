@@ -116,22 +116,26 @@ window.cfsm = (() => {
   }
   function maskHtml(e) {
     if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
-    const w = B.maskWidth, k = Number(e.k) || 0, at = (id) => [(id % w) * 2, Math.floor(id / w) * 2];
-    const [x, y] = at(k), list = e.s || [];
+    // positions as shares of the picture, which the page may draw smaller than 2 px per id
+    const w = B.maskWidth, rows = Math.ceil(B.vocab / w), k = Number(e.k) || 0;
+    const spot = (id, r) => `left:calc(${(100 * (id % w + 0.5) / w).toFixed(3)}% - ${r}px);` +
+      `top:calc(${(100 * (Math.floor(id / w) + 0.5) / rows).toFixed(3)}% - ${r}px)`;
+    const list = e.s || [];
     // a handful of allowed ids are 2 px dots on a grey field: ring each one and name it
     const few = !e.free && e.a > 0 && e.a <= FEW_ALLOWED && list.length === e.a;
-    const rings = few ? list.filter((r) => r[0] !== k).map((r) => { const [rx, ry] = at(r[0]);
-      return `<span class="cfsm-allowed-ring" title="id ${esc(r[0])}" style="left:${rx - 5}px;top:${ry - 5}px"></span>`; }).join("") : "";
+    const rings = few ? list.filter((r) => r[0] !== k).map((r) =>
+      `<span class="cfsm-allowed-ring" title="id ${esc(r[0])}" style="${spot(r[0], 7)}"></span>`).join("") : "";
     const legend = few ? `<div class="cfsm-muted" id="mask-few">The ${esc(e.a)} allowed id${e.a === 1 ? "" : "s"}, ringed: ` +
       list.map((r) => `${esc(r[0])} <span class="cfsm-tok">${esc(r[1])}</span>`).join(", ") + "</div>" : "";
     return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} (chosen id ${esc(k)})</h4>` +
       `<div class="cfsm-mask" title="row = id / ${w}, column = id % ${w}"><img id="mask-img" src="${B.masks[e.m]}" width="${2 * w}">` +
-      rings + `<span class="cfsm-chosen" style="left:${x - 4}px;top:${y - 4}px"></span></div>${legend}<div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
+      rings + `<span class="cfsm-chosen" style="${spot(k, 6)}"></span></div>${legend}<div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
   }
   function topHtml(e) {
     if (!e.top) return "";
     const rows = e.top.map(([t, id, raw, m]) => `<div class="cfsm-trow"><span class="cfsm-tok" title="id ${esc(id)}">${esc(t)}</span>` +
-      `<span class="bar raw" style="width:${(Number(raw) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(raw)}</span>` +
+      (raw === null ? `<span class="cfsm-p cfsm-muted" title="not among the model's own top-k: its share is not recorded">below top-k</span>` :
+      `<span class="bar raw" style="width:${(Number(raw) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(raw)}</span>`) +
       `<span class="bar msk" style="width:${(Number(m) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(m)}</span></div>`).join("");
     return `<h4>Top-k: model (grey) vs after the mask (blue) \u00b7 <a class="cfsm-g" href="#g-feasible-mass">feasible mass</a> ${pct(e.mass)}</h4>${rows}`;
   }
@@ -199,15 +203,17 @@ window.cfsm = (() => {
   let tour = null;
   function tourStops() {
     const stops = [], find = (f) => B.steps.findIndex(f);
-    const choice = find((e) => e.a > 1 && !e.free && !e.j);
+    // a model's own choice (not a re-decided boundary), then a jump made after a step
+    const choice = find((e) => e.a > 1 && !e.free && !e.j && !/back-off|re-decided/.test(e.c));
     if (choice >= 0) stops.push([choice, "#allowed-html", "A choice",
       "Several tokens fit the constraint here (listed on the right; the mask below shows every one). " +
       "The tokens that do not fit are masked out, and the model's probabilities pick among the rest."]);
-    const jump = find((e) => e.j);
+    const jump = Math.max(find((e, k) => k > 0 && e.j), find((e) => e.j));
     if (jump >= 0) {
       stops.push([jump, "#fsm-graph", "A chain",
-        "From here the automaton has exactly one way forward for a while. The graph draws such a run " +
-        "of states as one thick edge labelled with its text: a chain."]);
+        "After this step's token the automaton has exactly one way forward for a while: such a run " +
+        "of states is drawn as one thick edge labelled with its text, a chain. The one this run jumps " +
+        "along is marked as jumped."]);
       stops.push([jump, "#jump-html", "A jump",
         "The chain's text is forced, so it is appended without asking the model (jump-forward): one " +
         "forward pass reads all of it, instead of one pass per token."]);
@@ -258,7 +264,10 @@ window.cfsm = (() => {
     root.appendChild(pop);
   }
   function closePop() { const p = root && root.querySelector("#glossary-pop"); if (p) p.remove(); }
-  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") closePop(); });
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Escape") return;
+    if (root && root.querySelector("#glossary-pop")) closePop(); else if (tour) tourGo(0);
+  });
   // A state that a token or a jump went through has no position of its own: the scrubber
   // shows the first one after it, so say which state was clicked and which is shown.
   // (kept for its position: the slider's own change event draws that position once more)
