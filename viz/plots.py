@@ -26,7 +26,7 @@ def timeline(trace: dict, step: int | None = None):
         cols=1,
         shared_xaxes=True,
         specs=[[{"secondary_y": True}], [{"secondary_y": True}]],
-        vertical_spacing=0.08,
+        vertical_spacing=0.14,
     )
     fig.add_trace(
         go.Bar(
@@ -82,9 +82,12 @@ def timeline(trace: dict, step: int | None = None):
     fig.update_yaxes(range=[0, 1.05], row=2, col=1, secondary_y=True, title_text="feasible mass")
     fig.update_xaxes(tickformat="d", dtick=1 if len(steps) <= 12 else None)
     fig.update_xaxes(title_text="decoding step", row=2, col=1)
+    # each panel tall enough for its vertical axis titles (at 320 px "allowed tokens" and
+    # "forward ms" ran into each other), and margins that hold them
+    fig.update_yaxes(title_font=dict(size=11))
     fig.update_layout(
-        height=320,
-        margin=dict(l=30, r=30, t=30, b=20),
+        height=440,
+        margin=dict(l=60, r=60, t=40, b=40),
         legend=dict(orientation="h", y=1.15),
         title="Per-step timeline",
     )

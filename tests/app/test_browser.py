@@ -178,6 +178,11 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert "forward passes saved vs masked" in cards
     assert "llama.cpp" in cards and trace["totals"]["runtime"] == "llamacpp"
     assert "decode time saved vs masked" in cards
+    # the timeline's axis titles are there and do not run into each other
+    titles = [page.locator(f"#timeline-plot .g-{a}title").bounding_box() for a in ("y", "y3")]
+    assert all(titles), titles
+    top, low = sorted(titles, key=lambda b: b["y"])
+    assert top["y"] + top["height"] <= low["y"], titles
     page.screenshot(path=str(ARTIFACTS / "step-view-scrubbed.png"), full_page=True)
 
     # clicking a state the path reached moves the scrubber to the step that reached it
