@@ -157,38 +157,46 @@ def _tok_row(tokens: list, marks: dict[int, str]) -> str:
     )
 
 
-def jump_for_step(trace: dict, step: int | None) -> dict | None:
-    """The jump made right after this step (or the initial jump for step 0)."""
-    jumps = trace.get("jumps", [])
+def jumps_for_step(trace: dict, step: int | None) -> list[dict]:
+    """The jumps shown at this step, in order: at step 0 the initial one (made before the
+    first step), then the one made right after this step's token."""
     if step is None:
-        return None
-    for j in jumps:
-        if j.get("step") == step:
-            return j
-    if step == 0:
-        for j in jumps:
-            if j.get("step") == -1:
-                return j
-    return None
+        return []
+    jumps = trace.get("jumps", [])
+    first = [j for j in jumps if j.get("step") == -1] if step == 0 else []
+    return first + [j for j in jumps if j.get("step") == step][:1]
+
+
+def jump_for_step(trace: dict, step: int | None) -> dict | None:
+    """The last jump shown at this step (None when there is none)."""
+    js = jumps_for_step(trace, step)
+    return js[-1] if js else None
 
 
 def jump_panel(trace: dict, step: int | None) -> str:
-    """The jump-forward string at this step and the re-tokenization diff."""
-    j = jump_for_step(trace, step)
-    if j is None:
+    """Each jump-forward string at this step with its re-tokenization diff (step 0 may
+    have two: the initial jump and the one after its token)."""
+    js = jumps_for_step(trace, step)
+    if js:
+        return "".join(_one_jump_panel(j, k) for k, j in enumerate(js))
+    msg = (
+        "No jump at this step: the next character is a choice (or the forced text is too short "
+        "to be worth a jump)."
+    )
+    if trace.get("mode") != "jump":
         msg = (
-            "No jump at this step: the next character is a choice (or the forced text is too short "
-            "to be worth a jump)."
+            f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
+            "token by token."
         )
-        if trace.get("mode") != "jump":
-            msg = (
-                f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
-                "token by token."
-            )
-        return (
-            '<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div '
-            f'class="cfsm-muted">{esc(msg)}</div></div>'
-        )
+    return (
+        '<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div '
+        f'class="cfsm-muted">{esc(msg)}</div></div>'
+    )
+
+
+def _one_jump_panel(j: dict, index: int) -> str:
+    """One jump's part of the jump panel (the first keeps the stable ids)."""
+    suffix = "" if index == 0 else f"-{index + 1}"
     before = j.get("tokens_before", [])
     after = j.get("tokens_after", [])
     reused = j.get("reused_output_tokens", 0)
@@ -203,7 +211,7 @@ def jump_panel(trace: dict, step: int | None) -> str:
     body = [
         f"<h4>Jump-forward {esc(when)}: <code>{esc(visible(j['string']))}</code> "
         f"({len(j['string'])} chars)</h4>",
-        f'<div class="cfsm-what" id="what-happened">{esc(what_happened(j))}</div>',
+        f'<div class="cfsm-what" id="what-happened{suffix}">{esc(what_happened(j))}</div>',
         f'<div class="cfsm-muted">before (last tokens){more}</div>'
         f"<div>{_tok_row(before[tail:], marks_before)}</div>",
         f'<div class="cfsm-muted">after re-tokenizing the output{more}</div>'
@@ -213,7 +221,7 @@ def jump_panel(trace: dict, step: int | None) -> str:
         f" \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize "
         f"{duration_us(j.get('retokenize_us', 0))}</div>",
     ]
-    return '<div class="cfsm-panel" id="jump-panel">' + "".join(body) + "</div>"
+    return f'<div class="cfsm-panel" id="jump-panel{suffix}">' + "".join(body) + "</div>"
 
 
 def plural(k: int, word: str) -> str:
@@ -311,8 +319,7 @@ def caption(trace: dict, step: int | None) -> str:
             f"tokens and {t.get('forward_passes', 0)} forward passes."
         )
     parts = [_choice_sentence(trace, steps[step], step)]
-    j = jump_for_step(trace, step)
-    if j is not None:
+    for j in jumps_for_step(trace, step):
         when = "Before it" if j.get("step") == -1 else "After it"
         forced = (
             f"the automaton had exactly one way forward for {len(j['string'])} characters "

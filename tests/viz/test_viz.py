@@ -543,3 +543,28 @@ def test_a_kept_token_outside_the_models_top_k_has_no_raw_share_not_zero(trace):
         raw_ids = {i for i, _t, _p in trace["steps"][k].get("top_raw", [])}
         for _text, tid, raw, _masked in st.get("top", []):
             assert (raw is None) == (tid not in raw_ids), (k, tid, raw)
+
+
+@pytest.mark.model
+def test_step_0_shows_both_the_initial_jump_and_the_one_after_its_token(engine):
+    """The enum preset jumps 'Status: ' before the first step and 'inter' after it: the
+    caption and the jump panel at step 0 show both (the panel showed only the second
+    while the caption spoke of the first)."""
+    from app.presets import presets
+
+    p = presets()["Enum with shared prefixes (regex)"]
+    tr = engine.generate(
+        GenerateRequest(
+            prompt=p["prompt"],
+            constraint=Constraint("regex", p["text"]),
+            mode="jump",
+            max_new_tokens=16,
+        )
+    )
+    at0 = [j for j in tr["jumps"] if j["step"] in (-1, 0)]
+    assert [j["step"] for j in at0] == [-1, 0], tr["jumps"]
+    cap, html = caption(tr, 0), jump_panel(tr, 0)
+    assert "Before it" in cap and "After it" in cap
+    for j in at0:
+        assert f"<code>{visible(j['string'])}</code>" in html
+    assert 'id="jump-panel"' in html and 'id="jump-panel-2"' in html
