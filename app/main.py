@@ -240,16 +240,23 @@ PERMALINK_INPUTS = Row(
     "preset",
 )
 TOUR_PRESET = "SGLang character (regex)"
-TOUR_JS = """() => {
+
+
+def tour_js(text: str) -> str:
+    """Once the tour preset's regex is in its box: Run, with the tour to start on the
+    drawn view (the inputs arrive through Gradio after this event returns)."""
+    return f"""() => {{
   window.cfsmTourPending = true;
-  const t0 = Date.now();
-  const go = () => {
+  const t0 = Date.now(), want = {json.dumps(text)};
+  const go = () => {{
     const box = document.querySelector('#regex-input textarea');
-    if (box && box.value.includes('Gryffindor')) document.querySelector('#run').click();
+    if (box && box.value === want) document.querySelector('#run').click();
     else if (Date.now() - t0 < 15000) setTimeout(go, 200);
-  };
+  }};
   go();
-}"""
+}}"""
+
+
 PRESET_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend")
 
 
@@ -545,7 +552,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         None,
         (PRESET_INPUTS + Row("preset")).widgets(ui),
         queue=False,
-    ).then(None, None, None, js=TOUR_JS)
+    ).then(None, None, None, js=tour_js(P[TOUR_PRESET]["text"]))
     ui.ts_btn.click(
         strings_checker(hub),
         [

@@ -3,6 +3,7 @@
 window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
   let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null, passed = null, cur = -1;
+  let tour = null;  // the tour in progress: {stops, i, missing}
   const zoomed = new WeakSet();
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -200,7 +201,6 @@ window.cfsm = (() => {
     if (g && !moved) { const k = stepOf(g.id); if (k >= 0) { setSlider(k); passedNote(g, k); } }
   }
   // The tour: this run's first choice, chain, jump and re-tokenization, one stop at a time.
-  let tour = null;
   function tourStops() {
     const stops = [], find = (f) => B.steps.findIndex(f);
     // a model's own choice (not a re-decided boundary), then a jump made after a step
