@@ -373,19 +373,23 @@ def test_a_cancelled_run_has_a_view(engine):
     assert len(b["steps"]) == len(tr["steps"]) + 1 and "cancelled" in b["steps"][-1]["c"]
 
 
-@pytest.mark.model
-def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
+def _preset_run(engine, name: str, max_new_tokens: int) -> dict:
+    """A regex preset decoded with jump-forward, as the page runs it."""
     from app.presets import presets
 
-    p = presets()["CJK (regex)"]
-    tr = engine.generate(
-        GenerateRequest(
-            prompt=p["prompt"],
-            constraint=Constraint("regex", p["text"]),
-            mode="jump",
-            max_new_tokens=60,
-        )
+    p = presets()[name]
+    req = GenerateRequest(
+        prompt=p["prompt"],
+        constraint=Constraint("regex", p["text"]),
+        mode="jump",
+        max_new_tokens=max_new_tokens,
     )
+    return engine.generate(req)
+
+
+@pytest.mark.model
+def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
+    tr = _preset_run(engine, "CJK (regex)", 60)
     hexed = [t for t in tr["tokens"] if "hex" in t]
     assert hexed, "the embedded tokenizer splits these characters into byte tokens"
     assert all("\ufffd" not in t["text"] for t in tr["tokens"])
@@ -550,17 +554,7 @@ def test_step_0_shows_both_the_initial_jump_and_the_one_after_its_token(engine):
     """The enum preset jumps 'Status: ' before the first step and 'inter' after it: the
     caption and the jump panel at step 0 show both (the panel showed only the second
     while the caption spoke of the first)."""
-    from app.presets import presets
-
-    p = presets()["Enum with shared prefixes (regex)"]
-    tr = engine.generate(
-        GenerateRequest(
-            prompt=p["prompt"],
-            constraint=Constraint("regex", p["text"]),
-            mode="jump",
-            max_new_tokens=16,
-        )
-    )
+    tr = _preset_run(engine, "Enum with shared prefixes (regex)", 16)
     at0 = [j for j in tr["jumps"] if j["step"] in (-1, 0)]
     assert [j["step"] for j in at0] == [-1, 0], tr["jumps"]
     cap, html = caption(tr, 0), jump_panel(tr, 0)
