@@ -297,9 +297,14 @@ def dfa_nbytes(dfa: CharDFA) -> int:
     return 200 * edges * extra + 64 * 1024
 
 
+def _succeeded(fut: cf.Future | None) -> bool:
+    """A cache entry that holds a result (done, not cancelled, no exception)."""
+    return fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None
+
+
 def _result_nbytes(fut: cf.Future) -> int:
     """Entries are futures: in flight or failed they hold next to nothing."""
-    if not fut.done() or fut.cancelled() or fut.exception() is not None:
+    if not _succeeded(fut):
         return 1024
     res = fut.result()
     if isinstance(res, CharDFA):
@@ -484,8 +489,7 @@ class CompileCache:
     def has(self, constraint: Constraint, backend: str) -> bool:
         """A compiled result is cached for this constraint and backend (getting it
         compiles nothing). Does not count as a use of the entry."""
-        fut = self.lru.peek(self.key(constraint, backend))
-        return fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None
+        return _succeeded(self.lru.peek(self.key(constraint, backend)))
 
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
         get_backend(backend)  # unknown names fail here, synchronously
