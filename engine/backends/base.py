@@ -108,7 +108,9 @@ class Matcher(ABC):
     @abstractmethod
     def mask(self, device: str):
         """Bool tensor over the vocabulary on `device`, True where `allowed_ids` holds the
-        id. Does not change the state; callers must not write into it (it may be cached)."""
+        id, or None where every token is allowed (free text before a trigger: the step is
+        sampled unmasked). Does not change the state; callers must not write into it (it
+        may be cached)."""
 
     @abstractmethod
     def accept_token(self, token_id: int) -> bool:
@@ -142,6 +144,12 @@ class Matcher(ABC):
         pos = np.searchsorted(allowed, ids)
         pos[pos >= len(allowed)] = 0
         return bool(len(allowed) and (allowed[pos] == ids).any())
+
+    def retokenize_from(self) -> int:
+        """Output tokens before this index are never re-tokenized by a jump: they belong to
+        an earlier segment (free text, a trigger) of a triggered constraint. 0 for a
+        constraint over the whole output. Does not change the state."""
+        return 0
 
     def next_char_state(self, token_id: int) -> int | None:
         """Char-level state this token would lead to (None where the backend has none)."""
@@ -237,6 +245,14 @@ class CompiledConstraint(ABC):
     def matcher(self) -> Matcher:
         """A fresh matcher at the start state. Thread-safe and cheap (many per compile);
         raises CfsmError when the library refuses to start one."""
+
+    def check_output(
+        self, matcher: Matcher, token_bytes: list, out_ids: list[int], finished: bool, reason: str
+    ) -> tuple[bool | None, str, list[dict]] | None:
+        """(valid, one line, segments) for a constraint that checks its outputs itself (a
+        triggered one, segment by segment); None: the decoder checks the text against
+        `constraint`. Pure."""
+        return None
 
     def nbytes(self) -> int:
         """Approximate memory this compiled constraint holds (host and device), for the

@@ -10,6 +10,13 @@ from ..errors import CfsmError
 from ..limits import MAX_NEW_TOKENS as MAX_NEW_TOKENS_LIMIT
 from ..limits import MAX_PROMPT_CHARS
 from ..runtimes import RUNTIMES
+from ..triggers.plan import (
+    DEFAULT_THINK_END,
+    DEFAULT_THINK_START,
+    DEFAULT_TOOL_END,
+    DEFAULT_TOOL_START,
+    TriggerOptions,
+)
 
 MODES = ("free", "masked", "jump")
 
@@ -30,6 +37,15 @@ class GenerateRequest:
     top_k: int = 10
     trace_detail: bool = True  # per-step allowed samples and masks for the visualizer
     runtime: str = ""  # "transformers" or "llamacpp"; empty: the engine's default
+    # triggered constraints (engine.triggers): free reasoning first, or tool calls in free text
+    reasoning: bool = False
+    think_budget: int = 0  # free thinking tokens before the end marker is forced (0: none)
+    think_start: str = DEFAULT_THINK_START  # forced at the start ("" when the prompt opens it)
+    think_end: str = DEFAULT_THINK_END
+    tools: str = ""  # OpenAI-style tools, JSON text
+    tool_choice: str = "auto"  # auto, required or a tool's name
+    tool_start: str = DEFAULT_TOOL_START
+    tool_end: str = DEFAULT_TOOL_END
 
     @classmethod
     def from_inputs(cls, prompt, constraint: Constraint | None, **inputs) -> GenerateRequest:
@@ -49,7 +65,8 @@ class GenerateRequest:
                 kw[name] = _coerce(known[name].default, value)
         except (TypeError, ValueError) as exc:
             raise CfsmError("invalid_input", f"bad request field: {exc}") from exc
-        kw.setdefault("mode", "jump" if constraint is not None else "free")
+        tools = str(kw.get("tools") or "").strip()
+        kw.setdefault("mode", "jump" if constraint is not None or tools else "free")
         req = cls(prompt="" if prompt is None else str(prompt), constraint=constraint, **kw)
         req.validate()
         return req
@@ -59,9 +76,16 @@ class GenerateRequest:
             raise CfsmError(
                 "invalid_input", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}"
             )
-        if self.mode != "free" and self.constraint is None:
+        opts = self.trigger_options()
+        if self.mode != "free" and self.constraint is None and not opts.tools.strip():
             raise CfsmError(
-                "invalid_input", f"mode {self.mode!r} needs a constraint (regex, schema or grammar)"
+                "invalid_input",
+                f"mode {self.mode!r} needs a constraint (regex, schema or grammar) or tools",
+            )
+        if self.mode == "free" and opts.active:
+            raise CfsmError(
+                "invalid_input",
+                "reasoning and tools constrain part of the output: use mode jump or masked",
             )
         if len(self.prompt) > MAX_PROMPT_CHARS:
             raise CfsmError(
@@ -83,6 +107,18 @@ class GenerateRequest:
             )
         if not 1 <= self.top_k <= 100:
             raise CfsmError("invalid_input", "top_k must be between 1 and 100")
+
+    def trigger_options(self) -> TriggerOptions:
+        return TriggerOptions(
+            reasoning=self.reasoning,
+            think_budget=self.think_budget,
+            think_start=self.think_start,
+            think_end=self.think_end,
+            tools=self.tools,
+            tool_choice=self.tool_choice,
+            tool_start=self.tool_start,
+            tool_end=self.tool_end,
+        )
 
 
 def _coerce(default, value):

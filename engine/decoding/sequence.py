@@ -244,7 +244,7 @@ class Sequence:
         step = self._record(st, pack)
         tid = step.token_id
         if self.matcher is not None and self.req.trace_detail:
-            self._detail(step)
+            self._detail(step, st.state)
         t_acc = time.perf_counter()
         if tid == self.ctx.eos_token_id and (self.matcher is None or self.matcher.is_final()):
             self._end(True, "eos")
@@ -295,21 +295,23 @@ class Sequence:
             verifies=None
             if st.pending.expect is None
             else [st.pending.expect, t(st.pending.expect)],
+            segment=st.state.get("segment"),
         )
         return self.rec.add_step(step)
 
-    def _detail(self, step: StepRecord) -> None:
+    def _detail(self, step: StepRecord, state: dict) -> None:
         """Trace bookkeeping outside the timed sections: the most likely allowed tokens
         (by probability after masking, from the sampling pack) with the state each leads
-        to, and the whole mask (deduplicated, compressed)."""
+        to, and the whole mask (deduplicated, compressed). Free text of a triggered
+        constraint records no mask: nothing is masked there."""
         m = self.matcher
-        ids = m.allowed_ids()
         step.char_offset = len(self.texts.bytes(self.out_ids).decode("utf-8", errors="ignore"))
         step.allowed_sample = [
             [x, self.texts.text(x), m.next_char_state(x), p]
             for x, p in self._likely[:ALLOWED_SAMPLE]
         ]
-        step.mask_key = self.rec.add_mask(ids, self.ctx.vocab_size)
+        if not state.get("free"):
+            step.mask_key = self.rec.add_mask(m.allowed_ids(), self.ctx.vocab_size)
 
     # ------------------------------------------------------------------ tokens
     def _append(self, tid: int, origin: str, step_index: int) -> None:
@@ -408,37 +410,41 @@ class Sequence:
         return PlannedFeed(feed, keep=cands + 1, expect=new_ids[confirmed:], jump=info)
 
     def _retokenize(self, js: str, healing: int):
-        """Append `js`, re-tokenize the output alone and re-walk the grammar. Up to
-        `healing` trailing tokens that a vocabulary token could extend (and the grammar
-        allows) become candidates, re-decided from the same prefill's logits. Returns
-        (new ids, candidates, record) with the matcher before the candidates, or the
-        reason (matcher unchanged)."""
+        """Append `js`, re-tokenize the current segment's output (all of it, for a
+        constraint over the whole output) and re-walk the grammar. Up to `healing` trailing
+        tokens that a vocabulary token could extend (and the grammar allows) become
+        candidates, re-decided from the same prefill's logits. Returns (new ids,
+        candidates, record) with the matcher before the candidates, or the reason (matcher
+        unchanged)."""
         m, tb = self.matcher, self.texts.bytes
-        old_bytes = tb(self.out_ids)
+        base = m.retokenize_from()
+        old_bytes = tb(self.out_ids[base:])
         try:
             old_text = old_bytes.decode("utf-8")
         except UnicodeDecodeError:
             return "the output ends inside a UTF-8 character (the jump waits for it to complete)"
         t0 = time.perf_counter()
-        new_ids, why = self.ctx.continuation.exact(old_text + js)
-        if new_ids is None:
+        seg_ids, why = self.ctx.continuation.exact(old_text + js)
+        if seg_ids is None:
             return why
+        new_ids = self.out_ids[:base] + seg_ids
         common = common_prefix(self.out_ids, new_ids)
         m.rollback(len(self.out_ids) - common)
-        for i, t in enumerate(new_ids[common:]):
-            if not m.accept_token(t):
-                m.rollback(i)
-                for t_old in self.out_ids[common:]:
-                    m.accept_token(t_old)
-                return (
-                    f"the backend refuses the re-tokenized token {self.texts.text(t)!r} "
-                    "(the constraint allows the text but not this tokenization of it)"
-                )
+        bad = self._walk(new_ids[common:])
+        if bad is not None:
+            for t_old in self.out_ids[common:]:
+                m.accept_token(t_old)
+            return (
+                f"the backend refuses the re-tokenized token {self.texts.text(bad)!r} "
+                "(the constraint allows the text but not this tokenization of it)"
+            )
+        js, new_ids, last = self._chain(js, new_ids)
+        floor = len(tb(new_ids[:base])) + len(old_bytes)
         cands = 0
         while cands < healing and len(new_ids) - cands > 1:
             cut = len(new_ids) - cands - 1
-            if len(tb(new_ids[:cut])) <= len(old_bytes):
-                break  # only tokens wholly inside the jumped text are re-decided
+            if len(tb(new_ids[:cut])) <= floor or (cut < last < len(new_ids)):
+                break  # only tokens wholly inside the jumped text (its last piece) are re-decided
             m.rollback(1)
             ext = self.ctx.vocab.ids_extending(tb(new_ids[cut:]))
             if len(ext) and m.allows_any(ext):
@@ -449,13 +455,35 @@ class Sequence:
         p = self.texts.pairs
         info = JumpRecord(
             string=js,
-            char_start=len(old_text),
+            char_start=len(tb(self.out_ids[:base]).decode("utf-8", errors="ignore"))
+            + len(old_text),
             tokens_before=p(self.out_ids),
             tokens_after=p(new_ids),
             backed_off=p(new_ids[len(new_ids) - cands :]),
             retokenize_us=round((time.perf_counter() - t0) * 1e6, 1),
         )
         return new_ids, cands, info
+
+    def _walk(self, ids: list[int]) -> int | None:
+        """Accept `ids` in order; on a refusal, undo them and return the refused id."""
+        for i, t in enumerate(ids):
+            if not self.matcher.accept_token(t):
+                self.matcher.rollback(i)
+                return t
+        return None
+
+    def _chain(self, js: str, new_ids: list[int]) -> tuple[str, list[int], int]:
+        """A jump that closes a segment of a triggered constraint runs on into the next
+        one's forced text (a call's end tag, the answer's opening) in the same prefill;
+        each piece is tokenized on its own, as a segment starts at a token boundary."""
+        m, last = self.matcher, len(new_ids)
+        for _ in range(8):
+            more = m.jump_forward() if m.retokenize_from() == len(new_ids) > 0 else ""
+            ids = self.ctx.continuation.exact(more)[0] if more else None
+            if not ids or self._walk(ids) is not None:
+                break
+            js, new_ids, last = js + more, new_ids + ids, len(new_ids)
+        return js, new_ids, last
 
     # ------------------------------------------------------------------ events, trace
     def _emit(self, kind: str, data: dict) -> None:
@@ -513,13 +541,7 @@ class Sequence:
             runtime=self.runner.name,
         )
         text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
-        valid, why = validate_output(
-            req.constraint if req.mode != "free" else None,
-            text,
-            self.finished,
-            self.reason,
-            self.matcher.is_final() if self.matcher is not None and self.finished else None,
-        )
+        valid, why, segments = self._validate(text)
         trace = self.rec.build(
             request={
                 **{k: v for k, v in asdict(req).items() if k != "constraint"},
@@ -539,5 +561,25 @@ class Sequence:
             totals=totals,
             scheduler=scheduler,
         )
+        trace.segments = segments
         self._emit("end", {"totals": asdict(totals)})
         return trace
+
+    def _validate(self, text: str) -> tuple[bool | None, str, list[dict]]:
+        """(valid, why, segments): a compiled constraint that checks its own outputs (a
+        triggered one, segment by segment) does; otherwise the text is checked against
+        the request's constraint."""
+        if self.matcher is not None:
+            own = self.compiled.check_output(
+                self.matcher, self.ctx.vocab.token_bytes, self.out_ids, self.finished, self.reason
+            )
+            if own is not None:
+                return own
+        valid, why = validate_output(
+            self.req.constraint if self.req.mode != "free" else None,
+            text,
+            self.finished,
+            self.reason,
+            self.matcher.is_final() if self.matcher is not None and self.finished else None,
+        )
+        return valid, why, []

@@ -5,7 +5,9 @@ Version history: 1 = first release; 2 = records built from these dataclasses, pl
 (how the request was decoded: single, batch or continuous), `steps[].batch_size`
 (requests in the forward pass that produced the step's logits) and `totals.queue_s` (time
 waiting to join a running batch); 3 = `jump_skips` (each jump the automaton forced but the
-engine could not make exact, with the reason) and `totals.jumps_skipped`. Older traces load
+engine could not make exact, with the reason) and `totals.jumps_skipped`; 4 = `segments`
+(a triggered constraint's free, tag and constrained stretches, each checked) and
+`steps[].segment`, and the request's trigger fields. Older traces load
 and are upgraded with defaults.
 Readers check `version` and refuse newer ones.
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 from ..errors import CfsmError
 
-TRACE_VERSION = 3
+TRACE_VERSION = 4
 MAX_SKIPS_IN_TRACE = 200  # every skip is counted in the totals; the first ones are listed
 REQUIRED_KEYS = ("version", "mode", "text", "tokens", "steps", "jumps", "totals")
 
@@ -58,8 +60,17 @@ class StepRecord:
     char_offset: int | None = None
     allowed_sample: list | None = None
     mask_key: str | None = None
+    segment: int | None = None  # the trace's `segments` entry it belongs to (triggered runs)
 
-    OPTIONAL = ("verifies", "verified", "grammar_us", "char_offset", "allowed_sample", "mask_key")
+    OPTIONAL = (
+        "verifies",
+        "verified",
+        "grammar_us",
+        "char_offset",
+        "allowed_sample",
+        "mask_key",
+        "segment",
+    )
 
     def to_json(self) -> dict:
         return _drop_none(asdict(self), self.OPTIONAL)
@@ -188,6 +199,9 @@ class Trace:
     # where an output stopped at max_new_tokens was unbounded (engine.analysis.unbounded)
     unfinished: dict | None = None
     jump_skips: list[JumpSkip] = field(default_factory=list)
+    # a triggered constraint's stretches (free, tag, constrained), each checked; empty when
+    # the constraint holds over the whole output (engine.triggers)
+    segments: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -206,6 +220,7 @@ class Trace:
             "steps": [s.to_json() for s in self.steps],
             "jumps": [j.to_json() for j in self.jumps],
             "jump_skips": [s.to_json() for s in self.jump_skips],
+            "segments": self.segments,
             "masks": self.masks,
             "totals": asdict(self.totals),
         }
@@ -371,6 +386,14 @@ def _upgrade_v2(obj: dict) -> dict:
     return obj
 
 
+def _upgrade_v3(obj: dict) -> dict:
+    """Version 3 -> 4: a constraint held over the whole output, no segments."""
+    obj = dict(obj)
+    obj.setdefault("segments", [])
+    obj["version"] = 4
+    return obj
+
+
 def validate_trace(obj) -> dict:
     """Check that an uploaded/loaded object is a trace this version can show (and bring
     an older one up to this version)."""
@@ -395,9 +418,10 @@ def validate_trace(obj) -> dict:
         raise CfsmError(
             "invalid_input", "not a cfsm trace: steps must be a list and totals an object"
         )
-    if v == 1:
-        obj = _upgrade_v1(obj)
-    return _upgrade_v2(obj) if obj["version"] == 2 else obj
+    for at, step in ((1, _upgrade_v1), (2, _upgrade_v2), (3, _upgrade_v3)):
+        if obj["version"] == at:
+            obj = step(obj)
+    return obj
 
 
 def encode_mask(ids, vocab_size: int) -> str:

@@ -173,13 +173,9 @@ class Engine:
         """Compile (outside any decoding), decode, and return the trace as JSON. With
         `continuous=True` the request joins the running batch that other callers share."""
         dec = self.ensure_model(req.runtime)
-        res = None
+        res, compiled, cached = None, None, False
         if req.mode != "free":
-            if req.constraint is None:
-                raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
-            cached = self.cache.has(req.constraint, req.backend)
-            res = self.compile(req.constraint, req.backend)
-        compiled = res.compiled if res is not None else None
+            res, compiled, cached = self._compile_request(req)
         if self.continuous:
             trace = dec.submit(req, compiled, on_event=on_event, should_stop=should_stop)
         else:
@@ -189,10 +185,31 @@ class Engine:
             trace.totals.compile_cached = cached
         return trace.to_json()
 
+    def _compile_request(self, req: GenerateRequest):
+        """(the first constraint's compile, what the decoder runs, whether all was cached):
+        a triggered request compiles each of its plan's constraints by the request's
+        backend and runs them behind one matcher (engine.triggers)."""
+        opts = req.trigger_options()
+        if not opts.active:
+            if req.constraint is None:
+                raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
+            cached = self.cache.has(req.constraint, req.backend)
+            res = self.compile(req.constraint, req.backend)
+            return res, res.compiled, cached
+        from ..triggers import TriggeredConstraint, build_plan
+
+        plan = build_plan(opts, req.constraint)
+        cached = all(self.cache.has(c, req.backend) for c in plan.constraints)
+        results = [self.compile(c, req.backend) for c in plan.constraints]
+        compiled = TriggeredConstraint(plan, [r.compiled for r in results], self.ctx)
+        return results[0], compiled, cached
+
     def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:
         """What the compile adds to a trace: its stats, the automaton with the path the
         output took, and the ideal forward-pass count of the output."""
         trace.totals.compile_s = round(res.seconds, 4)
+        if trace.segments:
+            return self._annotate_segments(trace, res)
         if trace.totals.reason == "max_new_tokens":
             u = why_unfinished(req.constraint, trace.text)
             trace.unfinished = u and {**u, "line": unfinished_line(u)}
@@ -219,6 +236,25 @@ class Engine:
             ideal["ideal_forward_passes"] = ideal["model_tokens"]
             ideal["emitted_tokens"] = len(trace.tokens)
         trace.ideal = ideal
+
+    def _annotate_segments(self, trace: Trace, res: CompileResult) -> None:
+        """A triggered run: the automaton of its first constraint, walked over the first
+        segment held to it (`path_offset` says where that segment starts in the output)."""
+        trace.compile = res.compiled.stats()
+        trace.warnings = list(res.compiled.warnings) + list(self.ctx.vocab.warnings)
+        seg = next((s for s in trace.segments if s["kind"] == "constrained"), None)
+        if res.dfa is None:
+            return
+        trace.automaton = automaton_json(res.dfa)
+        path = [res.dfa.initial]
+        for ch in seg["text"] if seg is not None else "":
+            nxt = res.dfa.step(path[-1], ch)
+            if nxt is None:
+                break
+            path.append(nxt)
+        trace.automaton["path"] = path
+        trace.automaton["path_offset"] = seg["char_start"] if seg is not None else 0
+        trace.automaton["path_segment"] = seg["index"] if seg is not None else None
 
     def close(self) -> None:
         for dec in self.decoders.values():

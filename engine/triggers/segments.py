@@ -1,0 +1,76 @@
+"""A triggered output checked segment by segment: every bound segment against its own
+constraint (each tool call's arguments against its tool's `parameters`), every tag as its
+text, and the shape (the output ended where the plan lets it end)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..decoding.validate import validate_output
+from .matcher import TriggeredMatcher
+from .tools import check_call
+
+
+@dataclass
+class SegmentRecord:
+    """One stretch of the output as the trace keeps it (token and character ranges)."""
+
+    index: int
+    kind: str  # free | tag | constrained
+    label: str
+    start: int  # first output token
+    end: int  # one past the last
+    char_start: int
+    char_end: int
+    text: str
+    valid: bool | None = None
+    validation: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def segment_records(m: TriggeredMatcher, token_bytes, out_ids: list[int], finished: bool):
+    """The segments of a finished (or stopped) output, each checked where it can be."""
+    plan = m.plan
+    recs: list[SegmentRecord] = []
+    chars = 0
+    for d in m.segments():
+        end = min(d["end"], len(out_ids))
+        text = b"".join(token_bytes[t] or b"" for t in out_ids[d["start"] : end])
+        s = text.decode("utf-8", errors="replace")
+        r = SegmentRecord(
+            d["index"], d["kind"], d["label"], d["start"], end, chars, chars + len(s), s
+        )
+        chars += len(s)
+        if d["kind"] == "constrained":
+            r.valid, r.validation = _check_bound(plan, d, s, finished)
+        recs.append(r)
+    return recs
+
+
+def _check_bound(plan, d: dict, text: str, finished: bool) -> tuple[bool | None, str]:
+    if not d.get("complete"):
+        return False, "not finished: the segment stops before its constraint is complete"
+    if plan.tools:
+        return check_call(plan.tools, text)
+    c = plan.constraints[d["slot"]]
+    return validate_output(c, text, True, "eos", True)
+
+
+def overall(recs: list[SegmentRecord], plan, finished: bool, reason: str) -> tuple[bool, str]:
+    """(valid, one line) for the whole output."""
+    if not finished:
+        return False, f"not finished ({reason}): the output is incomplete"
+    bound = [r for r in recs if r.kind == "constrained"]
+    bad = [r for r in bound if not r.valid]
+    if bad:
+        return False, f"segment {bad[0].index} ({bad[0].label}): {bad[0].validation}"
+    if plan.tools:
+        n = len(bound)
+        if n == 0:
+            return True, "no tool call: free text only (tool choice auto)"
+        return True, f"{n} tool call{'s' if n != 1 else ''}, each valid for its tool's parameters"
+    if not bound:
+        return False, "the answer after the reasoning is missing"
+    return True, f"reasoning, then an answer {bound[-1].validation}"

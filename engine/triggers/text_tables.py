@@ -1,0 +1,172 @@
+"""Per-tokenizer tables for triggered constraints, built once and kept in the tokenizer
+context: which free-text tokens would run past a trigger (masked, so that every trigger
+ends on a token boundary and the constraint after it starts at a token), and which tokens
+spell a prefix of a tag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backends import TokenizerContext
+
+
+def special_ids(ctx: TokenizerContext, texts: list[str]) -> dict[str, int]:
+    """The tags that are one special token of this tokenizer (e.g. Qwen's `<think>`)."""
+    tok = ctx.tokenizer
+    added = {}
+    if tok is not None and hasattr(tok, "get_added_vocab"):
+        added = tok.get_added_vocab()
+    out = {}
+    for t in texts:
+        tid = added.get(t)
+        if tid is not None and tid < ctx.vocab_size and ctx.vocab.token_bytes[tid] is None:
+            out[t] = int(tid)
+    return out
+
+
+@dataclass
+class _FreeTables:
+    excluded: np.ndarray  # sorted ids masked here
+    allowed: np.ndarray
+    masks: dict = field(default_factory=dict)  # device -> bool tensor (None: nothing masked)
+
+
+class TriggerScanner:
+    """Free text's watch for triggers. Its state is the longest end of the free text so far
+    that begins a trigger (bytes). `step` says which trigger a token completes; a token
+    that would complete one before its own end is masked (`tables`)."""
+
+    def __init__(self, ctx: TokenizerContext, texts: tuple[str, ...], special: dict[str, int]):
+        self.ctx = ctx
+        self.texts = tuple(t.encode("utf-8") for t in texts)
+        self.by_special = {special[t]: i for i, t in enumerate(texts) if t in special}
+        self._cands: np.ndarray | None = None
+        self._tables: dict[tuple[bytes, bool], _FreeTables] = {}
+
+    def step(self, state: bytes, token_id: int) -> tuple[bytes, int | None, bool]:
+        """(next state, index of the trigger the token completes or None, crosses): crosses
+        is True for a token that runs past a trigger's end (never allowed)."""
+        if token_id in self.by_special:
+            return b"", self.by_special[token_id], False
+        b = self.ctx.vocab.token_bytes[token_id] if token_id < self.ctx.vocab_size else None
+        s = state + (b or b"")
+        for i, t in enumerate(self.texts):
+            at = s.find(t, max(0, len(state) - len(t) + 1))
+            if at >= 0:
+                return b"", i, at + len(t) < len(s)
+        return self._suffix_state(s), None, False
+
+    def _suffix_state(self, s: bytes) -> bytes:
+        longest = max((len(t) for t in self.texts), default=1)
+        for n in range(min(len(s), longest - 1), 0, -1):
+            tail = s[-n:]
+            if any(t.startswith(tail) for t in self.texts):
+                return tail
+        return b""
+
+    def _candidates(self) -> np.ndarray:
+        """Tokens holding some trigger's last byte before their own end (only those can
+        run past a trigger)."""
+        if self._cands is None:
+            lasts = {t[-1:] for t in self.texts}
+            tb = self.ctx.vocab.token_bytes
+            self._cands = np.array(
+                [i for i, b in enumerate(tb) if b and any(x in b[:-1] for x in lasts)],
+                dtype=np.int64,
+            )
+        return self._cands
+
+    def tables(self, state: bytes, may_end: bool) -> _FreeTables:
+        key = (state, may_end)
+        if key not in self._tables:
+            ex = [int(i) for i in self._candidates() if self.step(state, int(i))[2]]
+            if not may_end:
+                ex.append(self.ctx.eos_token_id)
+            excluded = np.unique(np.array(ex, dtype=np.int64))
+            allowed = np.setdiff1d(np.arange(self.ctx.vocab_size, dtype=np.int64), excluded)
+            self._tables[key] = _FreeTables(excluded, allowed)
+        return self._tables[key]
+
+    def mask(self, state: bytes, may_end: bool, device: str):
+        """None where nothing is masked (most free steps: no trigger under way)."""
+        t = self.tables(state, may_end)
+        if device not in t.masks:
+            t.masks[device] = None
+            if len(t.excluded):
+                import torch
+
+                m = torch.ones(self.ctx.vocab_size, dtype=torch.bool)
+                m[torch.from_numpy(t.excluded)] = False
+                t.masks[device] = m.to(device)
+        return t.masks[device]
+
+
+class TagTable:
+    """Tokens that spell a prefix of a tag's remaining text (or its special token)."""
+
+    def __init__(self, ctx: TokenizerContext, text: str, special: int | None) -> None:
+        self.ctx = ctx
+        self.text = text.encode("utf-8")
+        self.special = special
+        self._ids: dict[tuple[int, bool], np.ndarray] = {}
+        self._masks: dict[tuple[int, str, bool], object] = {}
+
+    def allowed_ids(self, pos: int, may_end: bool = False) -> np.ndarray:
+        """With `may_end`, the stop (EOS) is allowed too."""
+        if (pos, may_end) not in self._ids:
+            if self.special is not None:
+                ids = [self.special]
+            else:
+                by_bytes = self.ctx.view("ids-by-bytes", lambda: _ids_by_bytes(self.ctx))
+                rest = self.text[pos:]
+                ids = [i for n in range(1, len(rest) + 1) for i in by_bytes.get(rest[:n], ())]
+            ids += [self.ctx.eos_token_id] if may_end else []
+            self._ids[(pos, may_end)] = np.array(sorted(set(ids)), dtype=np.int64)
+        return self._ids[(pos, may_end)]
+
+    def advance(self, pos: int, token_id: int) -> int | None:
+        """The position after the token, or None when it does not continue the tag."""
+        if token_id == self.special:
+            return len(self.text)
+        b = self.ctx.vocab.token_bytes[token_id] if token_id < self.ctx.vocab_size else None
+        if not b or not self.text.startswith(b, pos):
+            return None
+        return pos + len(b)
+
+    def mask(self, pos: int, device: str, may_end: bool = False):
+        key = (pos, device, may_end)
+        if key not in self._masks:
+            import torch
+
+            m = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)
+            m[torch.from_numpy(self.allowed_ids(pos, may_end))] = True
+            self._masks[key] = m.to(device)
+        return self._masks[key]
+
+    def rest(self, pos: int) -> str:
+        """The text still to write ('' for a special token, which no text spells)."""
+        if self.special is not None:
+            return ""
+        try:
+            return self.text[pos:].decode("utf-8")
+        except UnicodeDecodeError:
+            return ""
+
+
+def _ids_by_bytes(ctx: TokenizerContext) -> dict[bytes, list[int]]:
+    out: dict[bytes, list[int]] = {}
+    for i, b in enumerate(ctx.vocab.token_bytes):
+        if b:
+            out.setdefault(b, []).append(i)
+    return out
+
+
+def scanner(ctx: TokenizerContext, texts: tuple[str, ...], special: dict[str, int]):
+    key = "trigger-scan\x00" + "\x00".join(texts)
+    return ctx.view(key, lambda: TriggerScanner(ctx, texts, special))
+
+
+def tag_table(ctx: TokenizerContext, text: str, special: int | None) -> TagTable:
+    return ctx.view(f"tag\x00{text}", lambda: TagTable(ctx, text, special))

@@ -1,0 +1,112 @@
+"""Tools as a user gives them (OpenAI style) and the constraint a call is held to: the
+Hermes / Qwen body `{"name": NAME, "arguments": ARGS}`, NAME one of the tools' names and
+ARGS valid for that tool's `parameters`."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from ..constraint import Constraint, parse_schema
+from ..errors import CfsmError
+from ..limits import MAX_SCHEMA_CHARS
+
+MAX_TOOLS = 32
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: str  # the JSON schema of the arguments, as JSON text
+
+    def schema(self) -> dict:
+        return json.loads(self.parameters)
+
+
+def parse_tools(text: str) -> tuple[Tool, ...]:
+    """`[{"type": "function", "function": {"name", "description", "parameters"}}, ...]`;
+    CfsmError naming the first thing wrong (an invalid `parameters` schema included)."""
+    if len(text) > MAX_SCHEMA_CHARS:
+        raise CfsmError(
+            "input_too_large", f"the tools are longer than {MAX_SCHEMA_CHARS} characters"
+        )
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CfsmError("invalid_input", f"the tools are not valid JSON: {exc}") from exc
+    if isinstance(obj, dict):
+        obj = [obj]
+    if not isinstance(obj, list) or not obj:
+        raise CfsmError("invalid_input", "tools must be a non-empty JSON list of tool objects")
+    if len(obj) > MAX_TOOLS:
+        raise CfsmError("input_too_large", f"{len(obj)} tools; the limit is {MAX_TOOLS}")
+    tools = tuple(_tool(i, t) for i, t in enumerate(obj))
+    names = [t.name for t in tools]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise CfsmError("invalid_input", f"tool names must be unique: {', '.join(dup)}")
+    return tools
+
+
+def _tool(i: int, t) -> Tool:
+    where = f"tool {i + 1}"
+    if not isinstance(t, dict):
+        raise CfsmError("invalid_input", f"{where} is not an object")
+    fn = t.get("function", t) if t.get("type", "function") == "function" else None
+    if not isinstance(fn, dict):
+        raise CfsmError("invalid_input", f"{where}: only type 'function' tools are supported")
+    name = fn.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise CfsmError(
+            "invalid_input",
+            f"{where}: its name must be 1-64 letters, digits, _ . or -, not {name!r}",
+        )
+    params = fn.get("parameters", EMPTY_PARAMETERS)
+    if not isinstance(params, dict):
+        raise CfsmError("invalid_input", f"tool {name!r}: parameters must be a JSON schema object")
+    text = json.dumps(params, ensure_ascii=False)
+    try:
+        parse_schema(text)
+    except CfsmError as exc:
+        raise CfsmError(exc.kind, f"tool {name!r}: {exc.message}") from exc
+    return Tool(name, str(fn.get("description") or ""), text)
+
+
+def call_schema(tools: tuple[Tool, ...]) -> dict:
+    """One call: the name first (as the Hermes format writes it), then its arguments."""
+    bodies = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": t.schema()},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    return bodies[0] if len(bodies) == 1 else {"anyOf": bodies}
+
+
+def call_constraint(tools: tuple[Tool, ...]) -> Constraint:
+    """The constraint of a call's body, spaced as the Hermes template writes it."""
+    return Constraint("schema", json.dumps(call_schema(tools), ensure_ascii=False), "spaced")
+
+
+def check_call(tools: tuple[Tool, ...], text: str) -> tuple[bool, str]:
+    """A call's body checked on its own: the tool it names and its arguments."""
+    from ..decoding.validate import validate_output
+
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        return False, f"not JSON: {exc}"
+    name = doc.get("name") if isinstance(doc, dict) else None
+    match = [t for t in tools if t.name == name]
+    if not match:
+        return False, f"names no tool of the list ({name!r})"
+    args = json.dumps(doc.get("arguments"), ensure_ascii=False)
+    ok, why = validate_output(Constraint("schema", match[0].parameters), args, True, "eos", None)
+    return bool(ok), f"{name}: arguments {why}"
