@@ -12,7 +12,7 @@ from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, WHITESPACE_POLICIES
 from engine.decoding.request import MODES
 from engine.errors import CfsmError
-from engine.limits import COMPILE_TIMEOUT_S, MAX_STATES
+from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
 
 SPEC_HELP = (
     "read the schema as JSON Schema does: objects accept keys they do not list unless "
@@ -59,6 +59,24 @@ def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
         help="compile unenforceable schema keywords with a warning",
     )
     p.add_argument("--spec", action="store_true", help=SPEC_HELP)
+
+
+def _add_trigger_args(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("triggered constraints (reasoning, tool calls)")
+    t.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="free thinking up to the end marker, then the constraint (or the tools)",
+    )
+    t.add_argument(
+        "--think-budget", type=int, default=0, help="force the end marker after N free tokens"
+    )
+    t.add_argument("--think-start", default="<think>", help='forced first ("none": no start)')
+    t.add_argument("--think-end", default="</think>")
+    t.add_argument("--tools", help="OpenAI-style tools: a JSON file or inline JSON")
+    t.add_argument("--tool-choice", default="auto", help="auto, required or a tool's name")
+    t.add_argument("--tool-start", default="<tool_call>")
+    t.add_argument("--tool-end", default="</tool_call>")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -175,7 +193,32 @@ REQUEST_FIELDS = (
     "raw_prompt",
     "jump_threshold",
     "healing_tokens",
+    "reasoning",
+    "think_budget",
+    "think_start",
+    "think_end",
+    "tools",
+    "tool_choice",
+    "tool_start",
+    "tool_end",
 )
+
+
+def _tools_text(value) -> str | None:
+    """--tools takes a file or inline JSON; a requests line may hold the list itself."""
+    if value is None or isinstance(value, (list, dict)):
+        return None if value is None else json.dumps(value, ensure_ascii=False)
+    text = str(value)
+    if text.strip()[:1] not in ("[", "{", "") and len(text) < 4096:
+        p = Path(text)
+        if not p.is_file():
+            raise CfsmError("invalid_input", f"--tools {text!r} is neither JSON nor a file")
+        if p.stat().st_size > MAX_SCHEMA_CHARS:
+            raise CfsmError(
+                "input_too_large", f"tools file {text} is larger than {MAX_SCHEMA_CHARS} bytes"
+            )
+        return p.read_text(encoding="utf-8")
+    return text
 
 
 def _request_from(obj: dict, args):
@@ -187,6 +230,8 @@ def _request_from(obj: dict, args):
             "invalid_input", f"a request must be a JSON object, not {type(obj).__name__}"
         )
     inputs = {k: obj[k] for k in REQUEST_FIELDS if k in obj}
+    if "tools" in inputs:
+        inputs["tools"] = _tools_text(inputs["tools"])
     return GenerateRequest.from_inputs(obj.get("prompt", ""), _constraint_from(None, obj), **inputs)
 
 
@@ -586,6 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary"
     )
     g.add_argument("--json", action="store_true", help="print the full trace")
+    _add_trigger_args(g)
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)
 

@@ -77,6 +77,10 @@ class GenerateRequest:
                 "invalid_input", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}"
             )
         opts = self.trigger_options()
+        if opts.reasoning and self.constraint is None and not opts.tools.strip():
+            raise CfsmError(
+                "invalid_input", "reasoning needs a constraint (regex, schema, grammar) or tools"
+            )
         if self.mode != "free" and self.constraint is None and not opts.tools.strip():
             raise CfsmError(
                 "invalid_input",
