@@ -175,7 +175,7 @@ class Engine:
         dec = self.ensure_model(req.runtime)
         res, compiled, cached = None, None, False
         if req.mode != "free":
-            res, compiled, cached = self._compile_request(req)
+            res, compiled, cached = self.compile_request(req)
         if self.continuous:
             trace = dec.submit(req, compiled, on_event=on_event, should_stop=should_stop)
         else:
@@ -185,7 +185,7 @@ class Engine:
             trace.totals.compile_cached = cached
         return trace.to_json()
 
-    def _compile_request(self, req: GenerateRequest):
+    def compile_request(self, req: GenerateRequest):
         """(the first constraint's compile, what the decoder runs, whether all was cached):
         a triggered request compiles each of its plan's constraints by the request's
         backend and runs them behind one matcher (engine.triggers)."""

@@ -1,0 +1,248 @@
+"""Trigger detection and the phase walk over small hand-made vocabularies: a trigger split
+across tokens, inside a longer token, or one special token; rollback across a trigger;
+budget forcing; the stop masked while thinking. No model weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.backends import get_backend
+from engine.backends.base import TokenizerContext
+from engine.constraint import Constraint
+from engine.errors import CfsmError
+from engine.triggers import TriggeredConstraint, TriggerOptions, build_plan
+
+# id 0 is the stop; the others spell bytes
+PIECES = [
+    None,
+    "a",
+    "b",
+    " ",
+    "<",
+    "/",
+    "think",
+    ">",
+    "</",
+    "thin",
+    "k>",
+    "k>y",
+    "x</think>",
+    "x</think>y",
+    "</think>",
+    "{",
+    "}",
+    "1",
+    "2",
+    ">\n",
+    "<think>",
+]
+EOS = 0
+
+
+def _ctx() -> TokenizerContext:
+    return TokenizerContext.from_token_bytes(
+        [None if p is None else p.encode() for p in PIECES], EOS
+    )
+
+
+def ids(*texts: str) -> list[int]:
+    return [PIECES.index(t) for t in texts]
+
+
+def _triggered(ctx, opts: TriggerOptions, constraint: Constraint | None = None):
+    plan = build_plan(opts, constraint)
+    fsm = get_backend("fsm")
+    return TriggeredConstraint(plan, [fsm.compile(c, ctx) for c in plan.constraints], ctx)
+
+
+@pytest.fixture(scope="module")
+def think():
+    """Reasoning then the regex `[12]+`; no start tag (the prompt opened the thinking)."""
+    ctx = _ctx()
+    return ctx, _triggered(
+        ctx, TriggerOptions(reasoning=True, think_start="none"), Constraint("regex", "[12]+")
+    )
+
+
+def test_a_trigger_split_across_tokens_opens_the_constraint(think):
+    ctx, c = think
+    m = c.matcher()
+    for t in ids("a", "<", "/", "think"):
+        assert m.accept_token(t) and m.state_info()["free"]
+    assert PIECES.index(">\n") not in m.allowed_ids()  # it would run past the marker's end
+    assert m.accept_token(ids(">")[0])
+    assert not m.state_info()["free"] and m.retokenize_from() == 5
+    assert set(m.allowed_ids().tolist()) == set(ids("1", "2"))  # the constraint's first tokens
+
+
+def test_a_token_running_past_a_trigger_is_masked_and_refused(think):
+    ctx, c = think
+    m = c.matcher()
+    assert PIECES.index("x</think>y") not in m.allowed_ids()
+    assert PIECES.index("x</think>") in m.allowed_ids()
+    assert not m.mask("cpu")[PIECES.index("x</think>y")]
+    assert not m.accept_token(PIECES.index("x</think>y")) and m.state_info()["free"]
+    # halfway through the marker, `k>y` would run past it; `k>` ends on it
+    for t in ids("</", "thin"):
+        assert m.accept_token(t)
+    assert PIECES.index("k>y") not in m.allowed_ids() and PIECES.index("k>") in m.allowed_ids()
+    assert m.accept_token(PIECES.index("k>")) and not m.state_info()["free"]
+
+
+def test_a_trigger_inside_a_longer_token_that_ends_on_it(think):
+    _, c = think
+    m = c.matcher()
+    assert m.accept_token(PIECES.index("x</think>"))
+    assert not m.state_info()["free"] and m.retokenize_from() == 1
+
+
+def test_rollback_across_a_trigger_returns_to_free_text(think):
+    _, c = think
+    m = c.matcher()
+    for t in ids("a", "</", "thin", "k>", "1"):
+        assert m.accept_token(t)
+    assert m.segments()[-1]["kind"] == "constrained" and m.is_final()
+    m.rollback(2)  # `1` and `k>`: back inside the marker
+    assert m.state_info()["free"] and len(m.segments()) == 1
+    assert PIECES.index("k>y") not in m.allowed_ids()  # the scanner's state came back too
+    assert m.accept_token(PIECES.index("k>")) and m.accept_token(PIECES.index("2"))
+    with pytest.raises(ValueError):
+        m.rollback(99)
+
+
+def test_the_stop_is_masked_while_thinking_and_allowed_after_the_answer(think):
+    _, c = think
+    m = c.matcher()
+    assert EOS not in m.allowed_ids() and not m.mask("cpu")[EOS]
+    assert not m.accept_token(EOS) and not m.is_final()
+    m.accept_token(PIECES.index("x</think>"))
+    m.accept_token(PIECES.index("1"))
+    assert EOS in m.allowed_ids() and m.is_final()
+
+
+def test_budget_forcing_forces_the_end_marker_then_the_constraint():
+    ctx = _ctx()
+    c = _triggered(
+        ctx, TriggerOptions(reasoning=True, think_budget=3), Constraint("regex", "[12]+")
+    )
+    m = c.matcher()
+    assert m.jump_forward() == "<think>"  # the start tag is forced first
+    assert m.accept_token(PIECES.index("<think>")) and m.state_info()["free"]
+    for t in ids("a", "b", "a"):
+        assert m.accept_token(t)
+    assert m.segments()[-1]["label"] == "thinking end" and m.jump_forward() == "</think>"
+    # masked decoding: only tokens spelling a prefix of the marker are allowed
+    assert set(m.allowed_ids().tolist()) == set(ids("<", "</", "</think>"))
+    assert m.accept_token(PIECES.index("</think>"))
+    assert m.segments()[-1]["kind"] == "constrained"
+
+
+def test_a_special_token_marker_triggers_by_id():
+    from cfsm.bench.tiny_models import build_tokenizer
+
+    tok = build_tokenizer("byte_level")
+    tok.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})
+    ctx = TokenizerContext(tok, len(tok) + 8)
+    end = tok.convert_tokens_to_ids("</think>")
+    assert ctx.vocab.token_bytes[end] is None  # no text spells it
+    c = _triggered(ctx, TriggerOptions(reasoning=True), Constraint("regex", "yes|no"))
+    m = c.matcher()
+    start = tok.convert_tokens_to_ids("<think>")
+    assert m.allowed_ids().tolist() == [start] and m.jump_forward() == ""  # forced, not jumped
+    assert m.accept_token(start)
+    for t in ctx.continuation.encode("ok"):
+        assert m.accept_token(t) and m.state_info()["free"]
+    assert m.accept_token(end) and not m.state_info()["free"]
+    assert m.jump_forward() == ""  # `yes` or `no`: a choice
+
+
+def test_required_tool_choice_allows_only_calls_and_the_stop(ctx):
+    """The embedded tokenizer (no weights): the call is forced at once, its body held to
+    the tool's schema, and after its end tag only another call or the stop may follow."""
+    tools = json.dumps(
+        [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"n": {"enum": [1, 2]}},
+                        "required": ["n"],
+                    },
+                },
+            }
+        ]
+    )
+    c = _triggered(ctx, TriggerOptions(tools=tools, tool_choice="required"))
+    m = c.matcher()
+    assert m.jump_forward() == "<tool_call>"
+    for t in ctx.continuation.encode("<tool_call>"):
+        assert m.accept_token(t)
+    assert m.jump_forward() == '{"name": "f", "arguments": {"n": '
+    hello = ctx.continuation.encode("Hello")[0]
+    assert not m.accept_token(hello)  # free text is not allowed inside the call
+    for t in ctx.continuation.encode('{"name": "f", "arguments": {"n": 2}}'):
+        assert m.accept_token(t)
+    assert m.segments()[-1]["label"] == "tool call end" and m.jump_forward() == "</tool_call>"
+    for t in ctx.continuation.encode("</tool_call>"):
+        assert m.accept_token(t)
+    allowed = set(m.allowed_ids().tolist())
+    assert ctx.eos_token_id in allowed and hello not in allowed and m.is_final()
+    assert ctx.continuation.encode("<tool_call>")[0] in allowed
+    valid, why, segs = c.check_output(m, ctx.vocab.token_bytes, _walked(ctx), True, "eos")
+    assert valid and [s["kind"] for s in segs] == ["tag", "constrained", "tag", "tag"], why
+
+
+def _walked(ctx) -> list[int]:
+    enc = ctx.continuation.encode
+    return enc("<tool_call>") + enc('{"name": "f", "arguments": {"n": 2}}') + enc("</tool_call>")
+
+
+@pytest.mark.parametrize(
+    "opts, constraint, words",
+    [
+        (TriggerOptions(tools="[1]"), None, "tool 1 is not an object"),
+        (TriggerOptions(tools="{"), None, "not valid JSON"),
+        (TriggerOptions(tools='[{"type": "function", "function": {"name": "a b"}}]'), None, "name"),
+        (
+            TriggerOptions(tools='[{"function": {"name": "f", "parameters": {"type": 3}}}]'),
+            None,
+            "tool 'f': invalid JSON schema",
+        ),
+        (
+            TriggerOptions(tools='[{"function": {"name": "f"}}, {"function": {"name": "f"}}]'),
+            None,
+            "unique",
+        ),
+        (
+            TriggerOptions(tools='[{"function": {"name": "f"}}]', tool_choice="g"),
+            None,
+            "tool_choice",
+        ),
+        (
+            TriggerOptions(tools='[{"function": {"name": "f"}}]'),
+            Constraint("regex", "a"),
+            "not both",
+        ),
+        (TriggerOptions(reasoning=True), None, "needs a constraint"),
+        (TriggerOptions(reasoning=True, think_end=""), Constraint("regex", "a"), "end marker"),
+        (TriggerOptions(reasoning=True, think_budget=-1), Constraint("regex", "a"), ">= 0"),
+    ],
+)
+def test_bad_trigger_options_are_one_line_errors(opts, constraint, words):
+    with pytest.raises(CfsmError) as ei:
+        build_plan(opts, constraint)
+    assert words in ei.value.message and "\n" not in ei.value.message
+
+
+def test_free_text_masks_nothing_where_no_trigger_is_under_way():
+    ctx = _ctx()
+    tools = '[{"function": {"name": "f"}}]'
+    c = _triggered(ctx, TriggerOptions(tools=tools, tool_start="<think>", tool_end=">\n"))
+    m = c.matcher()
+    assert m.mask("cpu") is None and m.allowed_count() == ctx.vocab_size and m.is_final()
+    assert np.array_equal(m.allowed_ids(), np.arange(ctx.vocab_size))
