@@ -10,6 +10,7 @@ import gradio as gr
 from viz.step_bundle import empty_view
 
 CUSTOM = "(edited: no preset)"
+TOOLS_PRESET = "Tool calls, auto (tools)"
 RUNTIME_CHOICES = ("auto", "llamacpp", "transformers")
 NO_RUN = (
     "Run something to see its steps: the output, the automaton and what the constraint allowed at "
@@ -38,6 +39,14 @@ class Playground:
     tab_rx: Any
     tab_sch: Any
     tab_g: Any
+    tab_tools: Any
+    tools: Any
+    tools_err: Any
+    tool_choice: Any
+    tool_start: Any
+    tool_end: Any
+    reasoning: Any
+    think_budget: Any
     rx: Any
     rx_err: Any
     sch: Any
@@ -133,9 +142,47 @@ def _constraint_inputs(P: dict, first: str) -> dict:
                 label="Grammar: EBNF for xgrammar, Lark for llguidance",
             )
             w["gram_err"] = gr.HTML("", elem_id="grammar-error")
+        with gr.Tab("Tools", id="tools") as w["tab_tools"]:
+            w["tools"] = gr.Code(
+                P[TOOLS_PRESET]["text"],
+                language="json",
+                label="Tools (OpenAI style): free text; a call the model opens with the start "
+                'tag is held to {"name": ..., "arguments": ...} for one of these tools',
+                elem_id="tools-input",
+            )
+            w["tools_err"] = gr.HTML("", elem_id="tools-error")
+            with gr.Row():
+                w["tool_choice"] = gr.Textbox(
+                    "auto",
+                    label="Tool choice: auto (the model decides), required (calls only), or a "
+                    "tool's name",
+                    elem_id="tool-choice",
+                )
+                w["tool_start"] = gr.Textbox(
+                    P[TOOLS_PRESET]["tool_start"],
+                    label="Start tag (the trigger)",
+                    elem_id="tool-start",
+                )
+                w["tool_end"] = gr.Textbox(
+                    P[TOOLS_PRESET]["tool_end"], label="End tag", elem_id="tool-end"
+                )
     w["prompt"] = gr.Textbox(
         P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt"
     )
+    with gr.Row():
+        w["reasoning"] = gr.Checkbox(
+            False,
+            label="Reasoning first: free text in <think> … </think>, then the constraint",
+            elem_id="reasoning",
+        )
+        w["think_budget"] = gr.Number(
+            0,
+            precision=0,
+            minimum=0,
+            maximum=512,
+            label="Thinking budget (tokens; 0 = none): then </think> is forced",
+            elem_id="think-budget",
+        )
     with gr.Accordion("Test strings", open=False, elem_id="test-strings"):
         w["ts_text"] = gr.Textbox(
             "",

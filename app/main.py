@@ -22,6 +22,8 @@ from engine.decoding.trace import StepEvent, validate_trace
 from engine.errors import CfsmError
 from engine.limits import LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
+from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START, build_plan
+from engine.triggers.tools import parse_tools
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, head_html, step_view_html
@@ -78,8 +80,20 @@ def _msg(exc: BaseException) -> str:
 def make_constraint(
     kind: str, rx: str, sch: str, gram: str, ws: str, lenient: bool = False, spec: bool = False
 ) -> Constraint:
+    if kind == "tools":
+        raise CfsmError(
+            "invalid_input", "the Tools tab holds tools, not a regex, schema or grammar"
+        )
     text = {"regex": rx, "schema": sch, "grammar": gram}.get(kind, "")
     return Constraint.from_inputs(kind, text or "", ws, lenient, spec)
+
+
+def page_constraint(kind, rx, sch, gram, ws, lenient=False, spec=False, mode="jump"):
+    """The Run's constraint: none for free decoding, and none from the Tools tab (its tool
+    calls are the constraint)."""
+    if mode == "free" or kind == "tools":
+        return None
+    return make_constraint(kind, rx, sch, gram, ws, lenient, spec)
 
 
 def _regex_automaton_check(text: str, ws: str, hub: EngineHub | None) -> str:
@@ -136,6 +150,19 @@ def live_check(
         return f'<div class="cfsm-muted" style="color:#15803d">{ok}</div>'
     except CfsmError as exc:
         return _msg(exc)
+
+
+def tools_check(text: str) -> str:
+    """The Tools box checked while typing: the tools it names, or what is wrong."""
+    if not (text or "").strip():
+        return ""
+    try:
+        tools = parse_tools(text)
+    except CfsmError as exc:
+        return _msg(exc)
+    names = html.escape(", ".join(t.name for t in tools))
+    n = f"{len(tools)} tool{'s' if len(tools) != 1 else ''}"
+    return f'<div class="cfsm-muted" id="tools-ok">\u2713 {n}: {names}</div>'
 
 
 def scrub_slider(n_steps: int) -> gr.Slider:
@@ -201,43 +228,51 @@ RUN_OUTPUTS = Row(
     "view",
     "live",
 )
+# reasoning and tool calls (engine.triggers): the Tools tab and the reasoning row
+TRIGGER_INPUTS = Row("tools", "tool_choice", "tool_start", "tool_end", "reasoning", "think_budget")
 # The inputs an uploaded trace restores, and those a permalink or a preset sets.
-RESTORED_INPUTS = Row(
-    "kind",
-    "ctabs",
-    "rx",
-    "sch",
-    "gram",
-    "prompt",
-    "ws",
-    "lenient",
-    "spec",
-    "backend",
-    "mode",
-    "max_new",
-    "temp",
-    "top_p",
-    "seed",
-    "runtime",
-    "preset",
+RESTORED_INPUTS = (
+    Row(
+        "kind",
+        "ctabs",
+        "rx",
+        "sch",
+        "gram",
+        "prompt",
+        "ws",
+        "lenient",
+        "spec",
+        "backend",
+        "mode",
+        "max_new",
+        "temp",
+        "top_p",
+        "seed",
+        "runtime",
+        "preset",
+    )
+    + TRIGGER_INPUTS
 )
-PERMALINK_INPUTS = Row(
-    "kind",
-    "ctabs",
-    "rx",
-    "sch",
-    "gram",
-    "prompt",
-    "ws",
-    "backend",
-    "mode",
-    "max_new",
-    "temp",
-    "top_p",
-    "seed",
-    "runtime",
-    "model",
-    "preset",
+PERMALINK_INPUTS = (
+    Row(
+        "kind",
+        "ctabs",
+        "rx",
+        "sch",
+        "gram",
+        "prompt",
+        "ws",
+        "backend",
+        "mode",
+        "max_new",
+        "temp",
+        "top_p",
+        "seed",
+        "runtime",
+        "model",
+        "preset",
+    )
+    + TRIGGER_INPUTS
 )
 TOUR_PRESET = "SGLang character (regex)"
 
@@ -257,7 +292,10 @@ def tour_js(text: str) -> str:
 }}"""
 
 
-PRESET_INPUTS = Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend")
+PRESET_INPUTS = (
+    Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend") + TRIGGER_INPUTS
+)
+PAGE_KINDS = (*KINDS, "tools")
 
 
 def text_inputs(kind: str, text: str) -> dict:
@@ -265,8 +303,32 @@ def text_inputs(kind: str, text: str) -> dict:
     return {
         "kind": kind,
         "ctabs": gr.Tabs(selected=kind),
-        {"regex": "rx", "schema": "sch", "grammar": "gram"}[kind]: text,
+        {"regex": "rx", "schema": "sch", "grammar": "gram", "tools": "tools"}[kind]: text,
     }
+
+
+def trigger_inputs(tools=None, choice="auto", start=None, end=None, reasoning=False, budget=0):
+    """The Tools tab and reasoning row, by widget name (a preset, an uploaded trace, a
+    permalink); the tags keep their defaults where none is given."""
+    out = {
+        "tool_choice": choice or "auto",
+        "tool_start": start or DEFAULT_TOOL_START,
+        "tool_end": end or DEFAULT_TOOL_END,
+        "reasoning": bool(reasoning),
+        "think_budget": int(_num(budget, 0, 512, 0)),
+    }
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def trigger_fields(kind, tools_t, choice_v, start_v, end_v, reasoning_v, budget_v) -> dict:
+    """The request fields of the Tools tab (when it is the constraint) and the reasoning row."""
+    fields = {"reasoning": bool(reasoning_v), "think_budget": int(budget_v or 0)}
+    if kind == "tools":
+        fields.update(tools=tools_t or "", tool_choice=choice_v or "auto")
+        fields.update(tool_start=start_v or "", tool_end=end_v or "")
+    return fields
 
 
 def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> dict:
@@ -314,15 +376,13 @@ def run_streamer(hub: EngineHub):
         runtime_v="auto",
         raw_v=False,
         prev_trace=None,
+        *trigger_v,
     ):
         handle = RunHandle()
         out = RUN_OUTPUTS
         try:
-            constraint = (
-                None
-                if mode_v == "free"
-                else make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)
-            )
+            constraint = page_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v, mode_v)
+            triggers = trigger_fields(kind, *trigger_v) if trigger_v else {}
             req = GenerateRequest.from_inputs(
                 prompt_t,
                 constraint,
@@ -333,6 +393,7 @@ def run_streamer(hub: EngineHub):
                 top_p=top_v,
                 seed=seed_v,
                 runtime=runtime_v,
+                **triggers,
             )
             yield out.set(
                 stop=handle,
@@ -344,13 +405,18 @@ def run_streamer(hub: EngineHub):
                 view=empty_view("Decoding \u2026 the step view of this run appears when it ends."),
             )
             eng = hub.get(check_page_model(model_t))
-            if constraint is not None:
-                yield from _compile_progress(eng, constraint, backend_v, handle, out)
+            for c in _constraints_of(req):
+                yield from _compile_progress(eng, c, backend_v, handle, out)
             handle.set_phase("decoding")
             trace = yield from _decode_streaming(eng, req, handle, out)
             link = permalink_md(
                 kind,
-                {"regex": rx_t, "schema": sch_t, "grammar": gram_t}[kind],
+                {
+                    "regex": rx_t,
+                    "schema": sch_t,
+                    "grammar": gram_t,
+                    "tools": trigger_v[0] if trigger_v else "",
+                }[kind],
                 ws_v,
                 prompt_t,
                 model_t,
@@ -361,6 +427,7 @@ def run_streamer(hub: EngineHub):
                 seed_v,
                 top_v,
                 runtime_v,
+                triggers,
             )
             yield out.set(
                 permalink=link,
@@ -383,6 +450,17 @@ def run_streamer(hub: EngineHub):
             )
 
     return do_run
+
+
+def _constraints_of(req: GenerateRequest) -> list[Constraint]:
+    """What a run compiles: its constraint, or a triggered run's plan's constraints (the
+    tool calls' bodies, the answer after the reasoning)."""
+    if req.mode == "free":
+        return []
+    opts = req.trigger_options()
+    if opts.active:
+        return list(build_plan(opts, req.constraint).constraints)
+    return [req.constraint]
 
 
 def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHandle, out: Row):
@@ -465,6 +543,18 @@ def restore_inputs(trace: dict) -> dict:
     }
     if c.get("kind") in KINDS:
         out.update(text_inputs(c["kind"], c.get("text", "")))
+    if r.get("tools"):
+        out.update(text_inputs("tools", r["tools"]))
+    out.update(
+        trigger_inputs(
+            None,
+            r.get("tool_choice"),
+            r.get("tool_start"),
+            r.get("tool_end"),
+            r.get("reasoning"),
+            r.get("think_budget"),
+        )
+    )
     if "prompt" in r:
         out["prompt"] = r["prompt"]
     raw = {
@@ -531,6 +621,16 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
     ui.tab_rx.select(lambda: "regex", None, ui.kind, queue=False)
     ui.tab_sch.select(lambda: "schema", None, ui.kind, queue=False)
     ui.tab_g.select(lambda: "grammar", None, ui.kind, queue=False)
+    ui.tab_tools.select(lambda: "tools", None, ui.kind, queue=False)
+    ui.tools.change(
+        tools_check,
+        ui.tools,
+        ui.tools_err,
+        show_progress="hidden",
+        queue=False,
+        trigger_mode="always_last",
+    )
+    ui.tools.input(lambda: CUSTOM, None, ui.preset, queue=False)
 
     def on_preset(name):
         p = P.get(name)
@@ -538,6 +638,14 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
             return PRESET_INPUTS.set()
         return PRESET_INPUTS.set(
             **text_inputs(p["kind"], p["text"]),
+            **trigger_inputs(
+                None,
+                p.get("tool_choice"),
+                p.get("tool_start"),
+                p.get("tool_end"),
+                p.get("reasoning"),
+                p.get("think_budget"),
+            ),
             prompt=p["prompt"],
             ws=p["whitespace"],
             mode=p["mode"],
@@ -599,6 +707,7 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
             ui.runtime,
             ui.raw,
             ui.trace,
+            *TRIGGER_INPUTS.widgets(ui),
         ],
         outputs,
         concurrency_limit=DECODE_SLOTS,
@@ -682,12 +791,14 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
         mb,
         bb,
         wb,
+        *trigger_v,
     ):
         try:
             eng = hub.get(check_page_model(model_t))
             traces = []
+            triggers = trigger_fields(kind, *trigger_v)
             for m, b, w in ((ma, ba, wa), (mb, bb, wb)):
-                c = None if m == "free" else make_constraint(kind, rx_t, sch_t, gram_t, w)
+                c = page_constraint(kind, rx_t, sch_t, gram_t, w, mode=m)
                 traces.append(
                     eng.generate(
                         GenerateRequest.from_inputs(
@@ -700,6 +811,7 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
                             top_p=top_v,
                             seed=seed_v,
                             trace_detail=False,
+                            **(triggers if m != "free" else {}),
                         )
                     )
                 )
@@ -730,6 +842,7 @@ def _wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
             cmp.mode_b,
             cmp.backend_b,
             cmp.ws_b,
+            *TRIGGER_INPUTS.widgets(ui),
         ],
         [cmp.err, cmp.table, cmp.strip_a, cmp.strip_b],
         concurrency_limit=DECODE_SLOTS,
@@ -791,8 +904,18 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
         q = dict(request.query_params) if request is not None else {}
         if not q:
             return PERMALINK_INPUTS.set()
-        k = q.get("kind", "regex") if q.get("kind") in KINDS else "regex"
+        k = q.get("kind", "regex") if q.get("kind") in PAGE_KINDS else "regex"
         out = {**text_inputs(k, q.get("c", "")), "preset": CUSTOM}
+        out.update(
+            trigger_inputs(
+                None,
+                q.get("choice"),
+                q.get("tstart"),
+                q.get("tend"),
+                q.get("reasoning") == "1",
+                q.get("budget"),
+            )
+        )
         out.update(
             {name: q[key] for name, key in (("prompt", "prompt"), ("model", "model")) if key in q}
         )
@@ -855,19 +978,25 @@ def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
         lenient: bool = False,
         spec: bool = False,
         runtime: str = "auto",
+        reasoning: bool = False,
+        think_budget: int = 0,
+        tool_choice: str = "auto",
+        tool_start: str = DEFAULT_TOOL_START,
+        tool_end: str = DEFAULT_TOOL_END,
         request: gr.Request = None,
     ) -> dict:
         """Decode under a constraint; returns the engine's trace JSON. A run whose client
         cancels or goes away stops at the next step. `runtime`: auto, llamacpp or
-        transformers."""
+        transformers. `kind` "tools": `constraint` holds OpenAI-style tools, and calls in
+        free text are held to them (tool_choice, tool_start, tool_end); `reasoning`: free
+        thinking first, for at most `think_budget` tokens where it is not 0."""
         try:
             eng = hub.get()
-            c = (
-                None
-                if mode == "free"
-                else make_constraint(
-                    kind, constraint, constraint, constraint, whitespace, lenient, spec
-                )
+            c = page_constraint(
+                kind, constraint, constraint, constraint, whitespace, lenient, spec, mode
+            )
+            triggers = trigger_fields(
+                kind, constraint, tool_choice, tool_start, tool_end, reasoning, think_budget
             )
             return eng.generate(
                 GenerateRequest.from_inputs(
@@ -879,6 +1008,7 @@ def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
                     temperature=temperature,
                     seed=seed,
                     runtime=runtime,
+                    **(triggers if mode != "free" else {}),
                 ),
                 should_stop=client_gone(demo, request),
             )
@@ -898,7 +1028,19 @@ def _num(v, lo, hi, default):
 
 
 def permalink_md(
-    kind, text, ws, prompt, model, backend, mode, max_v, temp, seed, top_p=1.0, runtime="auto"
+    kind,
+    text,
+    ws,
+    prompt,
+    model,
+    backend,
+    mode,
+    max_v,
+    temp,
+    seed,
+    top_p=1.0,
+    runtime="auto",
+    triggers: dict | None = None,
 ) -> str:
     q = {
         "kind": kind,
@@ -916,6 +1058,11 @@ def permalink_md(
         q["runtime"] = runtime
     if model and model != "embedded":
         q["model"] = model
+    t = triggers or {}
+    if t.get("reasoning"):
+        q.update(reasoning=1, budget=int(t.get("think_budget") or 0))
+    if kind == "tools":
+        q.update(choice=t.get("tool_choice"), tstart=t.get("tool_start"), tend=t.get("tool_end"))
     url = "?" + urllib.parse.urlencode(q)
     if len(url) > 8000:
         return (

@@ -61,6 +61,48 @@ ORDER_SCHEMA = {
 }
 
 
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 30},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "unit"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 30}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "unit": {"type": "string", "enum": ["apples", "pears"]},
+    },
+    "required": ["answer", "unit"],
+    "additionalProperties": False,
+}
+
+
 def _bench() -> dict:
     try:
         return json.loads(_BENCH.read_text())
@@ -148,6 +190,37 @@ def presets() -> dict[str, dict]:
             "text": json.dumps(ORDER_SCHEMA, indent=2),
             "whitespace": "compact",
             "prompt": "Write a JSON order with id 1042 that was shipped by express with two books.",
+            "mode": "jump",
+        },
+        "Reasoning, then JSON (thinking budget)": {
+            "kind": "schema",
+            "text": json.dumps(ANSWER_SCHEMA, indent=2),
+            "whitespace": "compact",
+            "prompt": "Tom has 3 apples and buys 4 more. Think step by step inside <think> "
+            "</think>, then give the answer as JSON.",
+            "mode": "jump",
+            "reasoning": True,
+            "think_budget": 32,
+        },
+        # the embedded model never writes <tool_call> unprompted, but it opens ```json blocks:
+        # a template whose start tag it writes shows the trigger inside free text
+        "Tool calls, auto (tools)": {
+            "kind": "tools",
+            "text": json.dumps(TOOLS, indent=2),
+            "tool_choice": "auto",
+            "tool_start": "```json\n",
+            "tool_end": "\n```",
+            "whitespace": "compact",
+            "prompt": "Write the tool call get_weather for Paris (celsius) as a JSON object in a "
+            "```json block.",
+            "mode": "jump",
+        },
+        "Tool calls, required (tools)": {
+            "kind": "tools",
+            "text": json.dumps(TOOLS, indent=2),
+            "tool_choice": "required",
+            "whitespace": "compact",
+            "prompt": "What time is it in Tokyo? Use a tool.",
             "mode": "jump",
         },
         "Colour (EBNF grammar)": {

@@ -3,6 +3,7 @@ Pure functions of the trace; no engine imports."""
 
 from __future__ import annotations
 
+from .segments import segment_label_html, segment_sentence, segments, token_segments, trigger_tokens
 from .text import esc, visible
 
 ORIGIN_COLOURS = {"model": "#dbeafe", "forced": "#fef3c7", "jump": "#dcfce7"}
@@ -14,6 +15,14 @@ CSS = """
 white-space:pre;}
 .cfsm-chip.cur{outline:2px solid #f97316;}
 .cfsm-chip.future{opacity:.25;}
+.cfsm-chip.seg-free{background:#f8fafc!important;border-style:dashed;color:#475569;}
+.cfsm-chip.seg-tag{background:#f5f3ff!important;border-color:#7c3aed!important;}
+.cfsm-chip.trigger{box-shadow:0 0 0 2px #7c3aed;font-weight:600;}
+.cfsm-seg-label{display:inline-block;font-family:system-ui,sans-serif;font-size:11px;\
+margin:0 2px 0 8px;padding:0 4px;border-radius:8px;background:#e2e8f0;color:#334155;}
+.cfsm-seg-label.seg-constrained{background:#dbeafe;color:#1e3a8a;}
+.cfsm-seg-label.seg-free{background:#f1f5f9;color:#64748b;border:1px dashed #94a3b8;}
+.cfsm-seg-label.seg-tag{background:#ede9fe;color:#5b21b6;}
 .cfsm-legend span{margin-right:10px;font-size:12px;}
 .cfsm-tok{font-family:ui-monospace,Menlo,monospace;background:#f1f5f9;border-radius:3px;\
 padding:0 3px;margin:1px;display:inline-block;white-space:pre;}
@@ -122,32 +131,48 @@ def chip_labels(tokens: list[dict]) -> list[tuple[str, str]]:
 
 def token_strip(trace: dict, step: int | None = None) -> str:
     """One chip per output token coloured by origin; hover shows id, probability, step.
-    Tokens that come after the selected step are dimmed (the page moves that on the client)."""
+    Tokens that come after the selected step are dimmed (the page moves that on the client).
+    A triggered run's segments are labelled, free text and tags look different, and the
+    token that wrote a trigger is marked."""
     steps = trace.get("steps", [])
     probs = {s["index"]: s.get("prob") for s in steps}
     tokens = trace.get("tokens", [])
+    segs, seg_of, triggers = segments(trace), token_segments(trace), trigger_tokens(trace)
     chips = []
-    for t, (label, note) in zip(tokens, chip_labels(tokens), strict=True):
-        o = t.get("origin", "model")
-        p = probs.get(t.get("step"))
-        title = f"id {t['id']} | step {t.get('step')} | {o}" + (
-            f" | p={p:.3f}" if isinstance(p, (int, float)) and o != "jump" else ""
-        )
-        title += f" | {note}" if note else ""
-        cls = "cfsm-chip"
-        if step is not None and t.get("step") is not None:
-            if t["step"] == step:
-                cls += " cur"
-            elif t["step"] > step:
-                cls += " future"
-        chips.append(
-            f'<span class="{cls}" data-origin="{esc(str(o))}" '
-            f'data-step="{esc(str(t.get("step")))}" title="{esc(title)}" '
-            f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};'
-            f'border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(label)}</span>'
-        )
+    for i, (t, (label, note)) in enumerate(zip(tokens, chip_labels(tokens), strict=True)):
+        for sg in segs:
+            if sg["start"] == i and sg["end"] > i:
+                chips.append(segment_label_html(sg))
+        chips.append(_chip(t, label, note, probs, step, seg_of[i], segs, triggers.get(i)))
     head = f'<div class="cfsm-muted">{len(tokens)} output tokens</div>'
     return '<div class="cfsm-strip" id="token-strip">' + legend() + head + "".join(chips) + "</div>"
+
+
+def _chip(t, label, note, probs, step, seg, segs, trigger) -> str:
+    o = t.get("origin", "model")
+    p = probs.get(t.get("step"))
+    title = f"id {t['id']} | step {t.get('step')} | {o}" + (
+        f" | p={p:.3f}" if isinstance(p, (int, float)) and o != "jump" else ""
+    )
+    title += f" | {note}" if note else ""
+    cls = "cfsm-chip"
+    if seg is not None:
+        cls += f" seg-{segs[seg]['kind']}"
+        title += f" | segment {seg}: {segs[seg]['label']}"
+    if trigger is not None:
+        cls += " trigger"
+        title += f" | trigger: the {trigger} starts after it"
+    if step is not None and t.get("step") is not None:
+        if t["step"] == step:
+            cls += " cur"
+        elif t["step"] > step:
+            cls += " future"
+    return (
+        f'<span class="{cls}" data-origin="{esc(str(o))}" '
+        f'data-step="{esc(str(t.get("step")))}" title="{esc(title)}" '
+        f'style="background:{ORIGIN_COLOURS.get(o, "#eee")};'
+        f'border-color:{ORIGIN_BORDER.get(o, "#999")}">{esc(label)}</span>'
+    )
 
 
 def _tok_row(tokens: list, marks: dict[int, str]) -> str:
@@ -270,6 +295,9 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
     mass = s.get("feasible_mass", 1.0)
     if trace.get("mode") == "free":
         return f"Step {step}: no constraint; the model picked {tok} (p={s.get('prob', 0):.2f})."
+    in_segment = segment_sentence(trace, s, step)
+    if in_segment is not None:
+        return in_segment
     if s["origin"] == "forced":
         return (
             f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the "

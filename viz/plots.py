@@ -75,6 +75,19 @@ def timeline(trace: dict, step: int | None = None):
     )
     if step is not None:
         fig.add_vline(x=step, line_color="#f97316", line_dash="dot")
+    from .segments import free_spans
+
+    for a, b, label in free_spans(trace):  # free text of a triggered run: nothing masked
+        fig.add_vrect(
+            x0=a - 0.5,
+            x1=b + 0.5,
+            fillcolor="#cbd5e1",
+            opacity=0.35,
+            line_width=0,
+            annotation_text=f"free: {label}",
+            annotation_position="top left",
+            annotation_font_size=10,
+        )
     fig.update_yaxes(type="log", row=2, col=1, secondary_y=False, title_text="allowed tokens")
     # linear axes start at 0: one step's value is not stretched over its own rounding error
     fig.update_yaxes(rangemode="tozero", row=1, col=1, secondary_y=False, title_text="forward ms")

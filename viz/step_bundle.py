@@ -31,6 +31,7 @@ from .graph import (
 )
 from .panels import caption, glossary_html, jump_for_step, jump_panel, output_panel, token_strip
 from .plots import decode_mask
+from .segments import segment_note
 from .text import esc, visible
 
 MASK_WIDTH = 256
@@ -70,14 +71,16 @@ def positions(trace: dict) -> list[tuple[int | None, int]]:
     auto = trace.get("automaton") or {}
     path = auto.get("path") or [auto.get("initial", 0)]
     by_tokens = token_offsets(trace)
+    # a triggered run's path walks one segment (engine.serving.service._annotate_segments)
+    p0, pseg = int(auto.get("path_offset") or 0), auto.get("path_segment")
     out: list[tuple[int | None, int]] = []
     for s in trace.get("steps", []):
         off = s.get("char_offset")
         if off is None:
             off = by_tokens[min(int(s.get("output_len") or 0), len(by_tokens) - 1)]
         st = s.get("char_state")
-        if st is None and auto:
-            st = path[min(off, len(path) - 1)]
+        if st is None and auto and (pseg is None or s.get("segment") == pseg):
+            st = path[max(0, min(off - p0, len(path) - 1))]
         out.append((st, int(off)))
     out.append((path[-1] if auto else None, len(trace.get("text", ""))))
     return out
@@ -143,13 +146,14 @@ def _step_entry(
     steps = trace.get("steps", [])
     state, off = pos
     e: dict = {"c": caption(trace, k if k < len(steps) else None), "o": off}
+    rel = max(0, off - int(((trace.get("automaton") or {}).get("path_offset")) or 0))
     if view is not None:
         e.update(
             el=view.element(state),
             state=state,
             pos=view.position(state),
             L=which[k],
-            t=upto[min(off, len(upto) - 1)],
+            t=upto[min(rel, len(upto) - 1)],
         )
     j = jump_for_step(trace, k) if k < len(steps) else None
     e["j"] = jump_panel(trace, k) if j is not None else ""
@@ -166,6 +170,10 @@ def _step_entry(
             text=visible(str(s["token_text"])),
             free=trace.get("mode") == "free",
         )
+        note = segment_note(trace, s)
+        if note:
+            e["sn"] = note  # outside any constrained segment: grammar inactive
+            e["nf"] = "mask_key" not in s  # free text: no mask recorded, nothing masked
     return e
 
 
@@ -181,8 +189,12 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
         layouts, which, note = graph_plan(
             trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole, raw
         )
+        p0 = int(auto.get("path_offset") or 0)
         for j in trace.get("jumps", []):
-            a = j.get("char_start", 0)
+            a = j.get("char_start", 0) - p0  # a triggered run's path starts at its segment
+            if not 0 <= a < len(path):
+                jumps.append([])
+                continue
             els, _ = trail(view, path[a : a + len(j["string"]) + 1])
             jumps.append([e for e in els if e.startswith("e")])
     vocab = int(trace.get("model", {}).get("vocab_size", 0)) or 1

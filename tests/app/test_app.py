@@ -141,3 +141,84 @@ def test_the_regex_live_check_names_a_state_explosion_before_run(compile_engine)
     assert live_check("regex", "(a|b)*a(a|b){24}", "compact", "fsm", EngineHub()).endswith(
         "\u2713 looks valid</div>"
     )  # nothing loaded: no automaton is built
+
+
+def test_an_uploaded_triggered_trace_restores_the_tools_tab_and_reasoning():
+    tools = '[{"type": "function", "function": {"name": "f"}}]'
+    trace = {
+        "backend": "fsm",
+        "mode": "jump",
+        "request": {
+            "prompt": "Hi",
+            "constraint": None,
+            "tools": tools,
+            "tool_choice": "required",
+            "tool_start": "```json\n",
+            "tool_end": "\n```",
+            "reasoning": True,
+            "think_budget": 12,
+        },
+    }
+    got = restore_inputs(trace)
+    assert got["kind"] == "tools" and got["tools"] == tools
+    assert (got["tool_choice"], got["tool_start"], got["tool_end"]) == (
+        "required",
+        "```json\n",
+        "\n```",
+    )
+    assert got["reasoning"] is True and got["think_budget"] == 12
+    RESTORED_INPUTS.set(**got)  # every restored input is a widget the upload writes
+
+
+def test_the_tools_box_says_what_it_holds_or_what_is_wrong():
+    from app.main import tools_check
+
+    assert "2 tools: f, g" in tools_check(
+        '[{"function": {"name": "f"}}, {"function": {"name": "g"}}]'
+    )
+    bad = tools_check('[{"function": {"name": "f", "parameters": {"type": "nope"}}}]')
+    assert 'id="error-box"' in bad and "tool &#x27;f&#x27;" in bad and "invalid JSON schema" in bad
+    assert tools_check("") == ""
+
+
+def test_a_permalink_carries_the_trigger_inputs():
+    import urllib.parse
+
+    from app.main import permalink_md
+
+    md = permalink_md(
+        "tools",
+        "[]",
+        "compact",
+        "p",
+        "embedded",
+        "fsm",
+        "jump",
+        64,
+        0.0,
+        0,
+        triggers={
+            "reasoning": True,
+            "think_budget": 8,
+            "tool_choice": "required",
+            "tool_start": "<tool_call>",
+            "tool_end": "</tool_call>",
+        },
+    )
+    q = dict(urllib.parse.parse_qsl(md[md.index("?") + 1 : md.rindex(")")]))
+    assert q["kind"] == "tools" and q["reasoning"] == "1" and q["budget"] == "8"
+    assert (q["choice"], q["tstart"], q["tend"]) == ("required", "<tool_call>", "</tool_call>")
+
+
+def test_the_trigger_presets_set_their_tab_and_controls():
+    from app.main import PRESET_INPUTS, trigger_inputs
+    from app.presets import presets
+
+    P = presets()
+    r = P["Reasoning, then JSON (thinking budget)"]
+    assert r["reasoning"] and r["think_budget"] > 0 and r["kind"] == "schema"
+    auto, req = P["Tool calls, auto (tools)"], P["Tool calls, required (tools)"]
+    assert (auto["kind"], auto["tool_choice"], req["tool_choice"]) == ("tools", "auto", "required")
+    got = trigger_inputs(None, req.get("tool_choice"), None, None, False, None)
+    assert got["tool_start"] == "<tool_call>" and got["reasoning"] is False
+    PRESET_INPUTS.set(**got)

@@ -99,7 +99,8 @@ window.cfsm = (() => {
     for (let i = 0; i < e.t; i++) add(B.trail[i], "path");
     for (let i = 0; i < e.J; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
     if (e.el) add(e.el, "current");
-    $("#graph-where").innerHTML = (e.el ? `Current state <b>${esc(e.state)}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
+    $("#graph-where").innerHTML = e.sn ? `<span id="grammar-inactive">${esc(e.sn)}</span>` :
+      (e.el ? `Current state <b>${esc(e.state)}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
     centreOn(e.el, true);
   }
   function allowedHtml(e) {
@@ -110,12 +111,14 @@ window.cfsm = (() => {
       `<span class="cfsm-p">${pct(p)}</span>` + (nxt === null || nxt === undefined ? "" :
       `<a class="cfsm-state" data-el="${esc(el)}" href="#">\u2192 state ${esc(nxt)}</a>`) + "</div>").join("");
     const more = e.free ? `<div class="cfsm-muted">No constraint: every token is allowed.</div>` :
+      e.nf ? `<div class="cfsm-muted">No constraint in this segment: every token is allowed, except the stop while thinking and tokens that would run past a trigger.</div>` :
       e.a > list.length ? `<div class="cfsm-muted">\u2026 and ${esc((e.a - list.length).toLocaleString())} more${byProb ? ", less likely" : ""}</div>` : "";
     const how = byProb ? "most likely first (probability after masking)" : "by token id (this trace predates probabilities)";
     return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())}` +
       ` <span class="cfsm-muted">${list.length ? how : ""}</span></h4>${rows}${more}</div>`;
   }
   function maskHtml(e) {
+    if (e.nf) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted" id="mask-none">No constraint in this segment: nothing is masked (${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} allowed).</div>`;
     if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
     // positions as shares of the picture, which the page may draw smaller than 2 px per id
     const w = B.maskWidth, rows = Math.ceil(B.vocab / w), k = Number(e.k) || 0;

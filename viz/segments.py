@@ -1,0 +1,111 @@
+"""A triggered run's segments as the page shows them: which stretch each token and step
+belongs to, the trigger token, and the plain words for steps where no constraint holds."""
+
+from __future__ import annotations
+
+from .text import esc, visible
+
+SEGMENT_WORDS = {
+    "free": "free text: no constraint in this segment",
+    "tag": "a tag: only tokens that spell it are allowed",
+    "constrained": "held to the constraint",
+}
+
+
+def segments(trace: dict) -> list[dict]:
+    return list(trace.get("segments") or [])
+
+
+def token_segments(trace: dict) -> list[int | None]:
+    """The segment index of each output token (None everywhere for a whole-output run)."""
+    out: list[int | None] = [None] * len(trace.get("tokens", []))
+    for s in segments(trace):
+        for i in range(s["start"], min(s["end"], len(out))):
+            out[i] = s["index"]
+    return out
+
+
+def trigger_tokens(trace: dict) -> dict[int, str]:
+    """Output token index -> what it triggered: the last token of free text that the model
+    ended by writing a trigger (the constrained segment follows at once)."""
+    segs = segments(trace)
+    out = {}
+    for a, b in zip(segs, segs[1:], strict=False):
+        if a["kind"] == "free" and b["kind"] != "tag" and a["end"] > a["start"]:
+            out[a["end"] - 1] = b["label"]
+    return out
+
+
+def step_segment(trace: dict, step: dict) -> dict | None:
+    k = step.get("segment")
+    segs = segments(trace)
+    return segs[k] if isinstance(k, int) and 0 <= k < len(segs) else None
+
+
+def segment_sentence(trace: dict, s: dict, step: int) -> str | None:
+    """The caption of a step outside a constrained segment (None inside one)."""
+    seg = step_segment(trace, s)
+    if seg is None or seg["kind"] == "constrained":
+        return None
+    tok = f"<code>{esc(visible(str(s['token_text'])))}</code>"
+    if seg["kind"] == "free":
+        nxt = _next_constrained(trace, seg)
+        then = f" The constraint starts at the trigger ({esc(nxt)})." if nxt else ""
+        return (
+            f"Step {step}: free text ({esc(seg['label'])}), no constraint in this segment: "
+            f"nothing is masked or jumped; the model picked {tok} "
+            f"(p={s.get('prob', 0):.2f}).{then}"
+        )
+    return (
+        f"Step {step}: the tag {_quote(seg['text'] or seg['label'])} ({esc(seg['label'])}): only "
+        f"tokens that spell it are allowed; {tok} was chosen."
+    )
+
+
+def _next_constrained(trace: dict, seg: dict) -> str | None:
+    later = [s for s in segments(trace) if s["index"] > seg["index"] and s["kind"] == "constrained"]
+    return later[0]["label"] if later else None
+
+
+def _quote(text: str) -> str:
+    return f"<code>{esc(visible(text))}</code>"
+
+
+def segment_note(trace: dict, step: dict) -> str:
+    """What the graph and the mask panel say at a step outside any constrained segment
+    ('' inside one, and for a run without segments)."""
+    seg = step_segment(trace, step)
+    if seg is None or seg["kind"] == "constrained":
+        return ""
+    if seg["kind"] == "free":
+        return (
+            f"Grammar inactive: free text ({seg['label']}). No constraint in this segment; the "
+            "automaton is entered at the trigger."
+        )
+    return f"Grammar inactive: the tag {seg['text'] or seg['label']!r} ({seg['label']})."
+
+
+def segment_label_html(seg: dict) -> str:
+    """The label the token strip puts before a segment's first token."""
+    ok = "" if seg.get("valid") is None else (" \u2713" if seg["valid"] else " \u2717")
+    title = SEGMENT_WORDS.get(seg["kind"], "") + (
+        f" | {seg['validation']}" if seg.get("validation") else ""
+    )
+    return (
+        f'<span class="cfsm-seg-label seg-{esc(seg["kind"])}" data-seg="{seg["index"]}" '
+        f'title="{esc(title)}">{esc(seg["label"])}{ok}</span>'
+    )
+
+
+def free_spans(trace: dict) -> list[tuple[int, int, str]]:
+    """(first step, last step, label) of each free segment, for the timeline's shading."""
+    by_seg: dict[int, list[int]] = {}
+    for s in trace.get("steps", []):
+        if isinstance(s.get("segment"), int):
+            by_seg.setdefault(s["segment"], []).append(s["index"])
+    segs = segments(trace)
+    return [
+        (min(ix), max(ix), segs[k]["label"])
+        for k, ix in sorted(by_seg.items())
+        if k < len(segs) and segs[k]["kind"] == "free"
+    ]
