@@ -293,7 +293,8 @@ def tour_js(text: str) -> str:
 
 
 PRESET_INPUTS = (
-    Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend") + TRIGGER_INPUTS
+    Row("kind", "ctabs", "rx", "sch", "gram", "prompt", "ws", "mode", "backend", "tools_err")
+    + TRIGGER_INPUTS
 )
 PAGE_KINDS = (*KINDS, "tools")
 
@@ -622,6 +623,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
     ui.tab_sch.select(lambda: "schema", None, ui.kind, queue=False)
     ui.tab_g.select(lambda: "grammar", None, ui.kind, queue=False)
     ui.tab_tools.select(lambda: "tools", None, ui.kind, queue=False)
+    ui.tools_err.value = tools_check(ui.tools.value)  # the page opens with it checked
     ui.tools.change(
         tools_check,
         ui.tools,
@@ -650,6 +652,8 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
             ws=p["whitespace"],
             mode=p["mode"],
             backend=p.get("backend", DEFAULT_BACKEND),
+            # the box's own check does not run when a preset puts the same text back
+            **({"tools_err": tools_check(p["text"])} if p["kind"] == "tools" else {}),
         )
 
     ui.preset.input(on_preset, ui.preset, PRESET_INPUTS.widgets(ui), queue=False)

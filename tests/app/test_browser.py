@@ -875,3 +875,43 @@ def test_a_glossary_term_opens_beside_its_link_without_scrolling_the_page(page, 
     assert abs(box["y"] - (at["y"] + at["height"])) < 12  # just under the term
     page.keyboard.press("Escape")
     assert page.locator("#glossary-pop").count() == 0
+
+
+def _show_step(page, k: int) -> None:
+    page.evaluate(f"window.cfsm.show({k})")
+    _wait_step(page, k)
+
+
+def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_grammar(page, app_url):
+    """The auto tools preset: free text, the model opens a ```json block (the trigger), the
+    call is held to the tools, free text again. The page shows which stretch is which."""
+    _pick_preset(page, "Tool calls, auto (tools)")
+    page.wait_for_function(
+        "document.querySelector('#tools-input').innerText.includes('get_weather')",
+        timeout=10_000,
+    )
+    assert (
+        page.locator("#tool-start textarea, #tool-start input").first.input_value() == "```json\n"
+    )
+    assert "\u2713 2 tools: get_weather, get_time" in page.locator("#tools-error").inner_text()
+    _run_and_wait(page)
+    trace = _trace_of_last_run(page, app_url)
+    assert trace["valid"] and trace["segments"][1]["kind"] == "constrained", trace["validation"]
+    labels = page.locator("#step-view #token-strip .cfsm-seg-label").all_inner_texts()
+    assert labels[:3] == ["text", "tool call \u2713", "tool call end"], labels
+    trig = page.locator("#step-view #token-strip .cfsm-chip.trigger")
+    assert trig.count() == 1 and "trigger" in trig.get_attribute("title")
+    free = next(s["index"] for s in trace["steps"] if s["segment"] == 0 and s["index"] > 0)
+    _show_step(page, free)
+    assert "Grammar inactive: free text" in page.locator("#grammar-inactive").inner_text()
+    assert "No constraint in this segment" in page.locator("#mask-none").inner_text()
+    assert page.locator("#fsm-graph svg g.current").count() == 0
+    assert "no constraint in this segment" in page.locator("#caption").inner_text()
+    inside = next(s["index"] for s in trace["steps"] if s["segment"] == 1)
+    _show_step(page, inside)
+    assert page.locator("#grammar-inactive").count() == 0
+    assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(
+        trace, inside
+    )
+    assert page.locator("#mask-img").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "tool-call-view.png"), full_page=True)
