@@ -350,11 +350,13 @@ def cmd_bench(args) -> int:
         )
         return 0
     if args.names is None:
-        args.names = 5 if args.suite in ("peers", "tokenizers") else 10
+        args.names = 5 if args.suite in ("peers", "tokenizers", "triggers") else 10
     if args.suite == "peers":
         return _bench_peers(args)
     if args.suite == "tokenizers":
         return _bench_tokenizers(args)
+    if args.suite == "triggers":
+        return _bench_triggers(args)
     if args.suite == "adversarial":
         return _bench_adversarial(args)
     if args.suite in ("scrub", "page-run"):  # a served page, as `cfsm serve` runs it
@@ -399,6 +401,23 @@ def _bench_adversarial(args) -> int:
     out = Path(args.out or "bench-results/adversarial.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res))
+    print(json.dumps(res) if args.json else "\n" + format_table(res))
+    return 0
+
+
+def _bench_triggers(args) -> int:
+    from .bench.triggers import format_table, run
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    res = run(
+        names=args.names,
+        backends=backends,
+        max_new_tokens=min(args.max_new_tokens, 200),
+        log=(lambda *_: None) if args.json else print,
+    )
+    out = Path(args.out or "bench-results/triggers.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
     print(json.dumps(res) if args.json else "\n" + format_table(res))
     return 0
 
@@ -668,6 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
             "peers",
             "tokenizers",
             "adversarial",
+            "triggers",
         ],
         help="paper-character: masked vs jump per backend on --names names; paper: the character "
         "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view "
@@ -677,7 +697,8 @@ def build_parser() -> argparse.ArgumentParser:
         "llama.cpp+grammar, cfsm masked and jump on both runtimes side by side; tokenizers: "
         "masked / jump / ideal passes per tokenizer family (tiny "
         "models built offline); adversarial: the adversarial corpus compiled for every backend "
-        "while an ordinary user runs (answers, limits, memory)",
+        "while an ordinary user runs (answers, limits, memory); triggers: tool calls and reasoning, "
+        "masked vs jump passes and the grammar's cost per free token",
     )
     b.add_argument(
         "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"

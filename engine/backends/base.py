@@ -108,9 +108,9 @@ class Matcher(ABC):
     @abstractmethod
     def mask(self, device: str):
         """Bool tensor over the vocabulary on `device`, True where `allowed_ids` holds the
-        id, or None where every token is allowed (free text before a trigger: the step is
-        sampled unmasked). Does not change the state; callers must not write into it (it
-        may be cached)."""
+        id; or, where nearly every token is allowed (free text before a trigger), None
+        (nothing masked) or a small int64 tensor of the only ids excluded (a ban list).
+        Does not change the state; callers must not write into it (it may be cached)."""
 
     @abstractmethod
     def accept_token(self, token_id: int) -> bool:

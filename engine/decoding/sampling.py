@@ -22,6 +22,8 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
     logits = logits.float()
     probs_raw = torch.softmax(logits, dim=-1)
     k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
+    if mask is not None and mask.dtype != torch.bool:
+        return _select_banned(logits, probs_raw, mask, k, req, gen)
     # the unmasked top-k is for the step view only (one vocabulary-wide pass less without it)
     rv, ri = torch.topk(probs_raw, k if req.trace_detail or mask is None else 0)
     if mask is not None:
@@ -45,13 +47,48 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
             choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
         else:
             choice = torch.multinomial(p, 1, generator=gen)[0]
+    p_masked = kept[choice].clamp_min(0) / feasible.clamp_min(1e-38)
+    return _pack(choice, feasible, p_masked, probs_raw, rv, ri, mv, mi)
+
+
+def _select_banned(logits, probs_raw, banned, k: int, req: GenerateRequest, gen):
+    """`select_pack` where a few ids are excluded and every other is allowed (free text of a
+    triggered constraint): the masked top-k is the raw top-k without them, so no pass over
+    the vocabulary is added to the one the raw top-k takes."""
+    import torch
+
+    n = min(k + banned.numel(), probs_raw.shape[-1])
+    av, ai = torch.topk(probs_raw, n)
+    keep = ~torch.isin(ai, banned)
+    mv, mi = av[keep][:k], ai[keep][:k]
+    feasible = (1.0 - probs_raw[banned].sum()).clamp_min(1e-38)
+    rv, ri = (av[:k], ai[:k]) if req.trace_detail else (av[:0], ai[:0])
+    if req.temperature <= 0:
+        choice = mi[0]
+    else:
+        masked = logits.index_fill(0, banned, float("-inf"))
+        p = torch.softmax(masked / req.temperature, dim=-1)
+        if req.top_p < 1.0:
+            sp, si = torch.sort(p, descending=True)
+            sp = sp * ((torch.cumsum(sp, dim=-1) - sp) < req.top_p)
+            choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
+        else:
+            choice = torch.multinomial(p, 1, generator=gen)[0]
+    return _pack(
+        choice, feasible, probs_raw[choice] / feasible, probs_raw, rv, ri, mv / feasible, mi
+    )
+
+
+def _pack(choice, feasible, p_masked, probs_raw, rv, ri, mv, mi):
+    import torch
+
     return torch.cat(
         [
             choice.float().view(1),
             feasible.view(1),
-            (kept[choice].clamp_min(0) / feasible.clamp_min(1e-38)).view(1),
+            p_masked.view(1),
             probs_raw[choice].view(1),
-            torch.tensor([float(rv.numel())], device=logits.device),
+            torch.tensor([float(rv.numel())], device=probs_raw.device),
             rv,
             ri.float(),
             mv,

@@ -330,8 +330,8 @@ class Sequence:
             self.finished, self.reason = False, "max_new_tokens"
 
     def _only_eos(self) -> bool:
-        ids = self.matcher.allowed_ids()
-        return len(ids) == 1 and int(ids[0]) == self.ctx.eos_token_id
+        m = self.matcher
+        return m.allowed_count() == 1 and int(m.allowed_ids()[0]) == self.ctx.eos_token_id
 
     def _end(self, finished: bool, reason: str) -> None:
         self.done, self.finished, self.reason = True, finished, reason

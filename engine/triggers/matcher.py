@@ -37,6 +37,7 @@ class TriggeredConstraint(CompiledConstraint):
             if isinstance(p, FreePhase):
                 texts = tuple(t.text for t in p.triggers)
                 self.scanners[i] = scanner(ctx, texts, special)
+                self.scanners[i].prepare(p.may_end)
             elif isinstance(p, TagPhase):
                 self.tags[i] = tag_table(ctx, p.text, special.get(p.text))
 

@@ -29,8 +29,16 @@ def special_ids(ctx: TokenizerContext, texts: list[str]) -> dict[str, int]:
 @dataclass
 class _FreeTables:
     excluded: np.ndarray  # sorted ids masked here
-    allowed: np.ndarray
-    masks: dict = field(default_factory=dict)  # device -> bool tensor (None: nothing masked)
+    vocab_size: int
+    masks: dict = field(default_factory=dict)  # device -> ban list (None: nothing masked)
+    _allowed: np.ndarray | None = None
+
+    @property
+    def allowed(self) -> np.ndarray:
+        """Every other id (built on first use: decoding free text never asks for it)."""
+        if self._allowed is None:
+            self._allowed = np.setdiff1d(np.arange(self.vocab_size, dtype=np.int64), self.excluded)
+        return self._allowed
 
 
 class TriggerScanner:
@@ -66,40 +74,52 @@ class TriggerScanner:
                 return tail
         return b""
 
-    def _candidates(self) -> np.ndarray:
-        """Tokens holding some trigger's last byte before their own end (only those can
-        run past a trigger)."""
+    def _inside(self) -> np.ndarray:
+        """Tokens holding a whole trigger before their own end (one vocabulary scan)."""
         if self._cands is None:
-            lasts = {t[-1:] for t in self.texts}
             tb = self.ctx.vocab.token_bytes
             self._cands = np.array(
-                [i for i, b in enumerate(tb) if b and any(x in b[:-1] for x in lasts)],
+                [i for i, b in enumerate(tb) if b and any(t in b[:-1] for t in self.texts)],
                 dtype=np.int64,
             )
         return self._cands
 
+    def _crossing(self, state: bytes) -> np.ndarray:
+        """Tokens that would run past a trigger's end from this state: a trigger begun in
+        the text (its first k bytes end the state) and finished inside the token before
+        its end, or one wholly inside the token. Two binary searches per begun trigger."""
+        parts = [self._inside()]
+        for t in self.texts:
+            for k in range(1, len(t)):
+                if state.endswith(t[:k]):
+                    parts.append(self.ctx.vocab.ids_extending(t[k:]))
+        return np.unique(np.concatenate(parts)).astype(np.int64)
+
     def tables(self, state: bytes, may_end: bool) -> _FreeTables:
         key = (state, may_end)
         if key not in self._tables:
-            ex = [int(i) for i in self._candidates() if self.step(state, int(i))[2]]
+            ex = self._crossing(state)
             if not may_end:
-                ex.append(self.ctx.eos_token_id)
-            excluded = np.unique(np.array(ex, dtype=np.int64))
-            allowed = np.setdiff1d(np.arange(self.ctx.vocab_size, dtype=np.int64), excluded)
-            self._tables[key] = _FreeTables(excluded, allowed)
+                ex = np.union1d(ex, [self.ctx.eos_token_id]).astype(np.int64)
+            self._tables[key] = _FreeTables(ex, self.ctx.vocab_size)
         return self._tables[key]
 
+    def prepare(self, may_end: bool) -> None:
+        """Every state's tables now (with the compile, outside any decoding step): the
+        states are the triggers' proper prefixes."""
+        for t in self.texts:
+            for k in range(len(t)):
+                self.tables(t[:k], may_end)
+
     def mask(self, state: bytes, may_end: bool, device: str):
-        """None where nothing is masked (most free steps: no trigger under way)."""
+        """None where nothing is masked (most free steps: no trigger under way); else the
+        few excluded ids (a ban list, which sampling applies without a vocabulary-wide
+        mask)."""
         t = self.tables(state, may_end)
         if device not in t.masks:
-            t.masks[device] = None
-            if len(t.excluded):
-                import torch
+            import torch
 
-                m = torch.ones(self.ctx.vocab_size, dtype=torch.bool)
-                m[torch.from_numpy(t.excluded)] = False
-                t.masks[device] = m.to(device)
+            t.masks[device] = torch.from_numpy(t.excluded).to(device) if len(t.excluded) else None
         return t.masks[device]
 
 

@@ -83,7 +83,7 @@ def test_a_token_running_past_a_trigger_is_masked_and_refused(think):
     m = c.matcher()
     assert PIECES.index("x</think>y") not in m.allowed_ids()
     assert PIECES.index("x</think>") in m.allowed_ids()
-    assert not m.mask("cpu")[PIECES.index("x</think>y")]
+    assert PIECES.index("x</think>y") in m.mask("cpu").tolist()  # a ban list of a few ids
     assert not m.accept_token(PIECES.index("x</think>y")) and m.state_info()["free"]
     # halfway through the marker, `k>y` would run past it; `k>` ends on it
     for t in ids("</", "thin"):
@@ -116,7 +116,7 @@ def test_rollback_across_a_trigger_returns_to_free_text(think):
 def test_the_stop_is_masked_while_thinking_and_allowed_after_the_answer(think):
     _, c = think
     m = c.matcher()
-    assert EOS not in m.allowed_ids() and not m.mask("cpu")[EOS]
+    assert EOS not in m.allowed_ids() and EOS in m.mask("cpu").tolist()
     assert not m.accept_token(EOS) and not m.is_final()
     m.accept_token(PIECES.index("x</think>"))
     m.accept_token(PIECES.index("1"))
@@ -246,3 +246,31 @@ def test_free_text_masks_nothing_where_no_trigger_is_under_way():
     m = c.matcher()
     assert m.mask("cpu") is None and m.allowed_count() == ctx.vocab_size and m.is_final()
     assert np.array_equal(m.allowed_ids(), np.arange(ctx.vocab_size))
+
+
+@pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (0.9, 1.0), (0.9, 0.8)])
+def test_sampling_with_a_ban_list_equals_sampling_with_its_mask(temperature, top_p):
+    """Free text excludes a few ids by a ban list; the pick and every number the trace keeps
+    are those of the full bool mask that excludes the same ids."""
+    import torch
+
+    from engine.decoding.request import GenerateRequest
+    from engine.decoding.sampling import SamplePack, select_pack
+
+    torch.manual_seed(0)
+    logits = torch.randn(5000) * 3
+    banned = torch.topk(logits, 3).indices  # the three most likely: the pick must move
+    mask = torch.ones(5000, dtype=torch.bool)
+    mask[banned] = False
+    req = GenerateRequest(prompt="x", temperature=temperature, top_p=top_p, mode="free")
+    packs = []
+    for m in (mask, banned):
+        gen = torch.Generator().manual_seed(7)
+        packs.append(SamplePack.from_values(select_pack(logits, m, req, gen).tolist()))
+    a, b = packs
+    assert a.token_id == b.token_id and a.token_id not in banned.tolist()
+    assert a.prob == pytest.approx(b.prob, rel=1e-5)
+    assert a.feasible_mass == pytest.approx(b.feasible_mass, rel=1e-5)
+    assert [i for i, _ in a.masked_top] == [i for i, _ in b.masked_top]
+    assert [v for _, v in a.masked_top] == pytest.approx([v for _, v in b.masked_top], rel=1e-4)
+    assert a.raw_top == b.raw_top
