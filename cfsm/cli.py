@@ -697,8 +697,8 @@ def build_parser() -> argparse.ArgumentParser:
         "llama.cpp+grammar, cfsm masked and jump on both runtimes side by side; tokenizers: "
         "masked / jump / ideal passes per tokenizer family (tiny "
         "models built offline); adversarial: the adversarial corpus compiled for every backend "
-        "while an ordinary user runs (answers, limits, memory); triggers: tool calls and reasoning, "
-        "masked vs jump passes and the grammar's cost per free token",
+        "while an ordinary user runs (answers, limits, memory); triggers: tool calls and "
+        "reasoning, masked vs jump passes and the grammar's cost per free token",
     )
     b.add_argument(
         "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"

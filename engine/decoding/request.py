@@ -91,6 +91,10 @@ class GenerateRequest:
                 "invalid_input",
                 "reasoning and tools constrain part of the output: use mode jump or masked",
             )
+        if opts.active:
+            from ..triggers.plan import build_plan
+
+            build_plan(opts, self.constraint)  # bad tools or tags say so before any model loads
         if len(self.prompt) > MAX_PROMPT_CHARS:
             raise CfsmError(
                 "input_too_large",

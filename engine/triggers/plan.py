@@ -10,11 +10,11 @@ only; `engine.triggers.matcher` compiles nothing and walks the phases over compi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..constraint import Constraint
 from ..errors import CfsmError
-from .tools import Tool, call_constraint, parse_tools
+from .tools import Tool, call_constraint, parse_tools, tool_format
 
 TOOL_CHOICES = ("auto", "required")
 DEFAULT_THINK_START = "<think>"
@@ -95,7 +95,7 @@ class Plan:
     constraints: tuple[Constraint, ...]
     tools: tuple[Tool, ...] = ()
     start: int = 0
-    notes: tuple[str, ...] = field(default=())
+    tool_format: str = "hermes"  # how a call's body names its tool (engine.triggers.tools)
 
     def tag_texts(self) -> list[str]:
         """Every tag and trigger text (the matcher looks up which are special tokens)."""
@@ -144,7 +144,8 @@ def _tools_phases(b: _Builder, opts: TriggerOptions, tools: tuple[Tool, ...]) ->
             f"tool_choice must be auto, required or a tool's name ({', '.join(names)}), "
             f"not {choice!r}",
         )
-    any_call = b.slot(call_constraint(tools))
+    fmt = tool_format(opts.tool_start)
+    any_call = b.slot(call_constraint(tools, fmt))
     free = b.next_index  # free text after any call: calls by trigger, EOS allowed
     # the model writes the start tag itself: the call's constraint begins after it
     b.add(FreePhase("text", (Trigger(opts.tool_start, free + 1),), may_end=True))
@@ -154,7 +155,8 @@ def _tools_phases(b: _Builder, opts: TriggerOptions, tools: tuple[Tool, ...]) ->
         return free
     # required (or one named tool): the output is calls only, as with the serving engines'
     # `required`: a first call at once, then another call or the stop
-    forced = b.slot(call_constraint(tuple(t for t in tools if choice in ("required", t.name))))
+    chosen = tuple(t for t in tools if choice in ("required", t.name))
+    forced = b.slot(call_constraint(chosen, fmt))
     first = b.next_index
     b.add(TagPhase("tool call tag", opts.tool_start, first + 1))
     b.add(BoundPhase("tool call", forced, first + 2))
@@ -181,9 +183,10 @@ def build_plan(opts: TriggerOptions, constraint: Constraint | None) -> Plan:
     if opts.think_budget < 0:
         raise CfsmError("invalid_input", "think_budget must be >= 0 (0: no budget)")
     b = _Builder()
+    fmt = tool_format(opts.tool_start)
     if not opts.reasoning:
         start = _tools_phases(b, opts, tools)
-        return Plan(tuple(b.phases), tuple(b.constraints), tools, start)
+        return Plan(tuple(b.phases), tuple(b.constraints), tools, start, fmt)
     _check_tag("the thinking end marker", opts.think_end)
     # [start tag] -> thinking -> end tag -> answer (or tool use)
     head = b.next_index
@@ -204,4 +207,4 @@ def build_plan(opts: TriggerOptions, constraint: Constraint | None) -> Plan:
         budget=opts.think_budget,
         on_budget=end_tag if opts.think_budget else None,
     )
-    return Plan(tuple(b.phases), tuple(b.constraints), tools, head)
+    return Plan(tuple(b.phases), tuple(b.constraints), tools, head, fmt)

@@ -53,7 +53,7 @@ def _check_bound(plan, d: dict, text: str, finished: bool) -> tuple[bool | None,
     if not d.get("complete"):
         return False, "not finished: the segment stops before its constraint is complete"
     if plan.tools:
-        return check_call(plan.tools, text)
+        return check_call(plan.tools, text, plan.tool_format)
     c = plan.constraints[d["slot"]]
     return validate_output(c, text, True, "eos", True)
 

@@ -90,23 +90,56 @@ def call_schema(tools: tuple[Tool, ...]) -> dict:
     return bodies[0] if len(bodies) == 1 else {"anyOf": bodies}
 
 
-def call_constraint(tools: tuple[Tool, ...]) -> Constraint:
-    """The constraint of a call's body, spaced as the Hermes template writes it."""
-    return Constraint("schema", json.dumps(call_schema(tools), ensure_ascii=False), "spaced")
+FORMATS = ("hermes", "function")
 
 
-def check_call(tools: tuple[Tool, ...], text: str) -> tuple[bool, str]:
-    """A call's body checked on its own: the tool it names and its arguments."""
-    from ..decoding.validate import validate_output
+def tool_format(start_tag: str) -> str:
+    """A start tag ending in `=` (`<function=`) takes the tool's name right after it, then
+    `>` and the arguments (the Llama 3.1 template); any other holds the Hermes body."""
+    return "function" if start_tag.endswith("=") else "hermes"
 
+
+def call_constraint(tools: tuple[Tool, ...], fmt: str = "hermes") -> Constraint:
+    """The constraint of a call's body: the Hermes JSON, spaced as that template writes it,
+    or `NAME>ARGS` (one alternative per tool, each with its own arguments' regex)."""
+    if fmt == "hermes":
+        return Constraint("schema", json.dumps(call_schema(tools), ensure_ascii=False), "spaced")
+    from ..constraint import schema_to_regex
+
+    parts = [re.escape(t.name) + ">" + schema_to_regex(t.parameters, "spaced") for t in tools]
+    return Constraint("regex", "(" + "|".join(parts) + ")")
+
+
+def _split_call(text: str, fmt: str):
+    """(name, arguments) of a call's body, or the reason it has none."""
+    if fmt == "function":
+        name, sep, args = text.partition(">")
+        if not sep:
+            return f"no '>' after the tool's name in {text[:40]!r}"
+        try:
+            return name, json.loads(args)
+        except ValueError as exc:
+            return f"arguments are not JSON: {exc}"
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        return False, f"not JSON: {exc}"
-    name = doc.get("name") if isinstance(doc, dict) else None
+        return f"not JSON: {exc}"
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return doc.get("name"), doc.get("arguments")
+
+
+def check_call(tools: tuple[Tool, ...], text: str, fmt: str = "hermes") -> tuple[bool, str]:
+    """A call's body checked on its own: the tool it names and its arguments."""
+    from ..decoding.validate import validate_output
+
+    got = _split_call(text, fmt)
+    if isinstance(got, str):
+        return False, got
+    name, arguments = got
     match = [t for t in tools if t.name == name]
     if not match:
         return False, f"names no tool of the list ({name!r})"
-    args = json.dumps(doc.get("arguments"), ensure_ascii=False)
+    args = json.dumps(arguments, ensure_ascii=False)
     ok, why = validate_output(Constraint("schema", match[0].parameters), args, True, "eos", None)
     return bool(ok), f"{name}: arguments {why}"

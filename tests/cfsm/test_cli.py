@@ -59,6 +59,29 @@ def test_jump_prints_continuations():
         ),
         (["compile", "--regex", "abc", "--backend", "nope", "--json"], "unknown_backend"),
         (
+            ["generate", "--prompt", "x", "--tools", '[{"function": {"name": "a b"}}]', "--json"],
+            "invalid_input",
+        ),
+        (
+            ["generate", "--prompt", "x", "--tools", "/no/such/tools.json", "--json"],
+            "invalid_input",
+        ),
+        (["generate", "--prompt", "x", "--reasoning", "--json"], "invalid_input"),
+        (
+            [
+                "generate",
+                "--prompt",
+                "x",
+                "--reasoning",
+                "--regex",
+                "a",
+                "--think-budget",
+                "-2",
+                "--json",
+            ],
+            "invalid_input",
+        ),
+        (
             ["generate", "--regex", "a", "--prompt", "x", "--model", "nobody/nothing", "--json"],
             "unknown_model",
         ),
@@ -94,6 +117,57 @@ def test_compile_json_describes_the_automata(compile_engine, capsys):
         assert key in rep
     assert {"from": 0, "string": '{"a": '}.items() <= rep["chains"][0].items()
     assert rep["backend_stats"]["token_index"]["vocab_size"] == 49152
+
+
+@pytest.mark.model
+def test_generate_with_tools_and_reasoning_from_flags_and_a_requests_line(engine, tmp_path, capsys):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_time",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string", "maxLength": 20}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    f = tmp_path / "tools.json"
+    f.write_text(json.dumps(tools))
+    args = [
+        "generate",
+        "--prompt",
+        "Time in Oslo? Use a tool.",
+        "--tools",
+        str(f),
+        "--tool-choice",
+        "required",
+        "--max-new-tokens",
+        "40",
+        "--json",
+    ]
+    assert main(args) == 0
+    tr = json.loads(capsys.readouterr().out)
+    assert tr["valid"] and tr["request"]["tool_choice"] == "required", tr["validation"]
+    assert json.loads(tr["segments"][1]["text"])["name"] == "get_time"
+    reqs = tmp_path / "reqs.jsonl"
+    reqs.write_text(
+        json.dumps(
+            {
+                "prompt": "Think, then say yes or no: is ice cold?",
+                "regex": "(yes|no)",
+                "reasoning": True,
+                "think_budget": 8,
+            }
+        )
+        + "\n"
+    )
+    assert main(["generate", "--requests", str(reqs), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert line["valid"] and line["segments"][-1]["text"] in ("yes", "no"), line["validation"]
+    assert line["segments"][1]["end"] - line["segments"][1]["start"] <= 8
 
 
 @pytest.mark.model

@@ -274,3 +274,41 @@ def test_sampling_with_a_ban_list_equals_sampling_with_its_mask(temperature, top
     assert [i for i, _ in a.masked_top] == [i for i, _ in b.masked_top]
     assert [v for _, v in a.masked_top] == pytest.approx([v for _, v in b.masked_top], rel=1e-4)
     assert a.raw_top == b.raw_top
+
+
+def test_a_start_tag_ending_in_equals_takes_the_name_then_the_arguments(ctx):
+    """The Llama 3.1 template: <function=NAME>{ARGS}</function>."""
+    tools = json.dumps(
+        [
+            {
+                "function": {
+                    "name": "get_time",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"city": {"enum": ["Oslo", "Rome"]}},
+                        "required": ["city"],
+                    },
+                }
+            },
+            {"function": {"name": "get_date", "parameters": {"type": "object"}}},
+        ]
+    )
+    opts = TriggerOptions(tools=tools, tool_start="<function=", tool_end="</function>")
+    c = _triggered(ctx, opts)
+    m = c.matcher()
+    walked = []
+    for piece in ("Sure. <function=", "get_", "time>", '{"city": "Oslo"}', "</function>"):
+        ids = ctx.continuation.encode(piece)
+        walked += ids
+        for t in ids:
+            assert m.accept_token(t), piece
+        if piece == "get_":
+            assert m.jump_forward() == ""  # time or date: a choice
+        if piece == "time>":
+            assert m.jump_forward() == '{"city": "'
+    valid, why, segs = c.check_output(m, ctx.vocab.token_bytes, walked, True, "eos")
+    assert valid and "get_time: arguments valid" in segs[1]["validation"], why
+    from engine.triggers.tools import check_call, parse_tools
+
+    bad = check_call(parse_tools(tools), 'get_time>{"city": "Paris"}', "function")
+    assert bad[0] is False and "Paris" in bad[1]
