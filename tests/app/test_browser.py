@@ -711,6 +711,56 @@ def test_api_endpoints_with_gradio_client(app_url):
     assert rep["warnings"] and "/uniqueItems" in rep["warnings"][0]
 
 
+def test_the_api_runs_tool_calls_and_reasoning(app_url):
+    import json
+
+    from gradio_client import Client
+
+    from app.presets import TOOLS
+
+    c = Client(app_url + "/", verbose=False)
+    tr = c.predict(
+        "What time is it in Rome? Use a tool.",
+        "tools",
+        json.dumps(TOOLS),
+        "compact",
+        "fsm",
+        "jump",
+        64,
+        0.0,
+        0,
+        False,
+        False,
+        "auto",
+        False,
+        0,
+        "required",
+        api_name="/run",
+    )
+    assert tr["valid"] and tr["text"].startswith('<tool_call>{"name": "get_'), tr["validation"]
+    tr = c.predict(
+        "Think, then answer yes or no: is fire hot?",
+        "regex",
+        "(yes|no)",
+        "compact",
+        "fsm",
+        "jump",
+        64,
+        0.0,
+        0,
+        False,
+        False,
+        "auto",
+        True,
+        8,
+        api_name="/run",
+    )
+    assert tr["valid"] and tr["segments"][-1]["text"] in ("yes", "no"), tr["validation"]
+    with pytest.raises(Exception) as ei:
+        c.predict("x", "tools", "[1]", api_name="/run")
+    assert "invalid_input" in str(ei.value) and "tool 1" in str(ei.value)
+
+
 def test_concurrent_api_clients_decode_together(app_url):
     """Requests from several clients join one running batch; each gets its own output."""
     import threading

@@ -99,3 +99,15 @@ def test_the_timeline_shades_free_text(auto_trace):
     assert notes == ["free: text"] * len(shapes) and len(shapes) >= 1
     free = [s["index"] for s in auto_trace["steps"] if s["segment"] == 0]
     assert shapes[0].x0 == min(free) - 0.5 and shapes[0].x1 == max(free) + 0.5
+
+
+@pytest.mark.parametrize(
+    "name", ["Reasoning, then JSON (thinking budget)", "Tool calls, required (tools)"]
+)
+def test_the_other_trigger_presets_finish_valid_with_the_embedded_model(engine, name):
+    tr = preset_trace(engine, name)
+    assert tr["valid"] and tr["totals"]["finished"], tr["validation"]
+    kinds = {s["kind"] for s in tr["segments"]}
+    assert "constrained" in kinds and all(
+        s["valid"] for s in tr["segments"] if s["valid"] is not None
+    )
