@@ -47,6 +47,7 @@ class Playground:
     tool_end: Any
     reasoning: Any
     think_budget: Any
+    trigger_impl: Any
     rx: Any
     rx_err: Any
     sch: Any
@@ -182,6 +183,13 @@ def _constraint_inputs(P: dict, first: str) -> dict:
             maximum=512,
             label="Thinking budget (tokens; 0 = none): then </think> is forced",
             elem_id="think-budget",
+        )
+        w["trigger_impl"] = gr.Radio(
+            ["auto", "native", "engine"],
+            value="auto",
+            label="Triggers found by: the backend (native: xgrammar's structural tags) or the "
+            "engine's layer (every backend); auto = native where the backend has it",
+            elem_id="trigger-impl",
         )
     with gr.Accordion("Test strings", open=False, elem_id="test-strings"):
         w["ts_text"] = gr.Textbox(

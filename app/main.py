@@ -17,7 +17,7 @@ import gradio as gr
 from engine.backends import BACKENDS, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
 from engine.constraint import KINDS, Constraint, parse_schema, schema_to_regex
 from engine.constraint import WHITESPACE_POLICIES as WS
-from engine.decoding.request import GenerateRequest
+from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest
 from engine.decoding.trace import StepEvent, validate_trace
 from engine.errors import CfsmError
 from engine.limits import LIVE_CHECK_S
@@ -229,7 +229,9 @@ RUN_OUTPUTS = Row(
     "live",
 )
 # reasoning and tool calls (engine.triggers): the Tools tab and the reasoning row
-TRIGGER_INPUTS = Row("tools", "tool_choice", "tool_start", "tool_end", "reasoning", "think_budget")
+TRIGGER_INPUTS = Row(
+    "tools", "tool_choice", "tool_start", "tool_end", "reasoning", "think_budget", "trigger_impl"
+)
 # The inputs an uploaded trace restores, and those a permalink or a preset sets.
 RESTORED_INPUTS = (
     Row(
@@ -308,7 +310,9 @@ def text_inputs(kind: str, text: str) -> dict:
     }
 
 
-def trigger_inputs(tools=None, choice="auto", start=None, end=None, reasoning=False, budget=0):
+def trigger_inputs(
+    tools=None, choice="auto", start=None, end=None, reasoning=False, budget=0, impl=None
+):
     """The Tools tab and reasoning row, by widget name (a preset, an uploaded trace, a
     permalink); the tags keep their defaults where none is given."""
     out = {
@@ -317,15 +321,22 @@ def trigger_inputs(tools=None, choice="auto", start=None, end=None, reasoning=Fa
         "tool_end": end or DEFAULT_TOOL_END,
         "reasoning": bool(reasoning),
         "think_budget": int(_num(budget, 0, 512, 0)),
+        "trigger_impl": impl if impl in TRIGGER_IMPLS else "auto",
     }
     if tools:
         out["tools"] = tools
     return out
 
 
-def trigger_fields(kind, tools_t, choice_v, start_v, end_v, reasoning_v, budget_v) -> dict:
+def trigger_fields(
+    kind, tools_t, choice_v, start_v, end_v, reasoning_v, budget_v, impl_v="auto"
+) -> dict:
     """The request fields of the Tools tab (when it is the constraint) and the reasoning row."""
-    fields = {"reasoning": bool(reasoning_v), "think_budget": int(budget_v or 0)}
+    fields = {
+        "reasoning": bool(reasoning_v),
+        "think_budget": int(budget_v or 0),
+        "trigger_impl": impl_v or "auto",
+    }
     if kind == "tools":
         fields.update(tools=tools_t or "", tool_choice=choice_v or "auto")
         fields.update(tool_start=start_v or "", tool_end=end_v or "")
@@ -554,6 +565,7 @@ def restore_inputs(trace: dict) -> dict:
             r.get("tool_end"),
             r.get("reasoning"),
             r.get("think_budget"),
+            r.get("trigger_impl"),
         )
     )
     if "prompt" in r:
@@ -918,6 +930,7 @@ def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
                 q.get("tend"),
                 q.get("reasoning") == "1",
                 q.get("budget"),
+                q.get("impl"),
             )
         )
         out.update(
@@ -987,20 +1000,29 @@ def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
         tool_choice: str = "auto",
         tool_start: str = DEFAULT_TOOL_START,
         tool_end: str = DEFAULT_TOOL_END,
+        trigger_impl: str = "auto",
         request: gr.Request = None,
     ) -> dict:
         """Decode under a constraint; returns the engine's trace JSON. A run whose client
         cancels or goes away stops at the next step. `runtime`: auto, llamacpp or
         transformers. `kind` "tools": `constraint` holds OpenAI-style tools, and calls in
         free text are held to them (tool_choice, tool_start, tool_end); `reasoning`: free
-        thinking first, for at most `think_budget` tokens where it is not 0."""
+        thinking first, for at most `think_budget` tokens where it is not 0; `trigger_impl`:
+        auto, native (the backend's own structural tags) or engine."""
         try:
             eng = hub.get()
             c = page_constraint(
                 kind, constraint, constraint, constraint, whitespace, lenient, spec, mode
             )
             triggers = trigger_fields(
-                kind, constraint, tool_choice, tool_start, tool_end, reasoning, think_budget
+                kind,
+                constraint,
+                tool_choice,
+                tool_start,
+                tool_end,
+                reasoning,
+                think_budget,
+                trigger_impl,
             )
             return eng.generate(
                 GenerateRequest.from_inputs(
@@ -1065,6 +1087,8 @@ def permalink_md(
     t = triggers or {}
     if t.get("reasoning"):
         q.update(reasoning=1, budget=int(t.get("think_budget") or 0))
+    if t.get("trigger_impl") not in (None, "auto"):
+        q["impl"] = t["trigger_impl"]
     if kind == "tools":
         q.update(choice=t.get("tool_choice"), tstart=t.get("tool_start"), tend=t.get("tool_end"))
     url = "?" + urllib.parse.urlencode(q)

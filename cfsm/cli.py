@@ -77,6 +77,13 @@ def _add_trigger_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--tool-choice", default="auto", help="auto, required or a tool's name")
     t.add_argument("--tool-start", default="<tool_call>")
     t.add_argument("--tool-end", default="</tool_call>")
+    t.add_argument(
+        "--trigger-impl",
+        default="auto",
+        choices=("auto", "native", "engine"),
+        help="who finds the triggers: the backend's own machinery (xgrammar: structural tags), "
+        "the engine's trigger layer (every backend); auto: native where the backend has it",
+    )
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -201,6 +208,7 @@ REQUEST_FIELDS = (
     "tool_choice",
     "tool_start",
     "tool_end",
+    "trigger_impl",
 )
 
 

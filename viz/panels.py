@@ -138,12 +138,13 @@ def token_strip(trace: dict, step: int | None = None) -> str:
     probs = {s["index"]: s.get("prob") for s in steps}
     tokens = trace.get("tokens", [])
     segs, seg_of, triggers = segments(trace), token_segments(trace), trigger_tokens(trace)
+    by_index = {sg["index"]: sg for sg in segs}
     chips = []
     for i, (t, (label, note)) in enumerate(zip(tokens, chip_labels(tokens), strict=True)):
         for sg in segs:
             if sg["start"] == i and sg["end"] > i:
                 chips.append(segment_label_html(sg))
-        chips.append(_chip(t, label, note, probs, step, seg_of[i], segs, triggers.get(i)))
+        chips.append(_chip(t, label, note, probs, step, seg_of[i], by_index, triggers.get(i)))
     head = f'<div class="cfsm-muted">{len(tokens)} output tokens</div>'
     return '<div class="cfsm-strip" id="token-strip">' + legend() + head + "".join(chips) + "</div>"
 

@@ -38,8 +38,9 @@ def trigger_tokens(trace: dict) -> dict[int, str]:
 
 def step_segment(trace: dict, step: dict) -> dict | None:
     k = step.get("segment")
-    segs = segments(trace)
-    return segs[k] if isinstance(k, int) and 0 <= k < len(segs) else None
+    return (
+        next((s for s in segments(trace) if s["index"] == k), None) if isinstance(k, int) else None
+    )
 
 
 def segment_sentence(trace: dict, s: dict, step: int) -> str | None:
@@ -77,6 +78,11 @@ def segment_note(trace: dict, step: dict) -> str:
     seg = step_segment(trace, step)
     if seg is None or seg["kind"] == "constrained":
         return ""
+    if seg["kind"] == "free" and step.get("mask_key"):
+        return (
+            f"Free text ({seg['label']}): the backend's own structural tag allows any text here "
+            "and watches for the trigger itself."
+        )
     if seg["kind"] == "free":
         return (
             f"Grammar inactive: free text ({seg['label']}). No constraint in this segment; the "
@@ -103,9 +109,9 @@ def free_spans(trace: dict) -> list[tuple[int, int, str]]:
     for s in trace.get("steps", []):
         if isinstance(s.get("segment"), int):
             by_seg.setdefault(s["segment"], []).append(s["index"])
-    segs = segments(trace)
+    segs = {s["index"]: s for s in segments(trace)}
     return [
         (min(ix), max(ix), segs[k]["label"])
         for k, ix in sorted(by_seg.items())
-        if k < len(segs) and segs[k]["kind"] == "free"
+        if k in segs and segs[k]["kind"] == "free"
     ]

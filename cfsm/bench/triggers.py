@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from engine.backends.base import GrammarBackend
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 
@@ -76,14 +77,20 @@ def _free_baseline(eng, prompt: str, max_new_tokens: int) -> dict:
     return tr["totals"]
 
 
-def run_task(eng, items, backend: str, max_new_tokens: int) -> dict:
+def run_task(eng, items, backend: str, max_new_tokens: int, impl: str = "engine") -> dict:
     row: dict = {"masked": {}, "jump": {}}
     free_grammar, free_sample, free_forward, base_sample = [], [], [], []
     for mode in ("masked", "jump"):
         passes = wall = invalid = unfinished = calls = 0
         for prompt, c, fields in items:
             req = GenerateRequest.from_inputs(
-                prompt, c, mode=mode, backend=backend, max_new_tokens=max_new_tokens, **fields
+                prompt,
+                c,
+                mode=mode,
+                backend=backend,
+                max_new_tokens=max_new_tokens,
+                trigger_impl=impl,
+                **fields,
             )
             tr = eng.generate(req)
             t = tr["totals"]
@@ -147,8 +154,13 @@ def run(names: int = 5, backends=("fsm",), max_new_tokens: int = 200, log=print)
     }
     try:
         for task, items in tasks(names).items():
-            for b in backends:
-                row = {"task": task, "backend": b, **run_task(eng, items, b, max_new_tokens)}
+            for b, impl in _runs(backends):
+                row = {
+                    "task": task,
+                    "backend": b,
+                    "triggers": impl,
+                    **run_task(eng, items, b, max_new_tokens, impl),
+                }
                 res["rows"].append(row)
                 log(json.dumps(row))
     finally:
@@ -156,9 +168,22 @@ def run(names: int = 5, backends=("fsm",), max_new_tokens: int = 200, log=print)
     return res
 
 
+def _runs(backends) -> list[tuple[str, str]]:
+    """Every backend through the engine's trigger layer; a backend with trigger machinery of
+    its own (xgrammar's structural tags) through that too, side by side."""
+    from engine.backends import get_backend
+
+    out = []
+    for b in backends:
+        out.append((b, "engine"))
+        if type(get_backend(b)).triggered_grammar is not GrammarBackend.triggered_grammar:
+            out.append((b, "native"))
+    return out
+
+
 def format_table(res: dict) -> str:
     rows = [
-        "| task | backend | passes masked | passes jump | jump/masked | wall masked | wall jump | "
+        "| task | backend (triggers) | passes masked | passes jump | jump/masked | wall masked | wall jump | "
         "invalid | free tokens | grammar per free token | share of a decode step |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -167,7 +192,8 @@ def format_table(res: dict) -> str:
         share = f"{100 * f['overhead_share']:.2f}%" if f.get("tokens") else "-"
         grammar = f"{f['grammar_us']:.0f} \u00b5s" if f.get("tokens") else "-"
         rows.append(
-            f"| {r['task']} | {r['backend']} | {m['forward_passes']} | {j['forward_passes']} | "
+            f"| {r['task']} | {r['backend']} ({r.get('triggers', 'engine')}) | "
+            f"{m['forward_passes']} | {j['forward_passes']} | "
             f"{r['jump_vs_masked_passes']:.2f} | {m['wall_s']:.2f} s | {j['wall_s']:.2f} s | "
             f"{m['invalid'] + j['invalid']} | {f.get('tokens', 0)} | {grammar} | {share} |"
         )

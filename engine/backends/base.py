@@ -348,6 +348,14 @@ class GrammarBackend(ABC):
         """The compiled constraint from a worker's payload, for this process's `ctx`."""
         raise NotImplementedError(f"{self.name} does not compile in a worker")
 
+    def triggered_grammar(self, plan, opts, ctx: TokenizerContext) -> Constraint | None:
+        """A triggered plan (engine.triggers.plan) as one grammar this library finds the
+        triggers of itself (xgrammar: a structural tag), compiled like any grammar; None
+        where the library has no such machinery or cannot express the plan: the engine's
+        trigger layer then runs the plan over this backend's per-segment matchers. Pure;
+        raises CfsmError for a plan it refuses."""
+        return None
+
     def check_grammar(self, text: str) -> None:
         """Parse a grammar as this backend will, without a tokenizer (cheap enough for
         validation while typing). Raises CfsmError when it does not parse, or when this

@@ -68,6 +68,23 @@ class XgrammarBackend(GrammarBackend):
     known_gaps = XGRAMMAR_GAPS
     grammar_syntax = "EBNF"
 
+    def triggered_grammar(self, plan, opts, ctx: TokenizerContext) -> Constraint | None:
+        """The plan as a structural tag (engine/backends/xgrammar_triggers.py), unless a tag
+        is one special token (a structural tag's text tags cannot spell it)."""
+        from ..triggers.text_tables import special_ids
+
+        if special_ids(ctx, plan.tag_texts()):
+            return None
+        from .xgrammar_triggers import structural_tag_ebnf
+
+        try:
+            return Constraint("grammar", structural_tag_ebnf(plan, opts))
+        except Exception as exc:  # noqa: BLE001 - the library's refusal, in one line
+            why = native_message(exc)
+            raise CfsmError(
+                "unsupported_feature", f"xgrammar cannot build this structural tag: {why}"
+            ) from None
+
     def check_grammar(self, text: str) -> None:
         import xgrammar as xgr
 

@@ -19,6 +19,7 @@ from ..triggers.plan import (
 )
 
 MODES = ("free", "masked", "jump")
+TRIGGER_IMPLS = ("auto", "native", "engine")
 
 
 @dataclass
@@ -46,6 +47,10 @@ class GenerateRequest:
     tool_choice: str = "auto"  # auto, required or a tool's name
     tool_start: str = DEFAULT_TOOL_START
     tool_end: str = DEFAULT_TOOL_END
+    # who finds the triggers: "native" (the backend's own machinery, xgrammar's structural
+    # tags), "engine" (the engine's trigger layer, every backend), "auto": native where the
+    # backend has it
+    trigger_impl: str = "auto"
 
     @classmethod
     def from_inputs(cls, prompt, constraint: Constraint | None, **inputs) -> GenerateRequest:
@@ -90,6 +95,12 @@ class GenerateRequest:
             raise CfsmError(
                 "invalid_input",
                 "reasoning and tools constrain part of the output: use mode jump or masked",
+            )
+        if self.trigger_impl not in TRIGGER_IMPLS:
+            raise CfsmError(
+                "invalid_input",
+                f"trigger_impl must be one of {', '.join(TRIGGER_IMPLS)}, "
+                f"not {self.trigger_impl!r}",
             )
         if opts.active:
             from ..triggers.plan import build_plan

@@ -565,6 +565,14 @@ class Sequence:
         self._emit("end", {"totals": asdict(totals)})
         return trace
 
+    def _mark_segments(self, segments: list[dict]) -> None:
+        """Steps whose matcher named no segment (a library's own trigger machinery) get the
+        segment their token starts in."""
+        for st in self.rec.steps:
+            if st.segment is None and segments:
+                at = [g["index"] for g in segments if g["start"] <= st.output_len]
+                st.segment = at[-1] if at else segments[0]["index"]
+
     def _validate(self, text: str) -> tuple[bool | None, str, list[dict]]:
         """(valid, why, segments): a compiled constraint that checks its own outputs (a
         triggered one, segment by segment) does; otherwise the text is checked against
@@ -574,6 +582,7 @@ class Sequence:
                 self.matcher, self.ctx.vocab.token_bytes, self.out_ids, self.finished, self.reason
             )
             if own is not None:
+                self._mark_segments(own[2])
                 return own
         valid, why = validate_output(
             self.req.constraint if self.req.mode != "free" else None,

@@ -182,6 +182,8 @@ class Engine:
             trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
         if res is not None:
             self._annotate(trace, req, res)
+            if trace.segments:
+                trace.compile = compiled.stats()  # the triggered constraint's: who found them
             trace.totals.compile_cached = cached
         return trace.to_json()
 
@@ -199,10 +201,43 @@ class Engine:
         from ..triggers import TriggeredConstraint, build_plan
 
         plan = build_plan(opts, req.constraint)
+        native = self._native_triggers(req, plan, opts)
+        if native is not None:
+            return native
         cached = all(self.cache.has(c, req.backend) for c in plan.constraints)
         results = [self.compile(c, req.backend) for c in plan.constraints]
         compiled = TriggeredConstraint(plan, [r.compiled for r in results], self.ctx)
         return results[0], compiled, cached
+
+    def _native_triggers(self, req: GenerateRequest, plan, opts):
+        """The plan compiled by the backend's own trigger machinery, as one grammar through
+        the compile cache (its worker and limits); None where the request asks for the
+        engine's layer or the backend has none. Each segment's constraint is audited first,
+        so a known gap is refused here as it is on the engine's path."""
+        from ..backends import get_backend
+        from ..backends.audit import audit
+        from ..triggers.native import NativeTriggeredConstraint
+
+        backend = get_backend(req.backend)
+        grammar = (
+            None
+            if req.trigger_impl == "engine"
+            else backend.triggered_grammar(plan, opts, self.ctx)
+        )
+        if grammar is None:
+            if req.trigger_impl == "native":
+                raise CfsmError(
+                    "unsupported_feature",
+                    f"backend {req.backend!r} has no trigger machinery of its own for this "
+                    "request (use trigger_impl engine or auto)",
+                )
+            return None
+        for c in plan.constraints:
+            audit(backend, c)
+        cached = self.cache.has(grammar, req.backend)
+        res = self.compile(grammar, req.backend)
+        how = f"native ({req.backend})"
+        return res, NativeTriggeredConstraint(plan, res.compiled, how), cached
 
     def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:
         """What the compile adds to a trace: its stats, the automaton with the path the

@@ -54,6 +54,7 @@ class TriggeredConstraint(CompiledConstraint):
     def stats(self) -> dict:
         return {
             **(self.compiled[0].stats() if self.compiled else {}),
+            "triggers": "engine",
             "segments": [p.label for p in self.plan.phases],
         }
 

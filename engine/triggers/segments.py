@@ -37,6 +37,8 @@ def segment_records(m: TriggeredMatcher, token_bytes, out_ids: list[int], finish
     chars = 0
     for d in m.segments():
         end = min(d["end"], len(out_ids))
+        if end <= d["start"] and d["kind"] != "constrained":
+            continue  # a tag the output did not take (the stop came where it could begin)
         text = b"".join(token_bytes[t] or b"" for t in out_ids[d["start"] : end])
         s = text.decode("utf-8", errors="replace")
         r = SegmentRecord(
@@ -44,18 +46,19 @@ def segment_records(m: TriggeredMatcher, token_bytes, out_ids: list[int], finish
         )
         chars += len(s)
         if d["kind"] == "constrained":
-            r.valid, r.validation = _check_bound(plan, d, s, finished)
+            r.valid, r.validation = check_bound(plan, d["slot"], s, bool(d.get("complete")))
         recs.append(r)
     return recs
 
 
-def _check_bound(plan, d: dict, text: str, finished: bool) -> tuple[bool | None, str]:
-    if not d.get("complete"):
+def check_bound(plan, slot: int, text: str, complete: bool) -> tuple[bool | None, str]:
+    """A constrained segment on its own: a call's body against its tool, an answer against
+    its constraint (a grammar's answer counts as accepted when its matcher completed)."""
+    if not complete:
         return False, "not finished: the segment stops before its constraint is complete"
     if plan.tools:
         return check_call(plan.tools, text, plan.tool_format)
-    c = plan.constraints[d["slot"]]
-    return validate_output(c, text, True, "eos", True)
+    return validate_output(plan.constraints[slot], text, True, "eos", True)
 
 
 def overall(recs: list[SegmentRecord], plan, finished: bool, reason: str) -> tuple[bool, str]:

@@ -194,7 +194,7 @@ def test_required_tool_choice_allows_only_calls_and_the_stop(ctx):
     assert ctx.eos_token_id in allowed and hello not in allowed and m.is_final()
     assert ctx.continuation.encode("<tool_call>")[0] in allowed
     valid, why, segs = c.check_output(m, ctx.vocab.token_bytes, _walked(ctx), True, "eos")
-    assert valid and [s["kind"] for s in segs] == ["tag", "constrained", "tag", "tag"], why
+    assert valid and [s["kind"] for s in segs] == ["tag", "constrained", "tag"], why  # no empty tag
 
 
 def _walked(ctx) -> list[int]:
@@ -312,3 +312,37 @@ def test_a_start_tag_ending_in_equals_takes_the_name_then_the_arguments(ctx):
 
     bad = check_call(parse_tools(tools), 'get_time>{"city": "Paris"}', "function")
     assert bad[0] is False and "Paris" in bad[1]
+
+
+def test_a_native_run_reads_its_segments_back_from_the_text(ctx):
+    """A library's own trigger machinery keeps no segments: the plan reads them back from
+    the finished text, and each call's body is checked as on the engine's path."""
+    from engine.triggers.native import text_segments
+
+    tools = json.dumps(
+        [
+            {
+                "function": {
+                    "name": "f",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"n": {"enum": [1, 2]}},
+                        "required": ["n"],
+                    },
+                }
+            }
+        ]
+    )
+    plan = build_plan(TriggerOptions(tools=tools), None)
+    text = 'Hi <tool_call>{"name": "f", "arguments": {"n": 3}}</tool_call> ok'
+    ids = ctx.continuation.encode(text)
+    recs = text_segments(plan, ctx.vocab.token_bytes, ids, True)
+    assert [(r.kind, r.text) for r in recs] == [
+        ("free", "Hi <tool_call>"),
+        ("constrained", '{"name": "f", "arguments": {"n": 3}}'),
+        ("tag", "</tool_call>"),
+        ("free", " ok"),
+    ]
+    assert recs[1].valid is False and "3" in recs[1].validation  # n=3 is not in its enum
+    spelled = b"".join(ctx.vocab.token_bytes[t] for t in ids[recs[1].start : recs[1].end])
+    assert spelled.decode().startswith('{"name"')  # token ranges follow the characters

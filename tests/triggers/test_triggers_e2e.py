@@ -51,6 +51,10 @@ ANSWER = {
 }
 
 
+# every backend through the engine's trigger layer, and xgrammar's own structural tags too
+RUNS = [(b, "engine") for b in BACKENDS] + [("xgrammar", "native")]
+
+
 def tools_request(backend: str, mode: str, **kw) -> GenerateRequest:
     return GenerateRequest.from_inputs(
         "What is the weather in Paris? Use a tool.",
@@ -88,35 +92,72 @@ def _check_tool_trace(tr: dict) -> None:
     assert tr["text"].startswith("<tool_call>{") and tr["text"].endswith("</tool_call>")
 
 
+def _thinking_tokens(tr: dict, think: dict) -> int:
+    """Free tokens of the thinking, its end marker not counted (the engine's layer makes a
+    forced marker a tag of its own; a structural tag's run keeps it in the free text)."""
+    toks = tr["tokens"][think["start"] : think["end"]]
+    text, n = "", len(toks)
+    while n and text != "</think>" and len(text) < len("</think>"):
+        n, text = n - 1, toks[n - 1]["text"] + text
+    return n if text == "</think>" else len(toks)
+
+
 def _check_reasoning_trace(tr: dict) -> None:
     assert tr["valid"] and tr["totals"]["finished"], tr["validation"]
     kinds = [(s["kind"], s["label"]) for s in tr["segments"]]
     assert kinds[:2] == [("tag", "thinking start"), ("free", "thinking")]
     assert kinds[-1] == ("constrained", "answer")
     think = tr["segments"][1]
-    assert think["end"] - think["start"] <= 16  # the budget holds
+    assert _thinking_tokens(tr, think) <= 16  # the budget holds
     answer = tr["segments"][-1]
     jsonschema.validate(json.loads(answer["text"]), ANSWER)
     assert tr["text"].endswith("</think>" + answer["text"])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend, impl", RUNS)
 @pytest.mark.parametrize("mode", ["jump", "masked"])
-def test_tool_calls_are_valid_on_every_backend(engine, backend, mode):
-    _check_tool_trace(engine.generate(tools_request(backend, mode)))
+def test_tool_calls_are_valid_on_every_backend(engine, backend, impl, mode):
+    tr = engine.generate(tools_request(backend, mode, trigger_impl=impl))
+    _check_tool_trace(tr)
+    assert tr["compile"]["triggers"] == ("engine" if impl == "engine" else "native (xgrammar)")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend, impl", RUNS)
 @pytest.mark.parametrize("mode", ["jump", "masked"])
-def test_reasoning_then_an_answer_on_every_backend(engine, backend, mode):
-    tr = engine.generate(reasoning_request(backend, mode))
+def test_reasoning_then_an_answer_on_every_backend(engine, backend, impl, mode):
+    tr = engine.generate(reasoning_request(backend, mode, trigger_impl=impl))
     _check_reasoning_trace(tr)
     free = [s for s in tr["steps"] if s.get("segment") == 1]
-    assert free and all("mask_key" not in s for s in free)  # nothing is masked there
-    # all tokens but the stop, and where the marker has begun, those that would run past it
     vocab = tr["model"]["vocab_size"]
-    assert max(s["allowed"] for s in free) == vocab - 1
-    assert min(s["allowed"] for s in free) > vocab - 1000
+    if impl == "engine":
+        assert free and all("mask_key" not in s for s in free)  # nothing is masked there
+        # all tokens but the stop, and where the marker has begun, those that would run past it
+        assert max(s["allowed"] for s in free) == vocab - 1
+        assert min(s["allowed"] for s in free) > vocab - 1000
+    else:  # xgrammar's structural tag masks free text itself: nearly every token, never the stop
+        assert free and all(s["mask_key"] for s in free)
+        assert free[0]["allowed"] > vocab - 1000  # the thinking's first token: nearly any
+
+
+@pytest.mark.parametrize("make", [tools_request, reasoning_request])
+def test_xgrammar_native_triggers_write_what_the_engine_layer_writes(engine, make):
+    """Greedy, the same model: the structural tag and the engine's layer hold the same
+    language, so they write the same text, with the same segments, in both modes."""
+    for mode in ("jump", "masked"):
+        native = engine.generate(make("xgrammar", mode, trigger_impl="native"))
+        layer = engine.generate(make("xgrammar", mode, trigger_impl="engine"))
+        assert native["text"] == layer["text"] and native["valid"]
+        kinds = [s["kind"] for s in native["segments"]]
+        assert [s["kind"] for s in layer["segments"] if s["label"] != "thinking end"] == kinds
+    assert native["totals"]["forward_passes"] == layer["totals"]["forward_passes"]
+
+
+def test_native_triggers_are_refused_by_name_where_a_backend_has_none(engine):
+    from engine.errors import CfsmError
+
+    with pytest.raises(CfsmError) as ei:
+        engine.generate(tools_request("fsm", "jump", trigger_impl="native"))
+    assert ei.value.kind == "unsupported_feature" and "'fsm'" in ei.value.message
 
 
 def test_jump_forward_runs_inside_the_call_and_not_in_free_text(engine):
