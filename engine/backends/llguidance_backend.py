@@ -59,11 +59,33 @@ class LlguidanceCompiled(CompiledConstraint):
         return LlguidanceMatcher(self)
 
 
+def schema_overrides(constraint: Constraint) -> dict:
+    """llguidance's JSON options for our whitespace policy."""
+    ws = constraint.ws
+    opts = {"item_separator": ws.item, "key_separator": ws.key, "whitespace_flexible": ws.flexible}
+    if ws.flexible:
+        opts["whitespace_pattern"] = ws.pattern
+    return opts
+
+
 class LlguidanceBackend(GrammarBackend):
     name = "llguidance"
     kinds = ("regex", "schema", "grammar")
     known_gaps = LLGUIDANCE_GAPS
     grammar_syntax = "Lark"
+
+    def triggered_grammar(self, plan, opts, ctx: TokenizerContext) -> Constraint | None:
+        """The plan as one Lark grammar with lazy lexemes (engine/backends/
+        llguidance_triggers.py); None for what it cannot say as the engine's layer does: a
+        thinking budget (its `max_tokens` drops the end marker instead of forcing it), a
+        grammar answer, a special-token tag."""
+        from ..triggers.text_tables import special_ids
+        from .llguidance_triggers import lark_for_plan
+
+        if special_ids(ctx, plan.tag_texts()):
+            return None
+        text = lark_for_plan(plan, opts)
+        return None if text is None else Constraint("grammar", text)
 
     def check_grammar(self, text: str) -> None:
         import llguidance as llg
@@ -113,16 +135,10 @@ class LlguidanceBackend(GrammarBackend):
             grammar = LLMatcher.grammar_from_regex(normalize_regex(constraint.text))
         elif constraint.kind == "schema":
             obj = constraint.schema_obj()
-            ws = constraint.ws
-            opts = {
-                "item_separator": ws.item,
-                "key_separator": ws.key,
-                "whitespace_flexible": ws.flexible,
-            }
-            if ws.flexible:
-                opts["whitespace_pattern"] = ws.pattern
             try:
-                grammar = LLMatcher.grammar_from_json_schema(obj, overrides=opts)
+                grammar = LLMatcher.grammar_from_json_schema(
+                    obj, overrides=schema_overrides(constraint)
+                )
             except Exception as exc:  # noqa: BLE001
                 raise CfsmError("invalid_schema", f"llguidance: {exc}") from exc
         else:

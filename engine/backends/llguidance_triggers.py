@@ -1,0 +1,75 @@
+"""A triggered plan as one llguidance Lark grammar: free text is a lazy lexeme that ends at
+the start tag (llguidance's own tool-calling pattern), the thinking a lexeme with the end
+marker as its suffix, each segment's content the JSON schema or regex llguidance makes of
+that segment's constraint with this project's whitespace policy."""
+
+from __future__ import annotations
+
+import json
+
+from ..constraint import Constraint
+from ..regex.dfa import normalize_regex
+from ..triggers.plan import BoundPhase, FreePhase, Plan, TagPhase, TriggerOptions
+
+
+def _lit(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def content_rule(c: Constraint) -> str | None:
+    """A constraint as the right-hand side of a Lark rule (None: a grammar answer)."""
+    from llguidance import LLMatcher
+
+    from .llguidance_backend import schema_overrides
+
+    if c.kind == "regex":
+        top = json.loads(LLMatcher.grammar_from_regex(normalize_regex(c.text)))
+        return top["grammars"][0]["lark_grammar"].removeprefix("start: ")
+    if c.kind == "schema":
+        top = json.loads(
+            LLMatcher.grammar_from_json_schema(c.schema_obj(), overrides=schema_overrides(c))
+        )
+        return "%json " + json.dumps(top["grammars"][0]["json_schema"], ensure_ascii=False)
+    return None
+
+
+def _tools_rules(plan: Plan, opts: TriggerOptions, entry: int) -> list[str]:
+    """Rules for `tools` (the tool-call phases from `entry` on)."""
+    a, z = _lit(opts.tool_start), _lit(opts.tool_end)
+    any_call = next(q for q in plan.phases if isinstance(q, BoundPhase))
+    rules = [f"body: {content_rule(plan.constraints[any_call.slot])}"]
+    p = plan.phases[entry]
+    if isinstance(p, FreePhase):
+        return rules + [
+            "tools: call* tail",
+            "tail: TEXT",
+            r"TEXT: /(.|\n)*/",
+            f"call_hd[lazy]: TEXT {a}",
+            f"call: call_hd body {z}",
+        ]
+    first = plan.phases[p.next]
+    if first.slot == any_call.slot:
+        return rules + [f"tools: ({a} body {z})+"]
+    rules.append(f"first: {content_rule(plan.constraints[first.slot])}")
+    return rules + [f"tools: {a} first {z} ({a} body {z})*"]
+
+
+def lark_for_plan(plan: Plan, opts: TriggerOptions) -> str | None:
+    if opts.reasoning and opts.think_budget:
+        return None
+    if not opts.reasoning:
+        return "\n".join(["start: tools", *_tools_rules(plan, opts, plan.start)]) + "\n"
+    think = next(i for i, p in enumerate(plan.phases) if p.label == "thinking")
+    after = plan.phases[think].triggers[0].next
+    p = plan.phases[after]
+    if isinstance(p, BoundPhase) and p.next is None:
+        answer = content_rule(plan.constraints[p.slot])
+        if answer is None:
+            return None
+        rules = [f"after: {answer}"]
+    else:
+        rules = ["after: tools", *_tools_rules(plan, opts, after)]
+    start = plan.phases[plan.start]
+    head = f"{_lit(start.text)} " if isinstance(start, TagPhase) else ""
+    rules += [f"start: {head}think after", rf"think[suffix={_lit(opts.think_end)}]: /(.|\n)*/"]
+    return "\n".join(rules) + "\n"
