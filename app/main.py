@@ -22,7 +22,7 @@ from engine.decoding.trace import StepEvent, validate_trace
 from engine.errors import CfsmError
 from engine.limits import LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
-from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START, build_plan
+from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
 from engine.triggers.tools import parse_tools
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
@@ -334,7 +334,7 @@ def trigger_fields(
     """The request fields of the Tools tab (when it is the constraint) and the reasoning row."""
     fields = {
         "reasoning": bool(reasoning_v),
-        "think_budget": int(budget_v or 0),
+        "think_budget": int(_num(budget_v, 0, 10**9, 0)),
         "trigger_impl": impl_v or "auto",
     }
     if kind == "tools":
@@ -417,7 +417,7 @@ def run_streamer(hub: EngineHub):
                 view=empty_view("Decoding \u2026 the step view of this run appears when it ends."),
             )
             eng = hub.get(check_page_model(model_t))
-            for c in _constraints_of(req):
+            for c in eng.compile_targets(req):
                 yield from _compile_progress(eng, c, backend_v, handle, out)
             handle.set_phase("decoding")
             trace = yield from _decode_streaming(eng, req, handle, out)
@@ -462,17 +462,6 @@ def run_streamer(hub: EngineHub):
             )
 
     return do_run
-
-
-def _constraints_of(req: GenerateRequest) -> list[Constraint]:
-    """What a run compiles: its constraint, or a triggered run's plan's constraints (the
-    tool calls' bodies, the answer after the reasoning)."""
-    if req.mode == "free":
-        return []
-    opts = req.trigger_options()
-    if opts.active:
-        return list(build_plan(opts, req.constraint).constraints)
-    return [req.constraint]
 
 
 def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHandle, out: Row):
@@ -1034,7 +1023,7 @@ def _wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
                     temperature=temperature,
                     seed=seed,
                     runtime=runtime,
-                    **(triggers if mode != "free" else {}),
+                    **triggers,  # a free run with triggers is refused by name
                 ),
                 should_stop=client_gone(demo, request),
             )

@@ -10,9 +10,15 @@ from pathlib import Path
 
 from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, WHITESPACE_POLICIES
-from engine.decoding.request import MODES
+from engine.decoding.request import MODES, TRIGGER_IMPLS
 from engine.errors import CfsmError
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
+from engine.triggers.plan import (
+    DEFAULT_THINK_END,
+    DEFAULT_THINK_START,
+    DEFAULT_TOOL_END,
+    DEFAULT_TOOL_START,
+)
 
 SPEC_HELP = (
     "read the schema as JSON Schema does: objects accept keys they do not list unless "
@@ -71,16 +77,18 @@ def _add_trigger_args(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--think-budget", type=int, default=0, help="force the end marker after N free tokens"
     )
-    t.add_argument("--think-start", default="<think>", help='forced first ("none": no start)')
-    t.add_argument("--think-end", default="</think>")
+    t.add_argument(
+        "--think-start", default=DEFAULT_THINK_START, help='forced first ("none": no start)'
+    )
+    t.add_argument("--think-end", default=DEFAULT_THINK_END)
     t.add_argument("--tools", help="OpenAI-style tools: a JSON file or inline JSON")
     t.add_argument("--tool-choice", default="auto", help="auto, required or a tool's name")
-    t.add_argument("--tool-start", default="<tool_call>")
-    t.add_argument("--tool-end", default="</tool_call>")
+    t.add_argument("--tool-start", default=DEFAULT_TOOL_START)
+    t.add_argument("--tool-end", default=DEFAULT_TOOL_END)
     t.add_argument(
         "--trigger-impl",
         default="auto",
-        choices=("auto", "native", "engine"),
+        choices=TRIGGER_IMPLS,
         help="who finds the triggers: the backend's own machinery (xgrammar: structural tags), "
         "the engine's trigger layer (every backend); auto: native where the backend has it",
     )
@@ -217,7 +225,9 @@ def _tools_text(value) -> str | None:
     if value is None or isinstance(value, (list, dict)):
         return None if value is None else json.dumps(value, ensure_ascii=False)
     text = str(value)
-    if text.strip()[:1] not in ("[", "{", "") and len(text) < 4096:
+    if text.strip()[:1] in ("[", "{", "") or len(text) >= 4096:
+        return text
+    try:
         p = Path(text)
         if not p.is_file():
             raise CfsmError("invalid_input", f"--tools {text!r} is neither JSON nor a file")
@@ -226,7 +236,8 @@ def _tools_text(value) -> str | None:
                 "input_too_large", f"tools file {text} is larger than {MAX_SCHEMA_CHARS} bytes"
             )
         return p.read_text(encoding="utf-8")
-    return text
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CfsmError("invalid_input", f"cannot read the tools file: {exc}") from None
 
 
 def _request_from(obj: dict, args):

@@ -78,7 +78,8 @@ def segment_note(trace: dict, step: dict) -> str:
     seg = step_segment(trace, step)
     if seg is None or seg["kind"] == "constrained":
         return ""
-    if seg["kind"] == "free" and step.get("mask_key"):
+    native = str((trace.get("compile") or {}).get("triggers", "")).startswith("native")
+    if seg["kind"] == "free" and native:
         return (
             f"Free text ({seg['label']}): the backend's own structural tag allows any text here "
             "and watches for the trigger itself."

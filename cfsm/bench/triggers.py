@@ -13,6 +13,7 @@ import statistics
 from engine.backends.base import GrammarBackend
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
+from engine.errors import CfsmError
 
 CITIES = ("Paris", "Tokyo", "Berlin", "Rome", "Cairo", "Lima", "Oslo", "Delhi")
 QUESTIONS = ("3 apples and 4 more", "10 pears minus 6", "2 boxes of 5 apples", "7 pears and 8")
@@ -155,12 +156,11 @@ def run(names: int = 5, backends=("fsm",), max_new_tokens: int = 200, log=print)
     try:
         for task, items in tasks(names).items():
             for b, impl in _runs(backends):
-                row = {
-                    "task": task,
-                    "backend": b,
-                    "triggers": impl,
-                    **run_task(eng, items, b, max_new_tokens, impl),
-                }
+                row = {"task": task, "backend": b, "triggers": impl}
+                try:
+                    row.update(run_task(eng, items, b, max_new_tokens, impl))
+                except CfsmError as exc:  # e.g. llguidance's own machinery has no budget
+                    row["refused"] = exc.message
                 res["rows"].append(row)
                 log(json.dumps(row))
     finally:
@@ -188,6 +188,12 @@ def format_table(res: dict) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
+        if "refused" in r:
+            rows.append(
+                f"| {r['task']} | {r['backend']} ({r['triggers']}) | refused: "
+                f"{r['refused'][:80]} |||||||||"
+            )
+            continue
         m, j, f = r["masked"], r["jump"], r["free"]
         share = f"{100 * f['overhead_share']:.2f}%" if f.get("tokens") else "-"
         grammar = f"{f['grammar_us']:.0f} \u00b5s" if f.get("tokens") else "-"

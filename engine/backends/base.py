@@ -237,6 +237,7 @@ class CompiledConstraint(ABC):
     backend: str = ""
     constraint: Constraint
     compile_seconds: float = 0.0
+    triggered: bool = False  # a triggered plan (engine.triggers): the trace has segments
     warnings: (
         list[str] | tuple
     ) = ()  # what this backend compiled but does not enforce (lenient only)

@@ -9,7 +9,7 @@ import json
 
 from ..constraint import Constraint
 from ..regex.dfa import normalize_regex
-from ..triggers.plan import BoundPhase, FreePhase, Plan, TagPhase, TriggerOptions
+from ..triggers.plan import Plan, TriggerOptions
 
 
 def _lit(text: str) -> str:
@@ -33,13 +33,11 @@ def content_rule(c: Constraint) -> str | None:
     return None
 
 
-def _tools_rules(plan: Plan, opts: TriggerOptions, entry: int) -> list[str]:
-    """Rules for `tools` (the tool-call phases from `entry` on)."""
+def _tools_rules(plan: Plan, opts: TriggerOptions) -> list[str]:
+    """Rules for `tools`: calls in free text (auto), or calls only, the first one forced."""
     a, z = _lit(opts.tool_start), _lit(opts.tool_end)
-    any_call = next(q for q in plan.phases if isinstance(q, BoundPhase))
-    rules = [f"body: {content_rule(plan.constraints[any_call.slot])}"]
-    p = plan.phases[entry]
-    if isinstance(p, FreePhase):
+    rules = [f"body: {content_rule(plan.constraints[plan.call_slot])}"]
+    if plan.first_slot is None:
         return rules + [
             "tools: call* tail",
             "tail: TEXT",
@@ -47,10 +45,9 @@ def _tools_rules(plan: Plan, opts: TriggerOptions, entry: int) -> list[str]:
             f"call_hd[lazy]: TEXT {a}",
             f"call: call_hd body {z}",
         ]
-    first = plan.phases[p.next]
-    if first.slot == any_call.slot:
+    if plan.first_slot == plan.call_slot:
         return rules + [f"tools: ({a} body {z})+"]
-    rules.append(f"first: {content_rule(plan.constraints[first.slot])}")
+    rules.append(f"first: {content_rule(plan.constraints[plan.first_slot])}")
     return rules + [f"tools: {a} first {z} ({a} body {z})*"]
 
 
@@ -58,18 +55,14 @@ def lark_for_plan(plan: Plan, opts: TriggerOptions) -> str | None:
     if opts.reasoning and opts.think_budget:
         return None
     if not opts.reasoning:
-        return "\n".join(["start: tools", *_tools_rules(plan, opts, plan.start)]) + "\n"
-    think = next(i for i, p in enumerate(plan.phases) if p.label == "thinking")
-    after = plan.phases[think].triggers[0].next
-    p = plan.phases[after]
-    if isinstance(p, BoundPhase) and p.next is None:
-        answer = content_rule(plan.constraints[p.slot])
+        return "\n".join(["start: tools", *_tools_rules(plan, opts)]) + "\n"
+    if plan.answer_slot is not None:
+        answer = content_rule(plan.constraints[plan.answer_slot])
         if answer is None:
             return None
         rules = [f"after: {answer}"]
     else:
-        rules = ["after: tools", *_tools_rules(plan, opts, after)]
-    start = plan.phases[plan.start]
-    head = f"{_lit(start.text)} " if isinstance(start, TagPhase) else ""
+        rules = ["after: tools", *_tools_rules(plan, opts)]
+    head = "" if opts.think_start.lower() in ("", "none") else f"{_lit(opts.think_start)} "
     rules += [f"start: {head}think after", rf"think[suffix={_lit(opts.think_end)}]: /(.|\n)*/"]
     return "\n".join(rules) + "\n"

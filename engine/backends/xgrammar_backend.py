@@ -14,6 +14,18 @@ from .audit import XGRAMMAR_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 
 
+def json_schema_options(constraint: Constraint) -> dict:
+    """xgrammar's JSON options for our whitespace policy; objects closed unless JSON
+    Schema's own reading is asked for."""
+    ws = constraint.ws
+    return {
+        "any_whitespace": ws.flexible,
+        "separators": None if ws.flexible else ws.separators,
+        "max_whitespace_cnt": 1 if ws.flexible else None,
+        "strict_mode": not constraint.spec,
+    }
+
+
 class XgrammarMatcher(BitmaskMatcher):
     backend = "xgrammar"
 
@@ -166,14 +178,8 @@ class XgrammarBackend(GrammarBackend):
                 grammar = compiler.compile_regex(normalize_regex(constraint.text))
             elif constraint.kind == "schema":
                 obj = constraint.schema_obj()
-                ws = constraint.ws
                 grammar = compiler.compile_json_schema(
-                    json.dumps(obj),
-                    any_whitespace=ws.flexible,
-                    separators=None if ws.flexible else ws.separators,
-                    max_whitespace_cnt=1 if ws.flexible else None,
-                    # closed objects unless JSON Schema's reading is asked for
-                    strict_mode=not constraint.spec,
+                    json.dumps(obj), **json_schema_options(constraint)
                 )
             else:
                 grammar = compiler.compile_grammar(constraint.text)

@@ -10,7 +10,7 @@ import json
 
 from ..constraint import Constraint
 from ..regex.dfa import normalize_regex
-from ..triggers.plan import BoundPhase, FreePhase, Plan, TagPhase, TriggerOptions
+from ..triggers.plan import Plan, TriggerOptions
 
 
 def content_ebnf(c: Constraint) -> str:
@@ -20,15 +20,10 @@ def content_ebnf(c: Constraint) -> str:
     if c.kind == "regex":
         return str(xgr.Grammar.from_regex(normalize_regex(c.text)))
     if c.kind == "schema":
-        ws = c.ws
+        from .xgrammar_backend import json_schema_options
+
         return str(
-            xgr.Grammar.from_json_schema(
-                json.dumps(c.schema_obj()),
-                any_whitespace=ws.flexible,
-                separators=None if ws.flexible else ws.separators,
-                max_whitespace_cnt=1 if ws.flexible else None,
-                strict_mode=not c.spec,
-            )
+            xgr.Grammar.from_json_schema(json.dumps(c.schema_obj()), **json_schema_options(c))
         )
     return c.text
 
@@ -39,20 +34,17 @@ def _tag(begin: str, c: Constraint, end: str):
     return TagFormat(begin=begin, content=GrammarFormat(grammar=content_ebnf(c)), end=end)
 
 
-def _tools_format(plan: Plan, opts: TriggerOptions, entry: int):
-    """The tool-call phases from `entry` on: calls in free text (auto), or calls only."""
+def _tools_format(plan: Plan, opts: TriggerOptions):
+    """Calls in free text (tool choice auto), or calls only, the first one forced."""
     from xgrammar.structural_tag import SequenceFormat, TagsWithSeparatorFormat, TriggeredTagsFormat
 
-    p = plan.phases[entry]
-    any_call = next(q for q in plan.phases if isinstance(q, BoundPhase))
-    every = _tag(opts.tool_start, plan.constraints[any_call.slot], opts.tool_end)
-    if isinstance(p, FreePhase):
+    every = _tag(opts.tool_start, plan.constraints[plan.call_slot], opts.tool_end)
+    if plan.first_slot is None:
         return TriggeredTagsFormat(triggers=[opts.tool_start], tags=[every])
-    first = plan.phases[p.next]  # the forced first call's body
-    rest = TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=False)
-    if first.slot == any_call.slot:
+    if plan.first_slot == plan.call_slot:
         return TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=True)
-    forced = _tag(opts.tool_start, plan.constraints[first.slot], opts.tool_end)
+    forced = _tag(opts.tool_start, plan.constraints[plan.first_slot], opts.tool_end)
+    rest = TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=False)
     return SequenceFormat(elements=[forced, rest])
 
 
@@ -67,19 +59,12 @@ def structural_tag_ebnf(plan: Plan, opts: TriggerOptions) -> str:
         TagFormat,
     )
 
-    if not opts.reasoning:
-        fmt = _tools_format(plan, opts, plan.start)
-    else:
-        think = next(i for i, p in enumerate(plan.phases) if p.label == "thinking")
-        after = plan.phases[think].triggers[0].next
-        p = plan.phases[after]
-        answer = (
-            GrammarFormat(grammar=content_ebnf(plan.constraints[p.slot]))
-            if isinstance(p, BoundPhase) and p.next is None
-            else _tools_format(plan, opts, after)
-        )
-        start = plan.phases[plan.start]
-        begin = start.text if isinstance(start, TagPhase) else ""
+    fmt = _tools_format(plan, opts) if plan.tools else None
+    if opts.reasoning:
+        answer = fmt
+        if plan.answer_slot is not None:
+            answer = GrammarFormat(grammar=content_ebnf(plan.constraints[plan.answer_slot]))
+        begin = "" if opts.think_start.lower() in ("", "none") else opts.think_start
         budget = opts.think_budget or None
         thinking = TagFormat(
             begin=begin, content=AnyTextFormat(max_tokens=budget), end=opts.think_end

@@ -181,70 +181,79 @@ class Engine:
         else:
             trace = dec.run(req, compiled, on_event=on_event, should_stop=should_stop)
         if res is not None:
-            self._annotate(trace, req, res)
-            if trace.segments:
-                trace.compile = compiled.stats()  # the triggered constraint's: who found them
+            if compiled.triggered:
+                self._annotate_segments(trace, res, compiled)
+            else:
+                self._annotate(trace, req, res)
             trace.totals.compile_cached = cached
         return trace.to_json()
 
     def compile_request(self, req: GenerateRequest):
         """(the first constraint's compile, what the decoder runs, whether all was cached):
-        a triggered request compiles each of its plan's constraints by the request's
-        backend and runs them behind one matcher (engine.triggers)."""
-        opts = req.trigger_options()
-        if not opts.active:
-            if req.constraint is None:
-                raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
-            cached = self.cache.has(req.constraint, req.backend)
-            res = self.compile(req.constraint, req.backend)
-            return res, res.compiled, cached
-        from ..triggers import TriggeredConstraint, build_plan
+        a triggered request compiles its plan as one grammar where the backend finds
+        triggers itself, else each of its plan's constraints, run behind one matcher
+        (engine.triggers)."""
+        from ..triggers import TriggeredConstraint
+        from ..triggers.native import NativeTriggeredConstraint
 
-        plan = build_plan(opts, req.constraint)
-        native = self._native_triggers(req, plan, opts)
+        plan, native = self._plan(req)
+        targets = self._targets(req, plan, native)
+        cached = all(self.cache.has(c, req.backend) for c in targets)
+        results = [self.compile(c, req.backend) for c in targets]
+        if plan is None:
+            return results[0], results[0].compiled, cached
         if native is not None:
-            return native
-        cached = all(self.cache.has(c, req.backend) for c in plan.constraints)
-        results = [self.compile(c, req.backend) for c in plan.constraints]
+            how = f"native ({req.backend})"
+            return results[0], NativeTriggeredConstraint(plan, results[0].compiled, how), cached
         compiled = TriggeredConstraint(plan, [r.compiled for r in results], self.ctx)
         return results[0], compiled, cached
 
-    def _native_triggers(self, req: GenerateRequest, plan, opts):
-        """The plan compiled by the backend's own trigger machinery, as one grammar through
-        the compile cache (its worker and limits); None where the request asks for the
-        engine's layer or the backend has none. Each segment's constraint is audited first,
-        so a known gap is refused here as it is on the engine's path."""
+    def compile_targets(self, req: GenerateRequest) -> list[Constraint]:
+        """What a run compiles (the page shows each one's progress): its constraint; a
+        triggered run's one native grammar, or its plan's constraints."""
+        if req.mode == "free":
+            return []
+        return self._targets(req, *self._plan(req))
+
+    @staticmethod
+    def _targets(req: GenerateRequest, plan, native) -> list[Constraint]:
+        if plan is None:
+            if req.constraint is None:
+                raise CfsmError("invalid_input", f"mode {req.mode!r} needs a constraint")
+            return [req.constraint]
+        return [native] if native is not None else list(plan.constraints)
+
+    def _plan(self, req: GenerateRequest):
+        """(plan, the backend's own grammar for it or None); (None, None) untriggered. The
+        native grammar is asked for unless the request wants the engine's layer; each
+        segment's constraint is audited first, so a known gap is refused on either path."""
         from ..backends import get_backend
         from ..backends.audit import audit
-        from ..triggers.native import NativeTriggeredConstraint
+        from ..triggers import build_plan
 
+        opts = req.trigger_options()
+        if not opts.active:
+            return None, None
+        plan = build_plan(opts, req.constraint)
         backend = get_backend(req.backend)
-        grammar = (
-            None
-            if req.trigger_impl == "engine"
-            else backend.triggered_grammar(plan, opts, self.ctx)
-        )
-        if grammar is None:
-            if req.trigger_impl == "native":
-                raise CfsmError(
-                    "unsupported_feature",
-                    f"backend {req.backend!r} has no trigger machinery of its own for this "
-                    "request (use trigger_impl engine or auto)",
-                )
-            return None
-        for c in plan.constraints:
-            audit(backend, c)
-        cached = self.cache.has(grammar, req.backend)
-        res = self.compile(grammar, req.backend)
-        how = f"native ({req.backend})"
-        return res, NativeTriggeredConstraint(plan, res.compiled, how), cached
+        native = None
+        if req.trigger_impl != "engine":
+            native = backend.triggered_grammar(plan, opts, self.ctx)
+        if native is None and req.trigger_impl == "native":
+            raise CfsmError(
+                "unsupported_feature",
+                f"backend {req.backend!r} has no trigger machinery of its own for this "
+                "request (use trigger_impl engine or auto)",
+            )
+        if native is not None:
+            for c in plan.constraints:
+                audit(backend, c)
+        return plan, native
 
     def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:
         """What the compile adds to a trace: its stats, the automaton with the path the
         output took, and the ideal forward-pass count of the output."""
         trace.totals.compile_s = round(res.seconds, 4)
-        if trace.segments:
-            return self._annotate_segments(trace, res)
         if trace.totals.reason == "max_new_tokens":
             u = why_unfinished(req.constraint, trace.text)
             trace.unfinished = u and {**u, "line": unfinished_line(u)}
@@ -272,11 +281,13 @@ class Engine:
             ideal["emitted_tokens"] = len(trace.tokens)
         trace.ideal = ideal
 
-    def _annotate_segments(self, trace: Trace, res: CompileResult) -> None:
-        """A triggered run: the automaton of its first constraint, walked over the first
-        segment held to it (`path_offset` says where that segment starts in the output)."""
-        trace.compile = res.compiled.stats()
-        trace.warnings = list(res.compiled.warnings) + list(self.ctx.vocab.warnings)
+    def _annotate_segments(self, trace: Trace, res: CompileResult, compiled) -> None:
+        """A triggered run: who found the triggers and every segment's warnings, and the
+        automaton of its first constraint, walked over the first segment held to it
+        (`path_offset` says where that segment starts in the output)."""
+        trace.totals.compile_s = round(res.seconds, 4)
+        trace.compile = compiled.stats()
+        trace.warnings = list(compiled.warnings) + list(self.ctx.vocab.warnings)
         seg = next((s for s in trace.segments if s["kind"] == "constrained"), None)
         if res.dfa is None:
             return

@@ -19,6 +19,8 @@ from .text_tables import TagTable, TriggerScanner, scanner, special_ids, tag_tab
 class TriggeredConstraint(CompiledConstraint):
     """A plan with its constraints compiled (one per slot, by one backend)."""
 
+    triggered = True
+
     def __init__(
         self, plan: Plan, compiled: list[CompiledConstraint], ctx: TokenizerContext
     ) -> None:
@@ -47,7 +49,7 @@ class TriggeredConstraint(CompiledConstraint):
     def check_output(self, matcher, token_bytes, out_ids, finished, reason):
         from .segments import overall, segment_records
 
-        recs = segment_records(matcher, token_bytes, out_ids, finished)
+        recs = segment_records(matcher, token_bytes, out_ids)
         valid, why = overall(recs, self.plan, finished, reason)
         return valid, why, [r.to_json() for r in recs]
 
@@ -65,6 +67,7 @@ class _Segment:
     start: int  # index of its first output token
     inner: Matcher | None = None
     states: list = field(default_factory=list)  # free: scanner state after each token; tag: pos
+    lead: bool = False  # opened by its own first token (a call closed where it could go on)
 
 
 class TriggeredMatcher(Matcher):
@@ -80,10 +83,10 @@ class TriggeredMatcher(Matcher):
         self._open(c.plan.start)
 
     # ------------------------------------------------------------------ walking
-    def _open(self, phase: int) -> None:
+    def _open(self, phase: int, lead: bool = False) -> None:
         p = self.plan.phases[phase]
         inner = self.c.compiled[p.slot].matcher() if isinstance(p, BoundPhase) else None
-        self.segs.append(_Segment(phase, len(self.owner), inner))
+        self.segs.append(_Segment(phase, len(self.owner), inner, lead=lead))
 
     @property
     def seg(self) -> _Segment:
@@ -142,17 +145,38 @@ class TriggeredMatcher(Matcher):
         return p.next if pos >= len(t.text) else None
 
     def _accept_bound(self, p: BoundPhase, tid: int):
-        inner = self.seg.inner
-        if not inner.accept_token(tid):
+        inner, eos = self.seg.inner, self.c.ctx.eos_token_id
+        if p.next is not None and tid == eos:
+            return False  # the output cannot stop inside a segment its end tag closes
+        if inner.accept_token(tid):
+            self.seg.states.append(None)
+            if p.next is not None and self._complete(inner):
+                return p.next  # a closed call: its end tag follows at once
+            return None
+        if p.next is None or not self._may_close(inner):
             return False
-        self.seg.states.append(None)
-        if p.next is not None and self._complete(inner):
-            return p.next  # a closed call: its end tag follows at once
-        return None
+        # the match could end here and go on: a token starting the end tag closes it
+        self._open(p.next, lead=True)
+        nxt = self._accept_tag(self.phase, tid)
+        if nxt is False:
+            self.segs.pop()
+        return nxt
 
     def _complete(self, m: Matcher) -> bool:
         ids = m.allowed_ids()
         return len(ids) == 1 and int(ids[0]) == self.c.ctx.eos_token_id
+
+    def _may_close(self, m: Matcher) -> bool:
+        """The segment's match could end here (its matcher allows the stop)."""
+        return m.allows_any([self.c.ctx.eos_token_id])
+
+    def _closing(self) -> tuple[Matcher, TagTable] | None:
+        """In a segment its end tag closes, where the match could end but also go on: the
+        inner matcher and the end tag's table (the stop gives way to the tag's tokens)."""
+        p = self.phase
+        if isinstance(p, BoundPhase) and p.next is not None and self._may_close(self.seg.inner):
+            return self.seg.inner, self.c.tags[p.next]
+        return None
 
     def rollback(self, num_tokens: int) -> None:
         if num_tokens > len(self.owner):
@@ -164,6 +188,8 @@ class TriggeredMatcher(Matcher):
                 s.inner.rollback(1)
             while len(self.segs) > 1 and self.segs[-1].start > len(self.owner):
                 self.segs.pop()
+            if s.lead and not s.states and self.segs[-1] is s:
+                self.segs.pop()  # its first token opened it
 
     # ------------------------------------------------------------------ queries
     def allowed_ids(self) -> np.ndarray:
@@ -172,6 +198,11 @@ class TriggeredMatcher(Matcher):
             return self.c.scanners[self.seg.phase].tables(self._free_state(), p.may_end).allowed
         if isinstance(p, TagPhase):
             return self.c.tags[self.seg.phase].allowed_ids(self._tag_pos(), self._tag_may_end(p))
+        closing = self._closing()
+        if closing is not None:
+            inner, tag = closing
+            ids = np.setdiff1d(inner.allowed_ids(), [self.c.ctx.eos_token_id])
+            return np.union1d(ids, tag.allowed_ids(0)).astype(np.int64)
         return self.seg.inner.allowed_ids()
 
     def allowed_count(self) -> int:
@@ -189,6 +220,12 @@ class TriggeredMatcher(Matcher):
             return sc.mask(self._free_state(), p.may_end, device)
         if isinstance(p, TagPhase):
             return self.c.tags[self.seg.phase].mask(self._tag_pos(), device, self._tag_may_end(p))
+        closing = self._closing()
+        if closing is not None:
+            inner, tag = closing
+            m = inner.mask(device) | tag.mask(0, device)
+            m[self.c.ctx.eos_token_id] = False
+            return m
         return self.seg.inner.mask(device)
 
     def is_final(self) -> bool:

@@ -11,6 +11,8 @@ from .segments import SegmentRecord, check_bound, overall
 
 
 class NativeTriggeredConstraint(CompiledConstraint):
+    triggered = True
+
     def __init__(self, plan: Plan, grammar: CompiledConstraint, how: str) -> None:
         self.plan = plan
         self.grammar = grammar
@@ -43,7 +45,7 @@ def _token_starts(token_bytes, out_ids: list[int]) -> list[int]:
     buf, out = b"", [0]
     for t in out_ids:
         buf += token_bytes[t] or b""
-        out.append(len(buf.decode("utf-8", errors="ignore")))
+        out.append(len(buf.decode("utf-8", errors="replace")))  # as the text is decoded
     return out
 
 
@@ -84,10 +86,12 @@ def text_segments(plan: Plan, token_bytes, out_ids: list[int], finished: bool):
     text = b"".join(token_bytes[t] or b"" for t in out_ids).decode("utf-8", errors="replace")
     r = _Reader(plan, text)
     r.run(plan.start)
+    if r.pos < len(text):  # text the plan does not read (an unfinished output): kept, shown
+        r.spans.append((None, r.pos, len(text)))
     starts = _token_starts(token_bytes, out_ids)
     recs = []
     for k, (i, a, b) in enumerate(r.spans):
-        p = plan.phases[i]
+        p = plan.phases[i] if i is not None else FreePhase("unread")
         first = next((j for j, c in enumerate(starts[:-1]) if c >= a), len(out_ids))
         last = next((j for j, c in enumerate(starts[:-1]) if c >= b), len(out_ids))
         rec = SegmentRecord(k, p.kind, p.label, first, last, a, b, text[a:b])

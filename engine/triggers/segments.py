@@ -30,8 +30,9 @@ class SegmentRecord:
         return asdict(self)
 
 
-def segment_records(m: TriggeredMatcher, token_bytes, out_ids: list[int], finished: bool):
-    """The segments of a finished (or stopped) output, each checked where it can be."""
+def segment_records(m: TriggeredMatcher, token_bytes, out_ids: list[int]):
+    """The segments of a finished (or stopped) output, each checked where it can be (a
+    segment the matcher has not closed is unfinished, whatever stopped the run)."""
     plan = m.plan
     recs: list[SegmentRecord] = []
     chars = 0

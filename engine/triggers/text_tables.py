@@ -183,10 +183,27 @@ def _ids_by_bytes(ctx: TokenizerContext) -> dict[bytes, list[int]]:
     return out
 
 
+MAX_TABLES = 32  # tag texts are user input: their tables (and masks) are kept for this many
+
+
+def _kept(ctx: TokenizerContext, key: tuple, build):
+    """The table for `key`, built once and kept among the MAX_TABLES most recently used
+    (per tokenizer), so that many distinct tags cannot grow the process without bound."""
+    from collections import OrderedDict
+
+    lru = ctx.view("trigger-tables", OrderedDict)
+    if key in lru:
+        lru.move_to_end(key)
+    else:
+        lru[key] = build()
+        while len(lru) > MAX_TABLES:
+            lru.popitem(last=False)
+    return lru[key]
+
+
 def scanner(ctx: TokenizerContext, texts: tuple[str, ...], special: dict[str, int]):
-    key = "trigger-scan\x00" + "\x00".join(texts)
-    return ctx.view(key, lambda: TriggerScanner(ctx, texts, special))
+    return _kept(ctx, ("scan", texts), lambda: TriggerScanner(ctx, texts, special))
 
 
 def tag_table(ctx: TokenizerContext, text: str, special: int | None) -> TagTable:
-    return ctx.view(f"tag\x00{text}", lambda: TagTable(ctx, text, special))
+    return _kept(ctx, ("tag", text), lambda: TagTable(ctx, text, special))

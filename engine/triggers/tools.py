@@ -38,6 +38,8 @@ def parse_tools(text: str) -> tuple[Tool, ...]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CfsmError("invalid_input", f"the tools are not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise CfsmError("input_too_large", "the tools are nested too deeply") from None
     if isinstance(obj, dict):
         obj = [obj]
     if not isinstance(obj, list) or not obj:

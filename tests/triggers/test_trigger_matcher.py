@@ -229,8 +229,24 @@ def _walked(ctx) -> list[int]:
             "not both",
         ),
         (TriggerOptions(reasoning=True), None, "needs a constraint"),
+        (TriggerOptions(tools="[" * 5000), None, "nested too deeply"),
+        (
+            TriggerOptions(tools='[{"function": {"name": "f"}}]', tool_start="  "),
+            None,
+            "not only spaces",
+        ),
+        (
+            TriggerOptions(tools='[{"function": {"name": "f"}}]', tool_start="<x>", tool_end="<x>"),
+            None,
+            "must differ",
+        ),
+        (
+            TriggerOptions(reasoning=True, think_budget=10**9),
+            Constraint("regex", "a"),
+            "think_budget must be between",
+        ),
         (TriggerOptions(reasoning=True, think_end=""), Constraint("regex", "a"), "end marker"),
-        (TriggerOptions(reasoning=True, think_budget=-1), Constraint("regex", "a"), ">= 0"),
+        (TriggerOptions(reasoning=True, think_budget=-1), Constraint("regex", "a"), "between 0"),
     ],
 )
 def test_bad_trigger_options_are_one_line_errors(opts, constraint, words):
@@ -346,3 +362,29 @@ def test_a_native_run_reads_its_segments_back_from_the_text(ctx):
     assert recs[1].valid is False and "3" in recs[1].validation  # n=3 is not in its enum
     spelled = b"".join(ctx.vocab.token_bytes[t] for t in ids[recs[1].start : recs[1].end])
     assert spelled.decode().startswith('{"name"')  # token ranges follow the characters
+
+
+def test_a_call_whose_arguments_could_go_on_is_closed_by_its_end_tag_not_the_stop(ctx):
+    """Arguments that may end in more than one place (a number): where they could end, the
+    stop is not allowed (the end tag must follow), the end tag's first token closes the
+    call, and rolling that token back reopens it."""
+    tools = json.dumps([{"function": {"name": "f", "parameters": {"type": "integer"}}}])
+    c = _triggered(
+        ctx, TriggerOptions(tools=tools, tool_start="<function=", tool_end="</function>")
+    )
+    m = c.matcher()
+    for t in ctx.continuation.encode("<function=f>12"):
+        assert m.accept_token(t)
+    eos = ctx.eos_token_id
+    close = ctx.continuation.encode("</function>")
+    assert eos not in m.allowed_ids() and not m.accept_token(eos) and not m.is_final()
+    assert close[0] in m.allowed_ids() and bool(m.mask("cpu")[close[0]]) and not m.mask("cpu")[eos]
+    n = len(m.segments())
+    assert m.accept_token(close[0]) and m.segments()[-1]["label"] == "tool call end"
+    m.rollback(1)
+    assert len(m.segments()) == n and m.segments()[-1]["label"] == "tool call"
+    digit = ctx.continuation.encode("3")[0]
+    assert m.accept_token(digit)  # the number goes on
+    for t in close:
+        assert m.accept_token(t)
+    assert m.segments()[-1]["kind"] == "free" and m.is_final()

@@ -58,16 +58,21 @@ TOOL_RUNS = [*RUNS, ("llguidance", "native")]
 
 
 def tools_request(backend: str, mode: str, **kw) -> GenerateRequest:
+    kw.setdefault("tool_choice", "required")
     return GenerateRequest.from_inputs(
         "What is the weather in Paris? Use a tool.",
         None,
         tools=json.dumps(TOOLS),
-        tool_choice="required",
         backend=backend,
         mode=mode,
         max_new_tokens=64,
         **kw,
     )
+
+
+def named_request(backend: str, mode: str, **kw) -> GenerateRequest:
+    """A named tool forced first; any tool may follow."""
+    return tools_request(backend, mode, **{"tool_choice": "get_time", **kw})
 
 
 def reasoning_request(backend: str, mode: str, **kw) -> GenerateRequest:
@@ -166,6 +171,8 @@ def test_llguidance_native_reasoning_holds_the_answer_after_the_marker(engine):
         ("xgrammar", tools_request),
         ("xgrammar", reasoning_request),
         ("llguidance", tools_request),
+        ("xgrammar", named_request),
+        ("llguidance", named_request),
     ],
 )
 def test_native_triggers_write_what_the_engine_layer_writes(engine, backend, make):
@@ -178,6 +185,27 @@ def test_native_triggers_write_what_the_engine_layer_writes(engine, backend, mak
         kinds = [s["kind"] for s in native["segments"]]
         assert [s["kind"] for s in layer["segments"] if s["label"] != "thinking end"] == kinds
     # (the masked passes may differ: a library's mask may let a token cross a trigger)
+
+
+def test_a_named_tool_choice_forces_that_tool_first_then_allows_any(engine):
+    tr = engine.generate(named_request("fsm", "jump"))
+    assert tr["valid"] and json.loads(tr["segments"][1]["text"])["name"] == "get_time"
+    # the automaton drawn is the forced call's: the first constrained segment walks it
+    assert tr["automaton"]["path_segment"] == 1 and len(tr["automaton"]["path"]) > 10
+    from engine.triggers import TriggeredConstraint
+
+    req = named_request("fsm", "jump")
+    compiled = engine.compile_request(req)[1]
+    assert isinstance(compiled, TriggeredConstraint)
+    m = compiled.matcher()
+    enc = engine.ctx.continuation.encode
+    first = '<tool_call>{"name": "get_time", "arguments": {"city": "Oslo"}}</tool_call>'
+    for t in enc(first):
+        assert m.accept_token(t)
+    for t in enc(
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}'
+    ):
+        assert m.accept_token(t)  # a second call may name any tool
 
 
 def test_native_triggers_are_refused_by_name_where_a_backend_has_none(engine):

@@ -74,7 +74,8 @@ def test_free_steps_say_the_grammar_is_inactive_and_call_steps_mark_their_state(
     b = step_bundle(tr)
     view = graph_view(tr["automaton"])
     where = positions(tr)
-    free = [k for k, s in enumerate(tr["steps"]) if tr["segments"][s["segment"]]["kind"] == "free"]
+    kind = {g["index"]: g["kind"] for g in tr["segments"]}
+    free = [k for k, s in enumerate(tr["steps"]) if kind[s["segment"]] == "free"]
     call = [k for k, s in enumerate(tr["steps"]) if s["segment"] == 1]
     assert free and call
     for k in free:

@@ -313,11 +313,11 @@ def test_version_3_traces_load_as_one_segment(trace):
 
 @pytest.mark.model
 def test_traces_from_the_future_or_not_traces_are_refused(trace):
-    from engine.decoding.trace import validate_trace
+    from engine.decoding.trace import TRACE_VERSION, validate_trace
     from engine.errors import CfsmError
 
     for bad in (
-        {**trace, "version": 4},
+        {**trace, "version": TRACE_VERSION + 1},
         {**trace, "version": True},
         {"version": 2},
         "[1, 2]",
