@@ -227,7 +227,9 @@ def _run_settings(modes, backends, wss) -> dict:
             info="JSON Schema's own reading; the default closes objects that list properties",
         )
     with gr.Row():
-        w["max_new"] = gr.Slider(1, 512, value=200, step=1, label="Max new tokens")
+        w["max_new"] = gr.Slider(
+            1, 512, value=200, step=1, label="Max new tokens", elem_id="max-new"
+        )
         w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
     with gr.Row():
         w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")

@@ -184,7 +184,7 @@ def _runs(backends) -> list[tuple[str, str]]:
 def format_table(res: dict) -> str:
     rows = [
         "| task | backend (triggers) | passes masked | passes jump | jump/masked | wall masked | "
-        "wall jump | invalid | free tokens | grammar per free token | share of a decode step |",
+        "wall jump | invalid / unfinished | free tokens | grammar per free token | share of a decode step |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
@@ -201,6 +201,7 @@ def format_table(res: dict) -> str:
             f"| {r['task']} | {r['backend']} ({r.get('triggers', 'engine')}) | "
             f"{m['forward_passes']} | {j['forward_passes']} | "
             f"{r['jump_vs_masked_passes']:.2f} | {m['wall_s']:.2f} s | {j['wall_s']:.2f} s | "
-            f"{m['invalid'] + j['invalid']} | {f.get('tokens', 0)} | {grammar} | {share} |"
+            f"{m['invalid'] + j['invalid']} / {m['unfinished'] + j['unfinished']} | "
+            f"{f.get('tokens', 0)} | {grammar} | {share} |"
         )
     return "\n".join(rows)

@@ -944,6 +944,9 @@ def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_gramma
         page.locator("#tool-start textarea, #tool-start input").first.input_value() == "```json\n"
     )
     assert "\u2713 2 tools: get_weather, get_time" in page.locator("#tools-error").inner_text()
+    box = page.locator("#max-new input[type=number]")  # an earlier upload may have set 64
+    box.fill("200")
+    box.press("Enter")
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)
     assert trace["valid"] and trace["segments"][1]["kind"] == "constrained", trace["validation"]
