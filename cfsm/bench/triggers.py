@@ -184,7 +184,8 @@ def _runs(backends) -> list[tuple[str, str]]:
 def format_table(res: dict) -> str:
     rows = [
         "| task | backend (triggers) | passes masked | passes jump | jump/masked | wall masked | "
-        "wall jump | invalid / unfinished | free tokens | grammar per free token | share of a decode step |",
+        "wall jump | invalid / unfinished | free tokens | grammar per free token | "
+        "share of a decode step |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
