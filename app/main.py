@@ -233,49 +233,24 @@ TRIGGER_INPUTS = Row(
     "tools", "tool_choice", "tool_start", "tool_end", "reasoning", "think_budget", "trigger_impl"
 )
 # The inputs an uploaded trace restores, and those a permalink or a preset sets.
-RESTORED_INPUTS = (
-    Row(
-        "kind",
-        "ctabs",
-        "rx",
-        "sch",
-        "gram",
-        "prompt",
-        "ws",
-        "lenient",
-        "spec",
-        "backend",
-        "mode",
-        "max_new",
-        "temp",
-        "top_p",
-        "seed",
-        "runtime",
-        "preset",
-    )
-    + TRIGGER_INPUTS
+RUN_INPUTS = Row(
+    "kind",
+    "ctabs",
+    "rx",
+    "sch",
+    "gram",
+    "prompt",
+    "ws",
+    "backend",
+    "mode",
+    "max_new",
+    "temp",
+    "top_p",
+    "seed",
+    "runtime",
 )
-PERMALINK_INPUTS = (
-    Row(
-        "kind",
-        "ctabs",
-        "rx",
-        "sch",
-        "gram",
-        "prompt",
-        "ws",
-        "backend",
-        "mode",
-        "max_new",
-        "temp",
-        "top_p",
-        "seed",
-        "runtime",
-        "model",
-        "preset",
-    )
-    + TRIGGER_INPUTS
-)
+RESTORED_INPUTS = RUN_INPUTS + Row("lenient", "spec", "preset") + TRIGGER_INPUTS
+PERMALINK_INPUTS = RUN_INPUTS + Row("model", "preset") + TRIGGER_INPUTS
 TOUR_PRESET = "SGLang character (regex)"
 
 

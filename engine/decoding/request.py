@@ -128,16 +128,8 @@ class GenerateRequest:
             raise CfsmError("invalid_input", "top_k must be between 1 and 100")
 
     def trigger_options(self) -> TriggerOptions:
-        return TriggerOptions(
-            reasoning=self.reasoning,
-            think_budget=self.think_budget,
-            think_start=self.think_start,
-            think_end=self.think_end,
-            tools=self.tools,
-            tool_choice=self.tool_choice,
-            tool_start=self.tool_start,
-            tool_end=self.tool_end,
-        )
+        """The request's trigger fields, by the names the two share."""
+        return TriggerOptions(**{f.name: getattr(self, f.name) for f in fields(TriggerOptions)})
 
 
 def _coerce(default, value):

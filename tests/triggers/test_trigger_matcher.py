@@ -40,6 +40,22 @@ PIECES = [
     "<think>",
 ]
 EOS = 0
+# one tool whose one argument is 1 or 2
+ENUM_TOOL = json.dumps(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"n": {"enum": [1, 2]}},
+                    "required": ["n"],
+                },
+            },
+        }
+    ]
+)
 
 
 def _ctx() -> TokenizerContext:
@@ -162,21 +178,7 @@ def test_a_special_token_marker_triggers_by_id():
 def test_required_tool_choice_allows_only_calls_and_the_stop(ctx):
     """The embedded tokenizer (no weights): the call is forced at once, its body held to
     the tool's schema, and after its end tag only another call or the stop may follow."""
-    tools = json.dumps(
-        [
-            {
-                "type": "function",
-                "function": {
-                    "name": "f",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"n": {"enum": [1, 2]}},
-                        "required": ["n"],
-                    },
-                },
-            }
-        ]
-    )
+    tools = ENUM_TOOL
     c = _triggered(ctx, TriggerOptions(tools=tools, tool_choice="required"))
     m = c.matcher()
     assert m.jump_forward() == "<tool_call>"
@@ -335,20 +337,7 @@ def test_a_native_run_reads_its_segments_back_from_the_text(ctx):
     the finished text, and each call's body is checked as on the engine's path."""
     from engine.triggers.native import text_segments
 
-    tools = json.dumps(
-        [
-            {
-                "function": {
-                    "name": "f",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"n": {"enum": [1, 2]}},
-                        "required": ["n"],
-                    },
-                }
-            }
-        ]
-    )
+    tools = ENUM_TOOL
     plan = build_plan(TriggerOptions(tools=tools), None)
     text = 'Hi <tool_call>{"name": "f", "arguments": {"n": 3}}</tool_call> ok'
     ids = ctx.continuation.encode(text)
