@@ -148,15 +148,23 @@ def load_schema_arg(arg: str) -> str:
     )
 
 
-def parse_schema(text: str) -> dict | bool:
+def load_json(text: str, what: str, kind: str):
+    """A user's JSON (a schema, a tools list), bounded: `input_too_large` past the schema
+    limit or nested deeper than Python's parser goes, `kind` where it is not JSON."""
     if len(text) > MAX_SCHEMA_CHARS:
         raise CfsmError(
-            "input_too_large", f"schema is {len(text)} characters; the limit is {MAX_SCHEMA_CHARS}"
+            "input_too_large", f"{what} is {len(text)} characters; the limit is {MAX_SCHEMA_CHARS}"
         )
     try:
-        obj = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CfsmError("invalid_schema", f"schema is not valid JSON: {exc}") from exc
+        raise CfsmError(kind, f"{what} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise CfsmError("input_too_large", f"{what} is nested too deeply") from None
+
+
+def parse_schema(text: str) -> dict | bool:
+    obj = load_json(text, "schema", "invalid_schema")
     if not isinstance(obj, (dict, bool)):
         raise CfsmError("invalid_schema", "a JSON schema must be an object or a boolean")
     import jsonschema

@@ -50,7 +50,7 @@ class TriggerScanner:
         self.ctx = ctx
         self.texts = tuple(t.encode("utf-8") for t in texts)
         self.by_special = {special[t]: i for i, t in enumerate(texts) if t in special}
-        self._cands: np.ndarray | None = None
+        self._inside_ids: np.ndarray | None = None
         self._tables: dict[tuple[bytes, bool], _FreeTables] = {}
 
     def step(self, state: bytes, token_id: int) -> tuple[bytes, int | None, bool]:
@@ -76,13 +76,13 @@ class TriggerScanner:
 
     def _inside(self) -> np.ndarray:
         """Tokens holding a whole trigger before their own end (one vocabulary scan)."""
-        if self._cands is None:
+        if self._inside_ids is None:
             tb = self.ctx.vocab.token_bytes
-            self._cands = np.array(
+            self._inside_ids = np.array(
                 [i for i, b in enumerate(tb) if b and any(t in b[:-1] for t in self.texts)],
                 dtype=np.int64,
             )
-        return self._cands
+        return self._inside_ids
 
     def _crossing(self, state: bytes) -> np.ndarray:
         """Tokens that would run past a trigger's end from this state: a trigger begun in

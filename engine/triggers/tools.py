@@ -8,9 +8,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..constraint import Constraint, parse_schema
+from ..constraint import Constraint, load_json, parse_schema
 from ..errors import CfsmError
-from ..limits import MAX_SCHEMA_CHARS
 
 MAX_TOOLS = 32
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -30,16 +29,7 @@ class Tool:
 def parse_tools(text: str) -> tuple[Tool, ...]:
     """`[{"type": "function", "function": {"name", "description", "parameters"}}, ...]`;
     CfsmError naming the first thing wrong (an invalid `parameters` schema included)."""
-    if len(text) > MAX_SCHEMA_CHARS:
-        raise CfsmError(
-            "input_too_large", f"the tools are longer than {MAX_SCHEMA_CHARS} characters"
-        )
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CfsmError("invalid_input", f"the tools are not valid JSON: {exc}") from exc
-    except RecursionError:
-        raise CfsmError("input_too_large", "the tools are nested too deeply") from None
+    obj = load_json(text, "the tools list", "invalid_input")
     if isinstance(obj, dict):
         obj = [obj]
     if not isinstance(obj, list) or not obj:

@@ -719,42 +719,17 @@ def test_the_api_runs_tool_calls_and_reasoning(app_url):
     from app.presets import TOOLS
 
     c = Client(app_url + "/", verbose=False)
-    tr = c.predict(
-        "What time is it in Rome? Use a tool.",
-        "tools",
-        json.dumps(TOOLS),
-        "compact",
-        "fsm",
-        "jump",
-        64,
-        0.0,
-        0,
-        False,
-        False,
-        "auto",
-        False,
-        0,
-        "required",
-        api_name="/run",
+
+    def run(prompt, kind, text, *tail):
+        """/run with its defaults up to `runtime`, then the trigger parameters given."""
+        head = ("compact", "fsm", "jump", 64, 0.0, 0, False, False, "auto")
+        return c.predict(prompt, kind, text, *head, *tail, api_name="/run")
+
+    tr = run(
+        "What time is it in Rome? Use a tool.", "tools", json.dumps(TOOLS), False, 0, "required"
     )
     assert tr["valid"] and tr["text"].startswith('<tool_call>{"name": "get_'), tr["validation"]
-    tr = c.predict(
-        "Think, then answer yes or no: is fire hot?",
-        "regex",
-        "(yes|no)",
-        "compact",
-        "fsm",
-        "jump",
-        64,
-        0.0,
-        0,
-        False,
-        False,
-        "auto",
-        True,
-        8,
-        api_name="/run",
-    )
+    tr = run("Think, then answer yes or no: is fire hot?", "regex", "(yes|no)", True, 8)
     assert tr["valid"] and tr["segments"][-1]["text"] in ("yes", "no"), tr["validation"]
     with pytest.raises(Exception) as ei:
         c.predict("x", "tools", "[1]", api_name="/run")

@@ -811,3 +811,12 @@ def test_regex_algebra_matches_brute_force_and_survives_all_final():
                     regexes,
                     t,
                 )
+
+
+def test_a_schema_nested_past_the_parser_is_a_one_line_error():
+    from engine.constraint import parse_schema
+    from engine.errors import CfsmError
+
+    with pytest.raises(CfsmError) as ei:
+        parse_schema("[" * 5000)
+    assert ei.value.kind == "input_too_large" and "nested too deeply" in ei.value.message
