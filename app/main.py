@@ -319,17 +319,26 @@ def trigger_fields(
 
 
 def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> dict:
-    """Every output a finished (or uploaded) run updates."""
+    """Every output a finished (or uploaded) run updates at once; its timeline follows in
+    an update of its own (`draw_timeline`)."""
     return dict(
         trace=trace,
         error="",
         summary=summary_md(trace),
         cards=stat_cards(trace["totals"]),
-        timeline=timeline(trace),
         scrub=scrub_slider(len(trace["steps"])),
         view=step_view_html(trace, collapse, whole, raw),
         live="",
     )
+
+
+def draw_timeline(trace: dict):
+    """The shown run's timeline, sent in the handler's next update, after the one with
+    the step view: Plotly draws it in ~80 ms of the browser's main thread, and in one
+    update the step view above it waited for that (2 cores: a tenth of the character
+    preset's click-to-step-view time on llama.cpp). Building it (~20 ms) also lets the
+    browser draw the step view before the timeline's update arrives."""
+    return timeline(trace)
 
 
 def live_update(ev: StepEvent) -> dict:
@@ -421,6 +430,7 @@ def run_streamer(hub: EngineHub):
                 dl_trace=write_trace_file(trace),
                 **finished_run(trace, collapse_v, whole_v, raw_v),
             )
+            yield out.set(timeline=draw_timeline(trace))
         except GeneratorExit:
             handle.event.set()
             raise
@@ -731,10 +741,11 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
 
     upload = RUN_OUTPUTS + Row("up_trace", "up_err") + RESTORED_INPUTS
 
-    def on_upload(f, collapse_v, whole_v, raw_v):
+    def load_upload(f, collapse_v, whole_v, raw_v) -> tuple[list, dict | None]:
+        """The upload's outputs and its trace (None when there is none to show)."""
         try:
             if f is None:
-                return upload.set()
+                return upload.set(), None
             p = Path(f if isinstance(f, str) else f.name)
             if p.stat().st_size > MAX_UPLOAD_BYTES:
                 raise CfsmError(
@@ -746,9 +757,15 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
                 up_trace=None,
                 up_err="",
                 **restore_inputs(trace),
-            )
+            ), trace
         except BaseException as exc:  # noqa: BLE001
-            return upload.set(up_trace=None, up_err=_msg(exc))
+            return upload.set(up_trace=None, up_err=_msg(exc)), None
+
+    def on_upload(f, collapse_v, whole_v, raw_v):
+        outputs, trace = load_upload(f, collapse_v, whole_v, raw_v)
+        yield outputs
+        if trace is not None:
+            yield upload.set(timeline=draw_timeline(trace))
 
     ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole, ui.raw], upload.widgets(ui))
 

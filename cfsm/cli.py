@@ -378,10 +378,6 @@ def cmd_bench(args) -> int:
         return _bench_triggers(args)
     if args.suite == "adversarial":
         return _bench_adversarial(args)
-    if args.suite in ("scrub", "page-run"):  # a served page, as `cfsm serve` runs it
-        from engine.runtimes.cores import share_cores_with_page
-
-        share_cores_with_page()
     if args.suite == "scrub":
         from .bench.scrub import main as scrub_main
 
@@ -602,9 +598,6 @@ def _windows(items, size: int = REQUESTS_WINDOW):
 
 
 def cmd_serve(args) -> int:
-    from engine.runtimes.cores import share_cores_with_page
-
-    share_cores_with_page()  # before the app imports torch and llama.cpp
     from app.main import serve
 
     serve(

@@ -1,9 +1,9 @@
 """`cfsm bench --suite page-run`: a preset run as a user times it, in Chromium: from the
 click on Run to the step view of the new run drawn at step 0 (compile, decode, the step
 view's bundle, its drawing), measured in the page (`performance.now()` at the click
-event, then every animation frame until the view is there), and when the first streamed
-token arrived; once per runtime, alternating, after one untimed run each (the first run on
-a runtime loads its model)."""
+event, then every animation frame until the view is there), when the first streamed token
+arrived and when the timeline below was drawn (the whole page updated); once per runtime,
+alternating, after one untimed run each (the first run on a runtime loads its model)."""
 
 from __future__ import annotations
 
@@ -31,17 +31,20 @@ def _pick_preset(page, name: str) -> None:
 
 PROBE = """() => {
   const old = document.querySelector('#step-view')?.dataset.run || '';
+  const plot = () => document.querySelector('#timeline-plot .js-plotly-plot');
+  const oldData = plot()?.data;
   window.__run = {};
   document.querySelector('#run').addEventListener('click', () => {
     const m = window.__run, t0 = performance.now();
     m.t0 = t0;
     const loop = () => {
-      const v = document.querySelector('#step-view');
+      const v = document.querySelector('#step-view'), now = performance.now() - t0;
       if (!('first' in m) && document.querySelectorAll('#live-strip .cfsm-chip').length)
-        m.first = performance.now() - t0;
-      if (v && v.dataset.run && v.dataset.run !== old && v.dataset.step === '0') {
-        m.done = performance.now() - t0; return;
-      }
+        m.first = now;
+      if (!('done' in m) && v && v.dataset.run && v.dataset.run !== old && v.dataset.step === '0')
+        m.done = now;
+      // the timeline is drawn after the step view, in an event of its own
+      if ('done' in m && plot()?.data && plot().data !== oldData) { m.page = now; return; }
       requestAnimationFrame(loop);
     };
     requestAnimationFrame(loop);
@@ -50,58 +53,78 @@ PROBE = """() => {
 
 
 def timed_run(page) -> tuple[dict, str]:
-    """Seconds from the click on Run to the new run's step view drawn at step 0, and to
-    its first streamed token, measured in the page; and the run's summary."""
+    """Seconds from the click on Run to the new run's step view drawn at step 0 (`done`),
+    to its first streamed token (`first`) and to its timeline drawn below (`page`: the
+    whole page updated), measured in the page; and the run's summary."""
     page.evaluate(PROBE)
     page.locator("#run").click()
-    page.wait_for_function("window.__run && 'done' in window.__run", timeout=600_000)
+    page.wait_for_function("window.__run && 'page' in window.__run", timeout=600_000)
     m = page.evaluate("window.__run")
-    times = {"done": round(m["done"] / 1e3, 3), "first": round(m.get("first", 0) / 1e3, 3)}
+    times = {k: round(m.get(k, 0) / 1e3, 3) for k in ("done", "first", "page")}
     return times, page.locator("#summary").inner_text()
+
+
+MARKS = {
+    "done": "click_to_step_view_s",
+    "first": "click_to_first_token_s",
+    "page": "click_to_page_s",
+}
+
+
+def _measure(page, preset: str, repeats: int) -> tuple[dict, dict]:
+    """Each runtime's times per mark, alternating, after one untimed run each (the first
+    run on a runtime loads its model and compiles); and each runtime's last summary."""
+    runs: dict[str, dict[str, list[float]]] = {k: {r: [] for r in RUNTIMES} for k in MARKS}
+    summaries: dict[str, str] = {}
+    page.wait_for_function(
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=600_000,
+    )
+    _pick_preset(page, preset)
+    for rt in RUNTIMES:
+        _choose(page, "runtime", rt)
+        timed_run(page)
+    for _ in range(repeats):
+        for rt in RUNTIMES:
+            _choose(page, "runtime", rt)
+            m, summaries[rt] = timed_run(page)
+            for k in MARKS:
+                runs[k][rt].append(m[k])
+            print(
+                f"{rt:14s} click to step view {m['done']:6.2f} s, to the first token "
+                f"{m['first']:5.2f} s, to the timeline drawn {m['page']:6.2f} s"
+            )
+    return runs, summaries
 
 
 def main(
     out_path: str | None = None,
     port: int = 7878,
     preset: str = "SGLang character (regex)",
-    repeats: int = 3,
+    repeats: int = 5,
 ) -> dict:
-    times: dict[str, list[float]] = {r: [] for r in RUNTIMES}
-    first: dict[str, list[float]] = {r: [] for r in RUNTIMES}
-    summaries: dict[str, str] = {}
     with served_page(port) as page:
-        page.wait_for_function(
-            "document.querySelector('#model-status')?.innerText.includes('Model ready')",
-            timeout=600_000,
-        )
-        _pick_preset(page, preset)
-        for rt in RUNTIMES:  # untimed: loads the runtime's model, compiles
-            _choose(page, "runtime", rt)
-            timed_run(page)
-        for _ in range(repeats):
-            for rt in RUNTIMES:
-                _choose(page, "runtime", rt)
-                m, summaries[rt] = timed_run(page)
-                times[rt].append(m["done"])
-                first[rt].append(m["first"])
-                print(
-                    f"{rt:14s} click to step view {m['done']:6.2f} s, to the first token "
-                    f"{m['first']:5.2f} s"
-                )
-    med = {rt: statistics.median(v) for rt, v in times.items()}
+        runs, summaries = _measure(page, preset, repeats)
+    med = {k: {rt: statistics.median(v) for rt, v in runs[k].items()} for k in MARKS}
+    ratio = {
+        k: round(med[k]["transformers"] / max(med[k]["auto"], 1e-9), 2) for k in ("done", "page")
+    }
     res = {
         "suite": "page-run",
         "preset": preset,
-        "click_to_step_view_s": times,
-        "click_to_first_token_s": first,
-        "median_s": med,
-        "median_first_token_s": {rt: statistics.median(v) for rt, v in first.items()},
+        **{MARKS[k]: runs[k] for k in MARKS},
+        "median_s": med["done"],
+        "median_first_token_s": med["first"],
+        "median_page_s": med["page"],
         "summaries": summaries,
-        "auto_speedup_vs_transformers": round(med["transformers"] / max(med["auto"], 1e-9), 2),
+        "auto_speedup_vs_transformers": ratio["done"],
+        "auto_speedup_vs_transformers_page": ratio["page"],
     }
     print(
-        f"{preset}: auto (llama.cpp) {med['auto']:.2f} s, transformers {med['transformers']:.2f} "
-        f"s: {res['auto_speedup_vs_transformers']}x"
+        f"{preset}: click to step view: auto (llama.cpp) {med['done']['auto']:.2f} s, "
+        f"transformers {med['done']['transformers']:.2f} s: {ratio['done']}x; to the timeline "
+        f"drawn: {med['page']['auto']:.2f} s against {med['page']['transformers']:.2f} s: "
+        f"{ratio['page']}x"
     )
     if out_path:
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,17 @@ PREFIX_SEQ = N_SEQ_MAX - 1
 # would no longer decode as each request alone.
 GRAVE_SEQ = N_SEQ_MAX - 2
 REQUEST_SEQS = N_SEQ_MAX - 2
+# Threads for a pass of one token (llama.cpp's `n_threads`; passes of more tokens, a
+# prefill, a jump or a batch of requests, use every core: `n_threads_batch`). A one-token
+# step of the embedded model is no faster on two threads than on one here (6.8-8.3 ms
+# against 7.1-7.5 ms, 2 cores), and a second thread meets the first at every operation's
+# barrier: where the page's own work (the browser, the web server) takes a core, the step
+# waits for it. One thread has no barrier to wait at, so OpenMP's workers are left to
+# spin briefly at the barriers of the longer passes (its default): told to sleep instead
+# (`OMP_WAIT_POLICY=PASSIVE`, this runtime's setting before), an 8-token pass took 42-47
+# ms against 22-29 ms, and the character preset on the served page 1.15-1.22 s against
+# 0.93-1.00 s (`cfsm bench --suite page-run`'s run, medians of 5).
+STEP_THREADS = max(1, int(os.environ.get("CFSM_STEP_THREADS", "1")))
 PREFIX_REUSE = os.environ.get("CFSM_PREFIX_REUSE", "1") != "0"
 
 
@@ -120,14 +131,14 @@ class LlamaModel:
         threads = n_threads or int(os.environ.get("CFSM_THREADS", "0")) or os.cpu_count() or 2
         cp.n_ctx, cp.n_batch, cp.n_ubatch = N_CTX, N_BATCH, N_UBATCH
         cp.n_seq_max, cp.kv_unified = N_SEQ_MAX, True
-        cp.n_threads = cp.n_threads_batch = threads
+        cp.n_threads, cp.n_threads_batch = min(STEP_THREADS, threads), threads
         cp.flash_attn_type = 1
         cp.embeddings, cp.no_perf = False, True
         self.ctx = lib.llama_init_from_model(self.model, cp)
         if self.ctx == ffi.NULL:
             lib.llama_model_free(self.model)
             raise CfsmError("unknown_model", f"llama.cpp could not create a context for {path!r}")
-        self.threads = threads
+        self.threads, self.step_threads = threads, min(STEP_THREADS, threads)
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         self.mem = lib.llama_get_memory(self.ctx)
@@ -362,5 +373,6 @@ class LlamaCppRunner(Runner):
             "runtime": "llamacpp",
             "bindings": bindings_version(),
             "threads": self.lm.threads,
+            "step_threads": self.lm.step_threads,
             "max_logprob_diff": diffs,
         }

@@ -178,7 +178,13 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert "forward passes saved vs masked" in cards
     assert "llama.cpp" in cards and trace["totals"]["runtime"] == "llamacpp"
     assert "decode time saved vs masked" in cards
-    # the timeline's axis titles are there and do not run into each other
+    # the timeline (drawn after the step view, in an event of its own) is this run's, and
+    # its axis titles are there and do not run into each other
+    page.wait_for_function(
+        "(n) => document.querySelector('#timeline-plot .js-plotly-plot')?.data?.[0]?.x?.length"
+        " === n",
+        arg=len(trace["steps"]),
+    )
     titles = [page.locator(f"#timeline-plot .g-{a}title").bounding_box() for a in ("y", "y3")]
     assert all(titles), titles
     top, low = sorted(titles, key=lambda b: b["y"])
@@ -395,6 +401,12 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     # the inputs are the trace's now, not the preset's the dropdown showed before
     assert page.locator("#preset input").input_value() == "(edited: no preset)"
     assert page.locator("#output-text").inner_text() == tr["text"]
+    # the timeline follows, and it is the uploaded run's
+    page.wait_for_function(
+        "(n) => document.querySelector('#timeline-plot .js-plotly-plot')?.data?.[0]?.x?.length"
+        " === n",
+        arg=len(tr["steps"]),
+    )
     # nothing of ours complains: an upload's only console lines are Gradio 6's own client
     # ("Method not implemented." from the stand-in EventSource of its upload progress)
     ours = [m for m in logged if m[0] in ("warning", "error") and "/assets/index-" not in m[2]]
