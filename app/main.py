@@ -425,12 +425,11 @@ def run_streamer(hub: EngineHub):
                 runtime_v,
                 triggers,
             )
+            yield out.set(**finished_run(trace, collapse_v, whole_v, raw_v))
+            # below the step view, after it: the timeline, the trace file, the permalink
             yield out.set(
-                permalink=link,
-                dl_trace=write_trace_file(trace),
-                **finished_run(trace, collapse_v, whole_v, raw_v),
+                timeline=draw_timeline(trace), permalink=link, dl_trace=write_trace_file(trace)
             )
-            yield out.set(timeline=draw_timeline(trace))
         except GeneratorExit:
             handle.event.set()
             raise
