@@ -43,7 +43,7 @@ PROBE = """() => {
         m.first = now;
       if (!('done' in m) && v && v.dataset.run && v.dataset.run !== old && v.dataset.step === '0')
         m.done = now;
-      // the timeline is drawn after the step view, in an event of its own
+      // the timeline is drawn after the step view, from the run's next update
       if ('done' in m && plot()?.data && plot().data !== oldData) { m.page = now; return; }
       requestAnimationFrame(loop);
     };

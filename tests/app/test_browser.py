@@ -103,6 +103,16 @@ def _run_and_wait(page) -> None:
     )
 
 
+def _wait_for_timeline_of(page, trace: dict) -> None:
+    """Until the timeline plots `trace`'s steps (it comes in the update after the step
+    view's, so a test reading it first waits for it)."""
+    page.wait_for_function(
+        "(n) => document.querySelector('#timeline-plot .js-plotly-plot')?.data?.[0]?.x?.length"
+        " === n",
+        arg=len(trace["steps"]),
+    )
+
+
 def test_character_preset_run_and_scrub(page, app_url):
     page.wait_for_selector("#model-status", timeout=60_000)
     page.wait_for_function(
@@ -178,13 +188,9 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert "forward passes saved vs masked" in cards
     assert "llama.cpp" in cards and trace["totals"]["runtime"] == "llamacpp"
     assert "decode time saved vs masked" in cards
-    # the timeline (drawn after the step view, in an event of its own) is this run's, and
-    # its axis titles are there and do not run into each other
-    page.wait_for_function(
-        "(n) => document.querySelector('#timeline-plot .js-plotly-plot')?.data?.[0]?.x?.length"
-        " === n",
-        arg=len(trace["steps"]),
-    )
+    # the timeline (drawn after the step view, in the run's next update) is this run's,
+    # and its axis titles are there and do not run into each other
+    _wait_for_timeline_of(page, trace)
     titles = [page.locator(f"#timeline-plot .g-{a}title").bounding_box() for a in ("y", "y3")]
     assert all(titles), titles
     top, low = sorted(titles, key=lambda b: b["y"])
@@ -402,11 +408,7 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     assert page.locator("#preset input").input_value() == "(edited: no preset)"
     assert page.locator("#output-text").inner_text() == tr["text"]
     # the timeline follows, and it is the uploaded run's
-    page.wait_for_function(
-        "(n) => document.querySelector('#timeline-plot .js-plotly-plot')?.data?.[0]?.x?.length"
-        " === n",
-        arg=len(tr["steps"]),
-    )
+    _wait_for_timeline_of(page, tr)
     # nothing of ours complains: an upload's only console lines are Gradio 6's own client
     # ("Method not implemented." from the stand-in EventSource of its upload progress)
     ours = [m for m in logged if m[0] in ("warning", "error") and "/assets/index-" not in m[2]]
