@@ -105,10 +105,11 @@ def run_to_completion(
     """Decode a fixed set of sequences until every one is done."""
     counts = counts or PassCounts()
     try:
-        for s in seqs:
-            s.start()
-        while any(not s.done for s in seqs):
-            step(runner, seqs, counts)
+        with runner.decode_thread():
+            for s in seqs:
+                s.start()
+            while any(not s.done for s in seqs):
+                step(runner, seqs, counts)
     finally:
         runner.release()
     return counts
@@ -204,6 +205,10 @@ class ContinuousBatcher:
             active[seq] = fut
 
     def _loop(self) -> None:
+        with self.runner.decode_thread():
+            self._serve()
+
+    def _serve(self) -> None:
         active: dict[Sequence, Future] = {}
         while True:
             if self._abort:

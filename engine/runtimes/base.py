@@ -7,9 +7,11 @@ jump-forward, the trace and the page work the same on each runtime.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -125,6 +127,13 @@ class Runner(ABC):
         """The decode loop went idle: drop anything kept between passes (a prompt prefix
         kept for later requests stays)."""
         return None
+
+    @contextlib.contextmanager
+    def decode_thread(self) -> Iterator[None]:
+        """The calling thread drives this runtime's passes and samples their logits for as
+        long as the context lasts (a decode loop): a runtime may set the thread up for
+        that, and puts it back as it was on exit. Changes no cache; never fails."""
+        yield
 
     def enable_prefix_reuse(self) -> bool:
         """From now on keep the latest request's first feed (its prompt) cached, and let a

@@ -11,13 +11,16 @@ change outputs for numerical reasons only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CfsmError
 from .base import Feed, Runner, logprob_diffs
+from .host_threads import torch_ops_on_one_thread
 
 N_CTX = int(os.environ.get("CFSM_LLAMA_N_CTX", "8192"))  # KV cells shared by all requests
 N_SEQ_MAX = int(os.environ.get("CFSM_LLAMA_N_SEQ", "64"))  # requests decoding at once
@@ -179,6 +182,13 @@ class LlamaCppRunner(Runner):
 
     def new_cache(self) -> LlamaSeq:
         return LlamaSeq()
+
+    @contextlib.contextmanager
+    def decode_thread(self) -> Iterator[None]:
+        """Sampling on one core: see `host_threads` (OpenMP's second thread spun after
+        every step's torch ops, on the core the page needed)."""
+        with torch_ops_on_one_thread():
+            yield
 
     def _take_id(self, cache: LlamaSeq) -> int:
         if cache.seq_id is None:

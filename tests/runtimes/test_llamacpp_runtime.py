@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from engine.decoding.model import embedded_gguf_path, gguf_file, resolve_runtime
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
 from engine.runtimes.base import CostModel, Feed
+from engine.runtimes.host_threads import torch_ops_on_one_thread
 
 
 def test_a_gguf_model_on_the_cpu_defaults_to_llamacpp(tmp_path):
@@ -275,3 +277,36 @@ def test_a_run_that_jumps_nothing_saves_no_time_on_the_cost_model(engine, llama)
         t = tr["totals"]
         assert not tr["jumps"] and tr["valid"], mode
         assert t["est_forward_ms"] == pytest.approx(t["est_masked_ms"], rel=1e-6), mode
+
+
+def test_one_thread_torch_ops_stay_in_their_thread_and_end_with_the_context():
+    before, seen = torch.get_num_threads(), {}
+
+    def decode_loop():
+        with torch_ops_on_one_thread() as applied:
+            seen["applied"], seen["inside"] = applied, torch.get_num_threads()
+            torch.softmax(torch.randn(49152), 0)  # a vocabulary-wide op, as sampling does
+            other = threading.Thread(target=lambda: seen.update(other=torch.get_num_threads()))
+            other.start()
+            other.join()
+        seen["after"] = torch.get_num_threads()
+
+    t = threading.Thread(target=decode_loop)
+    t.start()
+    t.join()
+    assert seen["applied"] and seen["inside"] == 1
+    # a thread started meanwhile (a transformers decode loop) keeps the default
+    assert seen["other"] == before
+    assert seen["after"] == before == torch.get_num_threads()
+
+
+@pytest.mark.model
+def test_llamacpp_samples_on_one_core_and_leaves_the_callers_threads(engine, llama):
+    before, counts = torch.get_num_threads(), set()
+    tr = engine.generate(
+        GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)")),
+        # a step's event comes from the thread that sampled it
+        on_event=lambda kind, ev: kind == "step" and counts.add(torch.get_num_threads()),
+    )
+    assert tr["valid"] and counts == {1}
+    assert torch.get_num_threads() == before
