@@ -83,6 +83,7 @@ class Playground:
     collapse: Any
     whole: Any
     view: Any
+    view_rest: Any
     timeline: Any
     dl_trace: Any
     up_trace: Any
@@ -275,6 +276,8 @@ def _step_view() -> dict:
                 info="edges read in words; hover an edge for its exact class",
             )
     w["view"] = gr.HTML(empty_view(NO_RUN), elem_id="step-view-host")
+    # the finished run's later layouts and masks (viz.step_bundle.split_bundle), not shown
+    w["view_rest"] = gr.HTML("", elem_id="step-view-rest")
     return w
 
 

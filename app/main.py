@@ -26,7 +26,7 @@ from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
 from engine.triggers.tools import parse_tools
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
-from viz.step_bundle import empty_view, head_html, step_view_html
+from viz.step_bundle import empty_view, head_html, step_view_html, step_view_parts
 from viz.summaries import (
     compare_md,
     doctor_md,
@@ -226,6 +226,7 @@ RUN_OUTPUTS = Row(
     "permalink",
     "dl_trace",
     "view",
+    "view_rest",
     "live",
 )
 # reasoning and tool calls (engine.triggers): the Tools tab and the reasoning row
@@ -318,18 +319,21 @@ def trigger_fields(
     return fields
 
 
-def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> dict:
-    """Every output a finished (or uploaded) run updates at once; its timeline follows in
-    an update of its own (`draw_timeline`)."""
-    return dict(
+def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> tuple[dict, str]:
+    """Every output a finished (or uploaded) run updates at once, its step view with what
+    position 0 draws; and the view's other layouts and masks, for the handler's last
+    update (after the timeline, `draw_timeline`): nothing waits for them but a scrub."""
+    view, rest = step_view_parts(trace, collapse, whole, raw)
+    first = dict(
         trace=trace,
         error="",
         summary=summary_md(trace),
         cards=stat_cards(trace["totals"]),
         scrub=scrub_slider(len(trace["steps"])),
-        view=step_view_html(trace, collapse, whole, raw),
+        view=view,
         live="",
     )
+    return first, rest
 
 
 def draw_timeline(trace: dict):
@@ -425,11 +429,13 @@ def run_streamer(hub: EngineHub):
                 runtime_v,
                 triggers,
             )
-            yield out.set(**finished_run(trace, collapse_v, whole_v, raw_v))
-            # below the step view, after it: the timeline, the trace file, the permalink
-            yield out.set(
-                timeline=draw_timeline(trace), permalink=link, dl_trace=write_trace_file(trace)
-            )
+            first, rest = finished_run(trace, collapse_v, whole_v, raw_v)
+            yield out.set(**first)
+            # below the step view, after it: the timeline and the permalink; then what only a
+            # scrub or a download needs. The trace file goes in the last update: a file
+            # output set in an earlier one stayed "Uploading..." with no link (Gradio 6)
+            yield out.set(timeline=draw_timeline(trace), permalink=link)
+            yield out.set(view_rest=rest, dl_trace=write_trace_file(trace))
         except GeneratorExit:
             handle.event.set()
             raise
@@ -740,31 +746,33 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
 
     upload = RUN_OUTPUTS + Row("up_trace", "up_err") + RESTORED_INPUTS
 
-    def load_upload(f, collapse_v, whole_v, raw_v) -> tuple[list, dict | None]:
-        """The upload's outputs and its trace (None when there is none to show)."""
+    def load_upload(f, collapse_v, whole_v, raw_v) -> tuple[list, dict | None, str]:
+        """The upload's outputs, its trace (None when there is none to show) and the rest
+        of its step view's bundle."""
         try:
             if f is None:
-                return upload.set(), None
+                return upload.set(), None, ""
             p = Path(f if isinstance(f, str) else f.name)
             if p.stat().st_size > MAX_UPLOAD_BYTES:
                 raise CfsmError(
                     "input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB"
                 )
             trace = validate_trace(p.read_text(encoding="utf-8"))
-            return upload.set(
-                **finished_run(trace, collapse_v, whole_v, raw_v),
-                up_trace=None,
-                up_err="",
-                **restore_inputs(trace),
-            ), trace
+            first, rest = finished_run(trace, collapse_v, whole_v, raw_v)
+            return (
+                upload.set(**first, up_trace=None, up_err="", **restore_inputs(trace)),
+                trace,
+                rest,
+            )
         except BaseException as exc:  # noqa: BLE001
-            return upload.set(up_trace=None, up_err=_msg(exc)), None
+            return upload.set(up_trace=None, up_err=_msg(exc)), None, ""
 
     def on_upload(f, collapse_v, whole_v, raw_v):
-        outputs, trace = load_upload(f, collapse_v, whole_v, raw_v)
+        outputs, trace, rest = load_upload(f, collapse_v, whole_v, raw_v)
         yield outputs
         if trace is not None:
             yield upload.set(timeline=draw_timeline(trace))
+            yield upload.set(view_rest=rest)
 
     ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole, ui.raw], upload.widgets(ui))
 

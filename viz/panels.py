@@ -33,6 +33,7 @@ padding:0 3px;margin:1px;display:inline-block;white-space:pre;}
 .cfsm-group{margin:2px 0;}
 .cfsm-muted{color:#64748b;font-size:12px;}
 #step-view.stale{opacity:.35;pointer-events:none;filter:grayscale(1);}
+#step-view-rest{display:none !important;}
 .cfsm-caption{font-size:15px;background:#f8fafc;border-left:4px solid #2563eb;padding:6px 10px;\
 margin:4px 0;}
 .cfsm-row{display:flex;gap:12px;flex-wrap:wrap;}

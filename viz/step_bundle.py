@@ -252,15 +252,61 @@ LEGEND = (
 )
 
 
+def split_bundle(b: dict) -> tuple[dict, dict]:
+    """The bundle cut in two: what position 0 draws (its layout and its mask; the other
+    layouts and masks are null, and `pending` says so), and those others, which the page
+    merges in when they arrive (`rest_html`). Of the character preset's 450 KB, 300 KB are
+    layouts and masks of later positions; the view appeared ~50 ms sooner without them
+    (2 cores: the browser parsed them while the decode's last work needed the cores)."""
+    e0 = b["steps"][0]
+    keep_l, keep_m = e0.get("L", 0), e0.get("m")
+    rest = {
+        "run": b["run"],
+        "layouts": {str(i): x for i, x in enumerate(b["layouts"]) if i != keep_l},
+        "masks": {k: v for k, v in b["masks"].items() if k != keep_m},
+    }
+    first = {
+        **b,
+        "layouts": [x if i == keep_l else None for i, x in enumerate(b["layouts"])],
+        "masks": {k: (v if k == keep_m else None) for k, v in b["masks"].items()},
+        "pending": bool(rest["layouts"] or rest["masks"]),
+    }
+    return first, rest
+
+
+def _json_script(obj: dict, cls: str, attrs: str = "") -> str:
+    data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace(
+        "<", "\\u003c"
+    )  # inert in <script>
+    return f'<script type="application/json" class="{cls}"{attrs}>{data}</script>'
+
+
 def step_view_html(
     trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
 ) -> str:
-    """The step view's skeleton plus its bundle; the page's script fills it in. Edges read
-    in words unless `raw` asks for the exact character classes."""
-    b = step_bundle(trace, collapse, whole, raw)
-    data = json.dumps(b, ensure_ascii=False, separators=(",", ":")).replace(
-        "<", "\\u003c"
-    )  # inert in <script>
+    """The step view's skeleton plus its whole bundle; the page's script fills it in. Edges
+    read in words unless `raw` asks for the exact character classes."""
+    return _view_html(trace, step_bundle(trace, collapse, whole, raw))
+
+
+def step_view_parts(
+    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+) -> tuple[str, str]:
+    """A finished run's step view with what position 0 draws, and the rest of its bundle
+    (`rest_html`), which the page sends after everything else: nothing waits for it but a
+    scrub to a later layout or mask."""
+    first, rest = split_bundle(step_bundle(trace, collapse, whole, raw))
+    return _view_html(trace, first), rest_html(rest)
+
+
+def rest_html(rest: dict) -> str:
+    """The layouts and masks `split_bundle` left out, for the page's hidden host
+    (#step-view-rest); the script merges them into the view of the same run. Sent even
+    when empty: it comes in the run's last update, so its run id says that update came."""
+    return _json_script(rest, "cfsm-bundle-rest", f' data-run="{rest["run"]}"')
+
+
+def _view_html(trace: dict, b: dict) -> str:
     graph = (
         '<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button '
         'data-z="out" title="zoom out">\u2212</button><button data-z="fit">fit</button><button '
@@ -280,8 +326,7 @@ def step_view_html(
         f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div><div '
         f'id="allowed-html"></div></div></div><div id="strip-html">{token_strip(trace)}</div>'
         '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" '
-        f'class="cfsm-panel"></div></div>{glossary_html()}<script type="application/json" '
-        f'class="cfsm-bundle">{data}</script></div>'
+        f'class="cfsm-panel"></div></div>{glossary_html()}{_json_script(b, "cfsm-bundle")}</div>'
     )
 
 

@@ -162,6 +162,9 @@ def measure_page(page, trace: dict, steps: int = 40, whole: bool = False) -> dic
         timeout=120_000,
     )
     load_s = time.perf_counter() - t0
+    # the scrubs below time the whole bundle: the later layouts and masks come last
+    run = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.wait_for_selector(f'#step-view-rest script[data-run="{run}"]', state="attached")
     page.evaluate(PROBE)
     rng = page.locator("#step-slider input[type=range]")
     rng.focus()
@@ -172,7 +175,13 @@ def measure_page(page, trace: dict, steps: int = 40, whole: bool = False) -> dic
             f"document.querySelector('#step-view').dataset.step === '{i}'", timeout=30_000
         )
     times = sorted(page.evaluate("window.__scrub"))
-    kb = page.evaluate("document.querySelector('#step-view').outerHTML.length") / 1024
+    kb = (
+        page.evaluate(
+            "document.querySelector('#step-view').outerHTML.length + "
+            "document.querySelector('#step-view-rest').innerHTML.length"
+        )
+        / 1024
+    )
     return {
         "states": trace["automaton"]["num_states"],
         "steps": n,

@@ -94,6 +94,8 @@ def _wait_step(page, k: int) -> None:
 
 
 def _run_and_wait(page) -> None:
+    """Run, and wait for the new run's step view and for its last update (the rest of the
+    view's bundle, with the trace file): a test reading the trace then reads this run's."""
     old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
     page.locator("#run").click()
     page.wait_for_function(
@@ -101,6 +103,8 @@ def _run_and_wait(page) -> None:
         f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
         timeout=240_000,
     )
+    run = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.wait_for_selector(f'#step-view-rest script[data-run="{run}"]', state="attached")
 
 
 def _wait_for_timeline_of(page, trace: dict) -> None:
@@ -135,6 +139,13 @@ def test_character_preset_run_and_scrub(page, app_url):
     )
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)
+    # the view came with what step 0 draws; step 6's layout and mask (scrubbed to below)
+    # came in the run's last update, and were merged in
+    first = page.evaluate(
+        "JSON.parse(document.querySelector('#step-view script.cfsm-bundle').textContent)"
+    )
+    assert first["pending"] and first["layouts"][first["steps"][6]["L"]] is None
+    assert first["masks"][first["steps"][6]["m"]] is None
     page.screenshot(path=str(ARTIFACTS / "step-view-initial.png"), full_page=True)
     assert "\u2713 valid: matches the regex" in page.locator("#summary").inner_text()
     assert page.locator("#output-valid").inner_text().startswith("\u2713 valid")

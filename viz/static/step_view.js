@@ -21,7 +21,7 @@ window.cfsm = (() => {
     const data = el && el.querySelector("script.cfsm-bundle");
     // cheap: a text node's length, not textContent (a copy of a bundle of hundreds of KB)
     const key = el && (el.dataset.run || "") + (data && data.firstChild ? data.firstChild.length : "");
-    if (!el || (el === root && key === loaded)) return;
+    if (!el || (el === root && key === loaded)) { mergeRest(); return; }
     if (el !== root) el.addEventListener("click", onClick);
     root = el; loaded = key;
     B = data ? JSON.parse(data.textContent) : null;
@@ -31,10 +31,28 @@ window.cfsm = (() => {
     chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
     tour = null; passed = null;
     show(sliderValue());
+    mergeRest();
     if (window.cfsmTourPending && B.n > 0) { window.cfsmTourPending = false; startTour(); }
+  }
+  // A finished run's view comes with what its first position draws; the other layouts and
+  // masks come last, in a hidden host (viz.step_bundle.split_bundle), and are merged here.
+  function mergeRest() {
+    if (!B || !B.pending) return;
+    const d = document.querySelector("#step-view-rest script.cfsm-bundle-rest");
+    if (!d || d.dataset.run !== B.run) return;
+    const R = JSON.parse(d.textContent);
+    for (const [i, x] of Object.entries(R.layouts)) B.layouts[Number(i)] = x;
+    Object.assign(B.masks, R.masks);
+    B.pending = false;
+    if (root.querySelector(".cfsm-loading")) show(cur);  // a position that waited for them
   }
   function setLayout(i) {
     const host = $("#fsm-graph");
+    if (B.layouts[i] === null) {  // still on its way (mergeRest draws it)
+      host.innerHTML = `<div class="cfsm-muted cfsm-loading" id="graph-loading">Drawing this part of the automaton \u2026</div>`;
+      svg = null; L = -1;
+      return;
+    }
     host.innerHTML = B.layouts[i];
     svg = host.querySelector("svg");
     L = i;
@@ -119,6 +137,7 @@ window.cfsm = (() => {
   }
   function maskHtml(e) {
     if (e.nf) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted" id="mask-none">No constraint in this segment: nothing is masked (${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} allowed).</div>`;
+    if (B.pending && B.masks[e.m] === null) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted cfsm-loading" id="mask-loading">Loading this step's mask \u2026</div>`;
     if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
     // positions as shares of the picture, which the page may draw smaller than 2 px per id
     const w = B.maskWidth, rows = Math.ceil(B.vocab / w), k = Number(e.k) || 0;
@@ -152,7 +171,7 @@ window.cfsm = (() => {
     $("#caption").innerHTML = (k === B.n ? `<b>End of the run.</b> ` : "") + e.c;
     if (B.layouts.length) {
       if (e.L !== L) setLayout(e.L);
-      mark(e);
+      if (svg) mark(e);
     }
     const out = $("#output-text");
     if (out) { out.querySelector(".done").textContent = chars.slice(0, e.o).join(""); out.querySelector(".rest").textContent = chars.slice(e.o).join(""); }
@@ -177,7 +196,7 @@ window.cfsm = (() => {
   }
   function onClick(ev) {
     const z = ev.target.closest("[data-z]");
-    if (z) { ev.preventDefault(); const a = z.dataset.z;
+    if (z) { ev.preventDefault(); if (!svg) return; const a = z.dataset.z;
       if (a === "in") zoom(1 / 1.3); else if (a === "out") zoom(1.3);
       else if (a === "fit") fit(0); else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
       return; }
