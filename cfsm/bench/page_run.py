@@ -1,9 +1,10 @@
 """`cfsm bench --suite page-run`: a preset run as a user times it, in Chromium: from the
 click on Run to the step view of the new run drawn at step 0 (compile, decode, the step
 view's bundle, its drawing), measured in the page (`performance.now()` at the click
-event, then every animation frame until the view is there), when the first streamed token
-arrived and when the timeline below was drawn (the whole page updated); once per runtime,
-alternating, after one untimed run each (the first run on a runtime loads its model)."""
+event, then in the frame after each change to the page until the view is there), when the
+first streamed token arrived and when the timeline below was drawn (the whole page
+updated); once per runtime, alternating, after one untimed run each (the first run on a
+runtime loads its model)."""
 
 from __future__ import annotations
 
@@ -37,17 +38,28 @@ PROBE = """() => {
   document.querySelector('#run').addEventListener('click', () => {
     const m = window.__run, t0 = performance.now();
     m.t0 = t0;
-    const loop = () => {
+    let queued = false;
+    const check = () => {
+      queued = false;
       const v = document.querySelector('#step-view'), now = performance.now() - t0;
       if (!('first' in m) && document.querySelectorAll('#live-strip .cfsm-chip').length)
         m.first = now;
       if (!('done' in m) && v && v.dataset.run && v.dataset.run !== old && v.dataset.step === '0')
         m.done = now;
       // the timeline is drawn after the step view, from the run's next update
-      if ('done' in m && plot()?.data && plot().data !== oldData) { m.page = now; return; }
-      requestAnimationFrame(loop);
+      if ('done' in m && plot()?.data && plot().data !== oldData) {
+        m.page = now;
+        obs.disconnect();
+      }
     };
-    requestAnimationFrame(loop);
+    // looked at in the frame after each change to the page (the frame that draws it); a
+    // loop asking for every frame kept the browser drawing frames through the whole run,
+    // on the cores the run needs
+    const obs = new MutationObserver(() => {
+      if (!queued) { queued = true; requestAnimationFrame(check); }
+    });
+    obs.observe(
+      document.body, {childList: true, subtree: true, attributes: true, characterData: true});
   }, {capture: true, once: true});
 }"""
 
