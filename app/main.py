@@ -345,6 +345,33 @@ def draw_timeline(trace: dict):
     return timeline(trace)
 
 
+STOP_OUTPUTS = Row("stop_msg", "view", "summary", "live", "timeline", "view_rest", "dl_trace")
+
+
+def stop_reply(h: RunHandle | None, trace, collapse: bool, whole: bool, raw: bool) -> list:
+    """Stop: cancel the run and say what was stopped, in the stop line and in the summary
+    (which would otherwise keep the last streamed 'Decoding ... step N'); the partial token
+    strip goes, and the previous run's view comes back (the click dimmed it and the run had
+    replaced it with a placeholder). After the decode, Stop cancels only the updates the
+    finished run had left to send (its timeline, the rest of its view, its trace file): they
+    are sent from here, so the view shown keeps every position and the download is its own."""
+    if h is None or h.phase == "done":
+        line = (h.stop() if h is not None else "") or gr.skip()
+        if h is None or h.unsent is None:
+            return STOP_OUTPUTS.set(stop_msg=line)
+        done, rest = h.unsent
+        return STOP_OUTPUTS.set(
+            stop_msg=line,
+            timeline=draw_timeline(done),
+            view_rest=rest,
+            dl_trace=write_trace_file(done),
+        )
+    line = h.stop()
+    view = step_view_html(trace, collapse, whole, raw) if trace else empty_view(NO_RUN)
+    below = " The view below is the previous run's." if trace else ""
+    return STOP_OUTPUTS.set(stop_msg=line, view=view, summary=f"**{line}**{below}", live="")
+
+
 def live_update(ev: StepEvent) -> dict:
     """The outputs a streaming step updates."""
     strip, totals, line = live_figures(ev)
@@ -431,11 +458,13 @@ def run_streamer(hub: EngineHub):
             )
             first, rest = finished_run(trace, collapse_v, whole_v, raw_v)
             yield out.set(**first)
+            handle.unsent = (trace, rest)  # the view is shown: Stop sends the rest (stop_reply)
             # below the step view, after it: the timeline and the permalink; then what only a
             # scrub or a download needs. The trace file goes in the last update: a file
             # output set in an earlier one stayed "Uploading..." with no link (Gradio 6)
             yield out.set(timeline=draw_timeline(trace), permalink=link)
             yield out.set(view_rest=rest, dl_trace=write_trace_file(trace))
+            handle.unsent = None
         except GeneratorExit:
             handle.event.set()
             raise
@@ -712,22 +741,10 @@ def _wire_run(ui: Playground, hub: EngineHub) -> None:
         show_progress="hidden",
     )
 
-    def on_stop(h, trace, collapse_v, whole_v, raw_v):
-        """Cancel the run and say what was stopped, in the stop line and in the summary
-        (which would otherwise keep the last streamed 'Decoding ... step N'); the partial
-        token strip goes, and the previous run's view comes back (the click dimmed it and
-        the run had replaced it with a placeholder)."""
-        if h is None or h.phase == "done":
-            return (h.stop() if h is not None else "") or gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        line = h.stop()
-        view = step_view_html(trace, collapse_v, whole_v, raw_v) if trace else empty_view(NO_RUN)
-        below = " The view below is the previous run's." if trace else ""
-        return line, view, f"**{line}**{below}", ""
-
     ui.stop_btn.click(
-        on_stop,
+        stop_reply,
         [ui.stop, ui.trace, ui.collapse, ui.whole, ui.raw],
-        [ui.stop_msg, ui.view, ui.summary, ui.live],
+        STOP_OUTPUTS.widgets(ui),
         cancels=[run_evt],
         queue=False,
     )

@@ -21,6 +21,9 @@ class RunHandle:
         self.phase = "starting"
         self.detail = ""
         self.t0 = time.time()
+        # a finished run whose last updates are not sent yet (its trace, and the rest of
+        # its step view's bundle): Stop then cancels only those, and sends them itself
+        self.unsent: tuple[dict, str] | None = None
 
     def set_phase(self, phase: str, detail: str = "") -> None:
         self.phase, self.detail, self.t0 = phase, detail, time.time()

@@ -222,3 +222,47 @@ def test_the_trigger_presets_set_their_tab_and_controls():
     got = trigger_inputs(None, req.get("tool_choice"), None, None, False, None)
     assert got["tool_start"] == "<tool_call>" and got["reasoning"] is False
     PRESET_INPUTS.set(**got)
+
+
+def _is_skip(v) -> bool:
+    return isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
+
+
+def test_stop_after_the_decode_sends_what_the_finished_run_had_left_to_send():
+    """Stop cancels the run's event; once the decode is over that only cuts off the
+    updates still to come, so Stop sends them: the view keeps every position, and the
+    trace offered for download is the finished run's."""
+    import json
+
+    from app.main import STOP_OUTPUTS, finished_run, stop_reply
+    from app.state import RunHandle
+    from cfsm.bench.scrub import synthetic_trace
+
+    done = synthetic_trace(r"[a-z0-9]{1,2000}", steps=6)
+    first, rest = finished_run(done, True, False)
+    h = RunHandle()
+    h.set_phase("done")
+    h.unsent = (done, rest)
+    got = dict(zip(STOP_OUTPUTS.names, stop_reply(h, done, True, False, False), strict=True))
+    assert got["view_rest"] == rest and 'data-run="' in rest
+    assert json.loads(open(got["dl_trace"], encoding="utf-8").read())["text"] == done["text"]
+    assert list(got["timeline"].data[0].x) == [s["index"] for s in done["steps"]]
+    assert all(_is_skip(got[k]) for k in ("view", "summary", "live"))  # the view shown stays
+    # every update was sent: Stop has nothing to add
+    h.unsent = None
+    got = dict(zip(STOP_OUTPUTS.names, stop_reply(h, done, True, False, False), strict=True))
+    assert all(_is_skip(v) for v in got.values())
+
+
+def test_stop_while_decoding_brings_back_the_previous_runs_view():
+    from app.main import STOP_OUTPUTS, stop_reply
+    from app.state import RunHandle
+    from cfsm.bench.scrub import synthetic_trace
+
+    prev = synthetic_trace("(yes|no)", steps=1)
+    h = RunHandle()
+    h.set_phase("decoding")
+    got = dict(zip(STOP_OUTPUTS.names, stop_reply(h, prev, True, False, False), strict=True))
+    assert got["stop_msg"].startswith("Stopped after") and h.event.is_set()
+    assert 'id="step-view"' in got["view"] and "previous run's" in got["summary"]
+    assert got["live"] == "" and _is_skip(got["view_rest"]) and _is_skip(got["dl_trace"])
