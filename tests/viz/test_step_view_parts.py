@@ -99,6 +99,7 @@ def test_a_later_layout_is_drawn_once_the_rest_of_the_bundle_arrives(blank_page)
     page.evaluate(f"window.cfsm.show({k})")
     assert page.locator("#graph-loading").is_visible()
     assert page.locator("#fsm-graph svg").count() == 0
+    assert page.locator("#graph-where").inner_text() == ""  # no state named for a missing graph
     assert page.locator("#mask-loading").count() == (b["masks"].get(b["steps"][k]["m"]) is None)
     # the rest of a different run changes nothing
     other = rest.replace(f'data-run="{b["run"]}"', 'data-run="another"')

@@ -50,6 +50,7 @@ window.cfsm = (() => {
     const host = $("#fsm-graph");
     if (B.layouts[i] === null) {  // still on its way (mergeRest draws it)
       host.innerHTML = `<div class="cfsm-muted cfsm-loading" id="graph-loading">Drawing this part of the automaton \u2026</div>`;
+      $("#graph-where").innerHTML = "";  // no state named beside a graph not drawn yet
       svg = null; L = -1;
       return;
     }
