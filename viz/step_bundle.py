@@ -255,9 +255,10 @@ LEGEND = (
 def split_bundle(b: dict) -> tuple[dict, dict]:
     """The bundle cut in two: what position 0 draws (its layout and its mask; the other
     layouts and masks are null, and `pending` says so), and those others, which the page
-    merges in when they arrive (`rest_html`). Of the character preset's 450 KB, 300 KB are
-    layouts and masks of later positions; the view appeared ~50 ms sooner without them
-    (2 cores: the browser parsed them while the decode's last work needed the cores)."""
+    merges in when they arrive (`rest_html`). Of the character preset's 453 KB, 325 KB are
+    layouts and masks of later positions, and Gradio's page copies an output's value several
+    times per update; without them in the first update the step view came 0.06 s sooner
+    (`cfsm bench --suite page-run`'s page, median of 10 alternating pairs)."""
     e0 = b["steps"][0]
     keep_l, keep_m = e0.get("L", 0), e0.get("m")
     rest = {
