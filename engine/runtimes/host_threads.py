@@ -6,10 +6,11 @@ top-k, a masked sum: `engine.decoding.sampling`). On a CPU torch splits each ove
 OpenMP's threads, and OpenMP's second thread then spins for a few milliseconds waiting
 for the next one: with one such op after every llama.cpp step it never sleeps, and on a
 2-core machine it holds the core the page's own work (the browser, the web server) needs
-during a run. Measured on the served page (character preset, 10 alternating runs): that
-thread took 0.76 s of CPU in a 1.4 s run, 0.36 s with the ops on one thread; sampling
-took 0.92 ms a step against 1.62 ms, and the run reached its step view 0.09 s sooner. With
-the page idle the ops cost 0.1 ms more a step on one thread (0.7 against 0.6 ms).
+during a run. Measured on the served page (character preset): that thread took 0.76 s of
+CPU in a 1.4 s run, 0.36 s with the ops on one thread (one run each); over 10 alternating
+pairs sampling took 0.92 ms a step against 1.62 ms, and the run reached its step view
+0.09 s sooner. With the page idle the ops cost 0.1 ms more a step on one thread (0.7
+against 0.6 ms).
 """
 
 from __future__ import annotations

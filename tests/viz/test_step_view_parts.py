@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from cfsm.bench.scrub import synthetic_trace
+from cfsm.bench.scrub import CHROMIUM, synthetic_trace
 from viz.step_bundle import (
     head_html,
     positions,
@@ -20,7 +20,6 @@ from viz.step_bundle import (
     step_view_parts,
 )
 
-CHROMIUM = "/usr/bin/chromium"
 PATTERN = r"[a-z0-9]{1,2000}"  # 2,001 states: focus views, one layout per part of the path
 
 
