@@ -257,28 +257,23 @@ def _request_from(obj: dict, args):
 def _generate_many(lines, args) -> int:
     """The requests of a JSONL file decode in one continuous batch, REQUESTS_WINDOW lines
     at a time (bounded memory on a file of any length); results are printed in input
-    order, one line each (an error object where a request fails)."""
+    order, one line each (an error object where a request fails, and the file goes on)."""
     import concurrent.futures as cf
 
     eng = _engine(args, continuous=True)
 
-    def one(obj: dict) -> dict:
+    def one(obj) -> dict:
         try:
+            if isinstance(obj, CfsmError):
+                raise obj
             tr = eng.generate(_request_from(obj, args))
             return (
                 tr
                 if args.json
                 else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
             )
-        except CfsmError as exc:
-            return exc.to_json()
-        except Exception as exc:  # noqa: BLE001 - one line's failure is that line's error object
-            return {
-                "error": {
-                    "kind": "internal",
-                    "message": " ".join(f"{type(exc).__name__}: {exc}".split()),
-                }
-            }
+        except Exception as exc:  # noqa: BLE001 - one line's failure is that line's answer
+            return _line_error(exc)
 
     def compile_first(window: list) -> None:
         """One at a time: queueing for the compile pool is no timeout."""
@@ -290,17 +285,16 @@ def _generate_many(lines, args) -> int:
             except Exception:  # noqa: BLE001 - reported by its own line below
                 pass
 
-    worst = 0
+    tally = BatchTally()
     try:
         with cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="cfsm-request") as pool:
             for window in _windows(lines):
                 compile_first(window)
                 for out in pool.map(one, window):
-                    worst = 2 if "error" in out else worst
-                    print(json.dumps(out, ensure_ascii=False), flush=True)
+                    print(json.dumps(tally.record(out), ensure_ascii=False), flush=True)
     finally:
         eng.close()
-    return worst
+    return tally.exit_code("requests")
 
 
 def cmd_generate(args) -> int:
@@ -529,9 +523,8 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """One JSON object per (backend, text): does the constraint accept it?"""
-    from engine.analysis.check import check_text
-
+    """One JSON object per (backend, text): does the constraint accept it? Every line of a
+    requests file is answered, in order, whatever another line did."""
     if args.requests:
         items = _read_jsonl(args.requests)
     else:
@@ -545,42 +538,84 @@ def cmd_check(args) -> int:
             raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
         items = [{**base, "backend": args.backend, "text": t} for t in args.text]
     eng = _engine(args, load_weights=False)
-    worst = 0
+    tally = BatchTally()
     try:
         for obj in items:
-            name = obj.get("backend") or DEFAULT_BACKEND
-            backends = BACKENDS if name == "all" else [name]
-            for b in backends:
-                try:
-                    c = _constraint_from(None, obj)
-                    if c is None or not isinstance(obj.get("text"), str):
-                        raise CfsmError(
-                            "invalid_input", "each line needs regex, schema or grammar, and text"
-                        )
-                    res = eng.compile(c, b)
-                    out = {
-                        "backend": b,
-                        "text": obj["text"],
-                        **check_text(res.compiled, res.dfa, eng.ctx, obj["text"], c),
-                    }
-                except CfsmError as exc:
-                    worst = 2
-                    out = {"backend": b, **exc.to_json()}
-                print(json.dumps(out, ensure_ascii=False), flush=True)
+            for out in _check_line(eng, obj):
+                print(json.dumps(tally.record(out), ensure_ascii=False), flush=True)
     finally:
         eng.close()
-    return worst
+    return tally.exit_code("checks")
+
+
+def _check_line(eng, obj) -> list[dict]:
+    """The answers to one check line: one per backend it names, each its verdict or its
+    error (a line that is not a request object gets one error answer)."""
+    from engine.analysis.check import check_text
+
+    if isinstance(obj, CfsmError) or not isinstance(obj, dict):
+        why = f"a line must be a JSON object, not {type(obj).__name__}"
+        return [(obj if isinstance(obj, CfsmError) else CfsmError("invalid_input", why)).to_json()]
+    name = obj.get("backend") or DEFAULT_BACKEND
+    out = []
+    for b in BACKENDS if name == "all" else [name]:
+        try:
+            c = _constraint_from(None, obj)
+            if c is None or not isinstance(obj.get("text"), str):
+                raise CfsmError(
+                    "invalid_input", "each line needs regex, schema or grammar, and text"
+                )
+            res = eng.compile(c, b)
+            verdict = check_text(res.compiled, res.dfa, eng.ctx, obj["text"], c)
+            out.append({"backend": b, "text": obj["text"], **verdict})
+        except Exception as exc:  # noqa: BLE001 - one line's failure is that line's answer
+            out.append({"backend": b, **_line_error(exc)})
+    return out
 
 
 def _read_jsonl(path: str):
-    """The lines of a JSONL file, one at a time (a file of any length in bounded memory)."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
+    """The lines of a JSONL file, one at a time (a file of any length in bounded memory):
+    each non-blank line as its parsed value, or as the CfsmError that says why it is not
+    JSON, so a bad line becomes that line's answer and the file goes on."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise CfsmError("invalid_input", f"cannot read {path}: {exc.strerror}") from None
+    with f:
+        for n, raw in enumerate(f, 1):
+            if raw.strip():
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise CfsmError("invalid_input", f"{path}:{n}: not JSON: {exc}") from exc
+                    yield json.loads(raw.decode("utf-8"))
+                except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
+                    yield CfsmError("invalid_input", f"{path}:{n}: not JSON: {exc}")
+
+
+def _line_error(exc: BaseException) -> dict:
+    """One request line's failure as its answer: the error's own kind, or `internal` (a
+    bug: every `internal` answer has a test that it no longer happens)."""
+    if isinstance(exc, CfsmError):
+        return exc.to_json()
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return {"error": {"kind": "internal", "message": message}}
+
+
+class BatchTally:
+    """How many answer lines of a requests file were errors: the exit code and the count on
+    stderr come from it."""
+
+    def __init__(self) -> None:
+        self.answers = self.failed = 0
+
+    def record(self, out: dict) -> dict:
+        self.answers += 1
+        self.failed += "error" in out
+        return out
+
+    def exit_code(self, what: str) -> int:
+        if not self.failed:
+            return 0
+        print(f"{self.failed} of {self.answers} {what} failed", file=sys.stderr)
+        return 2
 
 
 REQUESTS_WINDOW = 64  # --requests lines in flight at a time

@@ -47,7 +47,23 @@ def summary_md(trace: dict) -> str:
     est = time_saved_line(t)
     if est:
         parts.append(est)
+    wait = kv_wait_line(t)
+    if wait:
+        parts.append(wait)
     return "  \n".join(parts)
+
+
+def kv_wait_line(totals: dict) -> str:
+    """Under KV-cache pressure a request waits for cells and may be evicted and recompute
+    its tokens: the output is the same, the time is not, so the summary says so."""
+    held, again = totals.get("kv_held_passes", 0), totals.get("recomputed_tokens", 0)
+    if not held and not again:
+        return ""
+    return (
+        f"The model's KV cache was full: this run waited {plural(held, 'pass')} for cells and "
+        f"computed {plural(again, 'token')} again after an eviction (the output is the same "
+        "as alone; set CFSM_LLAMA_N_CTX for more cells)."
+    )
 
 
 def time_saved_line(t: dict) -> str:

@@ -15,6 +15,7 @@ from ..errors import CfsmError
 from ..regex.compressed import CompressedFSM, compressed_of
 from ..regex.dfa import CharDFA, build_char_dfa
 from .ideal import char_at_byte
+from .json_scan import escape_pointer, pointer_of, scan_json
 
 CAUSES = {
     "flexible_whitespace": (
@@ -146,62 +147,9 @@ def synthesize(
     return out
 
 
-@dataclass
-class _JsonScan:
-    stack: list  # ["obj", key or None] / ["arr", index]
-    expecting_key: bool
-    in_str: bool
-    str_is_key: bool
-    last_struct: str
-
-
-def _scan_json(text: str, pos: int) -> _JsonScan:
-    """One pass over a JSON prefix: the container stack and where we are in it."""
-    stack: list = []
-    in_str = esc = expecting_key = str_is_key = False
-    buf: list[str] = []
-    last_struct = ""
-    for c in text[: min(pos, len(text))]:
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-                if str_is_key and stack and stack[-1][0] == "obj":
-                    stack[-1][1] = "".join(buf)
-            else:
-                buf.append(c)
-            continue
-        if c == '"':
-            in_str, buf = True, []
-            str_is_key = expecting_key and bool(stack) and stack[-1][0] == "obj"
-        elif c == "{":
-            stack.append(["obj", None])
-            expecting_key = True
-        elif c == "[":
-            stack.append(["arr", 0])
-            expecting_key = False
-        elif c in "}]":
-            if stack:
-                stack.pop()
-            expecting_key = False
-        elif c == ":":
-            expecting_key = False
-        elif c == ",":
-            if stack and stack[-1][0] == "arr":
-                stack[-1][1] += 1
-            else:
-                expecting_key = True
-        if c in "{}[],:":
-            last_struct = c
-    return _JsonScan(stack, expecting_key, in_str, str_is_key, last_struct)
-
-
 def _json_pointer_at(text: str, pos: int) -> str:
     """JSON pointer of the value being written at `pos`."""
-    sc = _scan_json(text, pos)
+    sc = scan_json(text, pos)
     parts = []
     for depth, (kind, v) in enumerate(sc.stack):
         last = depth == len(sc.stack) - 1
@@ -217,40 +165,23 @@ def _json_pointer_at(text: str, pos: int) -> str:
 _NEXT_KEY = re.compile(r'\s*,?\s*"((?:[^"\\]|\\.)*)"\s*:')
 
 
-def _esc(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _pointer_of(stack: list) -> str:
-    """JSON-schema pointer of the innermost container on a scan stack."""
-    parts = []
-    for kind, v in stack:
-        if kind == "obj":
-            if v is None:
-                break
-            parts.append("properties/" + _esc(str(v)))
-        else:
-            parts.append("items")
-    return "/" + "/".join(parts) if parts else "/"
-
-
 def _choice_pointer(text: str, pos: int) -> str:
     """Where an object-level choice (another property or the end; which key) points: the
     property the text chose next, else the object that was closed."""
-    sc = _scan_json(text, pos)
+    sc = scan_json(text, pos)
     if not sc.stack or sc.stack[-1][0] != "obj":
         return _json_pointer_at(text, pos)
-    base = _pointer_of(sc.stack[:-1])
+    base = pointer_of(sc.stack[:-1])
     start = text.rfind('"', 0, pos) if sc.in_str and sc.str_is_key else pos
     m = _NEXT_KEY.match(text, start)
     if m:
-        return base.rstrip("/") + "/properties/" + _esc(json.loads(f'"{m.group(1)}"'))
+        return base.rstrip("/") + "/properties/" + escape_pointer(json.loads(f'"{m.group(1)}"'))
     return base
 
 
 def _json_context(text: str, pos: int) -> str:
     """'key', 'string', 'number' or 'structure' at `pos`."""
-    sc = _scan_json(text, pos)
+    sc = scan_json(text, pos)
     if sc.in_str:
         return "key" if sc.str_is_key else "string"
     ch = text[pos] if pos < len(text) else ""

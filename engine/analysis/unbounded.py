@@ -10,7 +10,7 @@ import json
 import re
 
 from ..constraint import Constraint
-from .doctor import _pointer_of, _scan_json
+from .json_scan import pointer_of, scan_json
 
 WS_RUN = re.compile(r"\s{8,}$")
 
@@ -38,7 +38,7 @@ def _node_at(root: dict, stack: list) -> tuple[dict, str]:
         else:
             prefix = node.get("prefixItems") or []
             node = _resolve(root, prefix[v] if v < len(prefix) else node.get("items") or {})
-    return node, _pointer_of(stack)
+    return node, pointer_of(stack)
 
 
 # what bounds a value of each kind; without any of these a run can stay in it
@@ -64,7 +64,7 @@ def _unbounded(node: dict, kind: str, where: str, name_format: bool = False) -> 
 
 
 def _schema_reason(schema: dict, text: str) -> dict | None:
-    sc = _scan_json(text, len(text))
+    sc = scan_json(text, len(text))
     number = bool(text) and text[-1] in "-0123456789.eE+" and sc.last_struct in (":", "[", ",")
     node, where = _node_at(schema, sc.stack)  # the value being written at the end
     if sc.in_str and not sc.str_is_key:
@@ -184,11 +184,10 @@ def limit_reached(constraint: Constraint | None, prefix: str) -> str:
     schema = _schema_of(constraint)
     if schema is None:
         return ""
-    sc = _scan_json(prefix, len(prefix))
+    sc = scan_json(prefix, len(prefix))
     if sc.in_str and not sc.str_is_key:
         node, where = _node_at(schema, sc.stack)
-        start = prefix.rfind('"')
-        used = len(json.loads(prefix[start:] + '"')) if start >= 0 else 0
+        used = sc.str_chars
         if "maxLength" in node and used >= node["maxLength"]:
             return f"maxLength {node['maxLength']} of {where} reached"
     elif sc.stack and sc.stack[-1][0] == "arr" and sc.last_struct == ",":

@@ -40,9 +40,15 @@ def _run_group(runner: Runner, seqs: list[Sequence]) -> None:
         for s in seqs:
             s.fail(exc)
         return
+    ran = sum(1 for r in rows if r is not None and not isinstance(r, BaseException))
     for s, r in zip(seqs, rows, strict=True):
         try:
-            s.receive(r, dt, len(seqs))
+            if r is None:
+                s.hold()  # no room in the cache now: the same feed goes again next step
+            elif isinstance(r, BaseException):
+                s.fail(r)
+            else:
+                s.receive(r, dt, ran)
         except Exception as exc:  # noqa: BLE001
             s.fail(exc)
 

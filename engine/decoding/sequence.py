@@ -214,6 +214,13 @@ class Sequence:
         ]
         self.queue.append(Pending(rows[c], 0.0 if c else forward_s, batch_size))
 
+    def hold(self) -> None:
+        """The runtime held this sequence's feed back for want of cache: it waits (the feed
+        stays planned) unless the caller pressed Stop meanwhile."""
+        self.n.kv_held_passes += 1
+        if self.should_stop is not None and self.should_stop():
+            self._end(False, "cancelled")
+
     def stage(self) -> Staged | None:
         """Take the next logits and the grammar's mask for them; None when it is over."""
         if self.should_stop is not None and self.should_stop():
@@ -337,6 +344,7 @@ class Sequence:
         self.done, self.finished, self.reason = True, finished, reason
         self.feed, self.queue = None, []
         if self.cache is not None:
+            self.n.recomputed_tokens = self.runner.recomputed_tokens(self.cache)
             self.runner.free(self.cache)
         self.cache = None  # its views may pin a whole stacked cache: let it go now
         self.t_done = time.perf_counter()

@@ -169,6 +169,10 @@ class Totals:
     prompt_cached_tokens: int = 0
     # this run compiled nothing: compile_s is the time the cached constraint once took
     compile_cached: bool = False
+    # under KV-cache pressure (llama.cpp): passes this request waited for cells, and its
+    # tokens computed again after the runtime evicted every request to make room
+    kv_held_passes: int = 0
+    recomputed_tokens: int = 0
 
 
 @dataclass
@@ -244,6 +248,8 @@ class Counters:
     prefill_ms: float | None = None
     est_forward_ms: float = 0.0
     prompt_cached_tokens: int = 0
+    kv_held_passes: int = 0
+    recomputed_tokens: int = 0
 
 
 class TraceRecorder:
@@ -329,6 +335,8 @@ class TraceRecorder:
             est_forward_ms=round(n.est_forward_ms, 3),
             est_masked_ms=round(est_masked_ms, 3),
             runtime=runtime,
+            kv_held_passes=n.kv_held_passes,
+            recomputed_tokens=n.recomputed_tokens,
         )
 
     def build(

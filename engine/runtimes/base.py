@@ -109,10 +109,13 @@ class Runner(ABC):
 
     @abstractmethod
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:
-        """One pass for all `feeds`, each extending its own cache by its tokens. Returns
-        each feed's last `keep` logits rows (a float tensor, `keep` x vocab, on `device`)
-        and the pass time in seconds. On failure raises and the caches of this pass are
-        unusable (their requests are failed by the scheduler); other caches are intact."""
+        """One pass for all `feeds`, each extending its own cache by its tokens. Returns,
+        per feed, its last `keep` logits rows (a float tensor, `keep` x vocab, on `device`),
+        or None where the runtime held that feed back because its cache has no room now
+        (nothing changed for it: offer the same feed again at a later pass), or a CfsmError
+        for a feed that could never run (that request fails, the others go on); and the
+        pass time in seconds. On failure raises and the caches of this pass are unusable
+        (their requests are failed by the scheduler); other caches are intact."""
 
     @abstractmethod
     def crop(self, cache: KVCache, keep_len: int) -> None:
@@ -140,6 +143,11 @@ class Runner(ABC):
         later request whose prompt starts the same way share those positions instead of
         computing them again. Returns whether this runtime does; never fails."""
         return False
+
+    def recomputed_tokens(self, cache: KVCache) -> int:
+        """Tokens of `cache` computed again because the runtime evicted them to make room
+        for others (0 on a runtime that never evicts). Changes nothing."""
+        return 0
 
     def cached_prefix(self, cache: KVCache) -> int:
         """How many tokens of `cache`'s first feed were shared from a kept prompt, not

@@ -47,3 +47,36 @@ def torch_ops_on_one_thread() -> Iterator[bool]:
         yield torch.get_num_threads() == 1
     finally:
         _set_openmp_threads(before)
+
+
+def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:
+    """CPUs the container's quota allows (`docker run --cpus=2` writes it), or None when
+    none is set: cgroup v2's `cpu.max` ("200000 100000"), else v1's cfs quota and period."""
+    try:
+        with open(os.path.join(root, "cpu.max")) as f:
+            quota, period = f.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(os.path.join(root, "cpu", "cpu.cfs_quota_us")) as f:
+            quota_us = int(f.read())
+        with open(os.path.join(root, "cpu", "cpu.cfs_period_us")) as f:
+            period_us = int(f.read())
+        return None if quota_us <= 0 else quota_us / period_us
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cpus(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may run on: its affinity mask (taskset, a container's cpuset)
+    and its cgroup quota, not the host's count (`os.cpu_count()` says 64 in a 2-CPU
+    container on a 64-core host, and 64 threads then fight over 2 CPUs). Never fails."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota(cgroup_root)
+    if quota is not None:
+        n = min(n, max(1, int(quota + 0.5)))
+    return max(1, n)

@@ -12,6 +12,7 @@ change outputs for numerical reasons only.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 import time
@@ -20,10 +21,30 @@ from dataclasses import dataclass, field
 
 from ..errors import CfsmError
 from .base import Feed, Runner, logprob_diffs
-from .host_threads import torch_ops_on_one_thread
+from .host_threads import torch_ops_on_one_thread, usable_cpus
 
-N_CTX = int(os.environ.get("CFSM_LLAMA_N_CTX", "8192"))  # KV cells shared by all requests
-N_SEQ_MAX = int(os.environ.get("CFSM_LLAMA_N_SEQ", "64"))  # requests decoding at once
+SETTING_ERRORS: list[str] = []  # refused environment settings: loading a model says so
+
+
+def _env_int(name: str, default: int, least: int) -> int:
+    """An integer setting from the environment; one below `least` (or not a number) is
+    recorded in SETTING_ERRORS, which `LlamaModel` raises, and the default stands in."""
+    raw = os.environ.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        SETTING_ERRORS.append(f"{name}={raw!r}: give a whole number of at least {least}")
+        return default
+    return value
+
+
+# KV cells shared by all requests. A request that does not fit waits for cells (see
+# `LlamaCppRunner._plan`); only one that could not fit alone fails.
+N_CTX = _env_int("CFSM_LLAMA_N_CTX", 8192, 256)
+# sequence ids: two are the runner's own (PREFIX_SEQ, GRAVE_SEQ), the rest are requests
+N_SEQ_MAX = _env_int("CFSM_LLAMA_N_SEQ", 64, 3)
 N_BATCH = 2048  # tokens per llama_decode call (longer feeds are split)
 # llama.cpp computes a call in micro-batches of at most this many tokens. From 64 tokens on,
 # its CPU matrix products take another path whose logits differ by up to 0.58 from the
@@ -40,6 +61,11 @@ PREFIX_SEQ = N_SEQ_MAX - 1
 # freed cell lying before a live request's cells, filled by its next token, changed that
 # request's logits by 0.53 (measured: a request freed while another decoded), so a batch
 # would no longer decode as each request alone.
+# Retired cells are only given back when no request is live, so under steady load they
+# accumulate: when a pass does not fit, every live request is evicted at once (the cache
+# cleared, nothing left between cells) and each recomputes its tokens at its next pass,
+# oldest first, which gives the logits it would have had (passes of any split agree, see
+# N_UBATCH). Freeing cells while requests live would leave holes their next tokens fill.
 GRAVE_SEQ = N_SEQ_MAX - 2
 REQUEST_SEQS = N_SEQ_MAX - 2
 # Threads for a pass of one token (llama.cpp's `n_threads`; passes of more tokens, a
@@ -107,12 +133,18 @@ def _lib():
 
 @dataclass
 class LlamaSeq:
-    """One request's cache: a sequence id, taken at its first pass, and its length."""
+    """One request's cache: a sequence id, taken at its first pass, its length and the
+    tokens at its positions (what it computes again after an eviction)."""
 
     n: int = 0
     seq_id: int | None = None
     reused: int = 0  # positions of its first feed shared from the kept prompt
     freed: bool = field(default=False, repr=False)
+    tokens: list[int] = field(default_factory=list, repr=False)
+    resident: bool = True  # its cells are in the cache (False after an eviction)
+    ticket: int = -1  # order of its first pass: under pressure the oldest runs first
+    held: int = 0  # passes it was held back for cells
+    recomputed: int = 0  # tokens computed again after evictions
 
     def get_seq_length(self) -> int:
         return self.n
@@ -121,7 +153,9 @@ class LlamaSeq:
 class LlamaModel:
     """A GGUF file loaded once: the model, its context and a reusable batch."""
 
-    def __init__(self, path: str, n_threads: int | None = None) -> None:
+    def __init__(self, path: str, n_threads: int | None = None, n_ctx: int = N_CTX) -> None:
+        if SETTING_ERRORS:
+            raise CfsmError("invalid_input", "; ".join(SETTING_ERRORS))
         lib, ffi = self.lib, self.ffi = _lib()
         mp = lib.llama_model_default_params()
         mp.n_gpu_layers = 0
@@ -130,9 +164,10 @@ class LlamaModel:
             raise CfsmError(
                 "unknown_model", f"llama.cpp could not load {path!r}: {' '.join(_LOG[-2:])}"
             )
+        self._refuse_recurrent(path)
         cp = lib.llama_context_default_params()
-        threads = n_threads or int(os.environ.get("CFSM_THREADS", "0")) or os.cpu_count() or 2
-        cp.n_ctx, cp.n_batch, cp.n_ubatch = N_CTX, N_BATCH, N_UBATCH
+        threads = n_threads or int(os.environ.get("CFSM_THREADS", "0")) or usable_cpus()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch = n_ctx, N_BATCH, N_UBATCH
         cp.n_seq_max, cp.kv_unified = N_SEQ_MAX, True
         cp.n_threads, cp.n_threads_batch = min(STEP_THREADS, threads), threads
         cp.flash_attn_type = 1
@@ -142,11 +177,31 @@ class LlamaModel:
             lib.llama_model_free(self.model)
             raise CfsmError("unknown_model", f"llama.cpp could not create a context for {path!r}")
         self.threads, self.step_threads = threads, min(STEP_THREADS, threads)
+        self.n_ctx = int(lib.llama_n_ctx(self.ctx))  # llama.cpp may round the size up
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         self.mem = lib.llama_get_memory(self.ctx)
         self.batch = lib.llama_batch_init(N_BATCH, 0, 1)
         self.desc = self._str(lambda buf, n: lib.llama_model_desc(self.model, buf, n))
+
+    def _refuse_recurrent(self, path: str) -> None:
+        """A recurrent or hybrid model (Mamba, RWKV, Jamba...) keeps a state per sequence
+        that cannot be cut back to a position, and jump-forward crops at every jump."""
+        lib = self.lib
+        kind = (
+            "recurrent"
+            if lib.llama_model_is_recurrent(self.model)
+            else "hybrid"
+            if lib.llama_model_is_hybrid(self.model)
+            else None
+        )
+        if kind is not None:
+            lib.llama_model_free(self.model)
+            raise CfsmError(
+                "unsupported_model",
+                f"{path!r} is a {kind} model: its state cannot be cropped back to a position, "
+                "which jump-forward and batching need (use an attention-only model)",
+            )
 
     def _str(self, fill) -> str | None:
         buf = self.ffi.new("char[512]")
@@ -175,10 +230,15 @@ class LlamaCppRunner(Runner):
     def __init__(self, lm: LlamaModel) -> None:
         self.lm = lm
         self.device = "cpu"
+        self.n_ctx = getattr(lm, "n_ctx", N_CTX)
         self._free_ids = list(range(REQUEST_SEQS - 1, -1, -1))
         self._lock = threading.Lock()  # free() may come from a cancelling thread
         self._prefix: list[int] = []  # the tokens the kept prompt's sequence holds
         self._reuse = False
+        self._live: dict[int, LlamaSeq] = {}  # sequence id -> the request's cache
+        self._grave = 0  # cells held under GRAVE_SEQ (an upper bound)
+        self._tickets = itertools.count()
+        self.evictions = 0  # times every live request was evicted to make room
 
     def new_cache(self) -> LlamaSeq:
         return LlamaSeq()
@@ -199,74 +259,157 @@ class LlamaCppRunner(Runner):
                     "busy", f"llama.cpp is decoding {REQUEST_SEQS} requests already; retry later"
                 )
             cache.seq_id = self._free_ids.pop()
+            cache.ticket = next(self._tickets)
+            self._live[cache.seq_id] = cache
         return cache.seq_id
 
     def crop(self, cache: LlamaSeq, keep_len: int) -> None:
         if cache.n <= keep_len:
             return
         with self._lock:
-            if cache.seq_id is not None and not self._retire(cache.seq_id, keep_len):
+            if cache.seq_id is not None and cache.resident and not self._retire(cache, keep_len):
                 raise RuntimeError("llama.cpp could not crop the KV cache")
         cache.n = keep_len
+        del cache.tokens[keep_len:]
 
     def free(self, cache: LlamaSeq) -> None:
         with self._lock:
             if cache.seq_id is not None:
-                self._retire(cache.seq_id, 0)
+                if cache.resident:
+                    self._retire(cache, 0)
+                self._live.pop(cache.seq_id, None)
                 self._free_ids.append(cache.seq_id)
                 self._settle()
             cache.seq_id, cache.n, cache.freed = None, 0, True
+            cache.tokens = []
 
     def release(self) -> None:
         with self._lock:
             self._settle()
 
-    def _retire(self, sid: int, p0: int) -> bool:
-        """Move `sid`'s cells from position `p0` on to the retired id (see GRAVE_SEQ)."""
-        lib, mem = self.lm.lib, self.lm.mem
+    def recomputed_tokens(self, cache: LlamaSeq) -> int:
+        return cache.recomputed
+
+    def _retire(self, cache: LlamaSeq, p0: int) -> bool:
+        """Move the cache's cells from position `p0` on to the retired id (see GRAVE_SEQ)."""
+        lib, mem, sid = self.lm.lib, self.lm.mem, cache.seq_id
         lib.llama_memory_seq_cp(mem, sid, GRAVE_SEQ, p0, -1)
+        self._grave += max(0, cache.n - p0)
         return bool(lib.llama_memory_seq_rm(mem, sid, p0, -1))
 
     def _settle(self) -> None:
         """No request is live: the retired cells can be reused in any order now."""
-        if len(self._free_ids) == REQUEST_SEQS:
+        if not self._live:
             self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
+            self._grave = 0
+
+    def _cells_used(self) -> int:
+        """Cells held now, counted from above: live requests' resident positions, the kept
+        prompt and the retired cells (a shared prompt position is counted twice)."""
+        held = sum(c.n for c in self._live.values() if c.resident)
+        return held + len(self._prefix) + self._grave
+
+    def _evict_all(self) -> None:
+        """Clear the cache: every live request recomputes its tokens at its next pass."""
+        for c in self._live.values():
+            c.resident = False
+        self.lm.lib.llama_memory_clear(self.lm.mem, False)
+        self._prefix, self._grave = [], 0
+        self.evictions += 1
+
+    @staticmethod
+    def _need(f: Feed) -> int:
+        return len(f.tokens) + (0 if f.cache.resident else f.cache.n)
+
+    def _plan(self, feeds: list[Feed]) -> list:
+        """Which feeds run in this pass: True (run), None (held back: the cache has no room
+        for it now) or a CfsmError (it could not fit even alone). The oldest request may
+        evict every other to make room, so it always runs; younger ones wait their turn."""
+        plan: list = [True] * len(feeds)
+        order = sorted(range(len(feeds)), key=lambda i: feeds[i].cache.ticket)
+        for i in order:
+            c = feeds[i].cache
+            if c.n + len(feeds[i].tokens) > self.n_ctx:
+                plan[i] = CfsmError(
+                    "busy",
+                    f"this request needs {c.n + len(feeds[i].tokens)} KV cells and llama.cpp's "
+                    f"cache has {self.n_ctx} (set CFSM_LLAMA_N_CTX higher, or ask for fewer "
+                    "tokens)",
+                )
+        runnable = [i for i in order if plan[i] is True]
+        if not runnable:
+            return plan
+        room = self.n_ctx - self._cells_used()
+        oldest = min(c.ticket for c in self._live.values())
+        head = feeds[runnable[0]]
+        if self._need(head) > room and head.cache.ticket == oldest:
+            self._evict_all()
+            room = self.n_ctx
+        for i in runnable:
+            k = self._need(feeds[i])
+            if k <= room:
+                room -= k
+            else:
+                plan[i] = None
+                feeds[i].cache.held += 1
+        return plan
 
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:
         """All feeds' tokens in one batch (split every N_BATCH tokens); logits are asked
         for at each feed's last `keep` positions only. A request's first feed starts from
-        the kept prompt's positions where its tokens begin the same way."""
+        the kept prompt's positions where its tokens begin the same way. A feed the cache
+        has no room for now comes back as None (held: nothing changed), one that could
+        never fit as its CfsmError; an evicted request's pass computes its tokens again
+        first."""
         import torch
 
         t0 = time.perf_counter()
         if any(len(f.tokens) < f.keep for f in feeds):
             raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
-        rows = [torch.empty(f.keep, self.lm.n_vocab) for f in feeds]
         with self._lock:  # the ids too: free() gives them back from a cancelling thread
-            items = []  # (feed index, kept row or -1, seq, pos, token)
-            sids = [self._take_id(f.cache) for f in feeds]
-            # a first feed alone in its pass shares the kept prompt and becomes it
-            first = self._reuse and len(feeds) == 1 and feeds[0].cache.n == 0
-            first = first and self._live() == 1
-            for fi, (f, sid) in enumerate(zip(feeds, sids, strict=True)):
-                toks = [int(t) for t in f.tokens]
-                skip = 0
-                if first:
-                    skip = f.cache.reused = self._share_prefix(sid, toks, f.keep)
-                for j, tok in enumerate(toks[skip:]):
-                    items.append(
-                        (fi, j - (len(toks) - skip - f.keep), sid, f.cache.n + skip + j, tok)
-                    )
+            for f in feeds:
+                self._take_id(f.cache)
+            plan = self._plan(feeds)
+            run = [f for f, p in zip(feeds, plan, strict=True) if p is True]
+            rows = {id(f): torch.empty(f.keep, self.lm.n_vocab) for f in run}
+            items = self._items(run, rows)
             for start in range(0, len(items), N_BATCH):
-                self._decode(items[start : start + N_BATCH], rows)
-            if first:
-                self._keep_prefix(sids[0], [int(t) for t in feeds[0].tokens])
-        for f in feeds:
-            f.cache.n += len(f.tokens)
-        return rows, time.perf_counter() - t0
+                self._decode(items[start : start + N_BATCH])
+            if self._first_alone(run):
+                self._keep_prefix(run[0].cache.seq_id, [int(t) for t in run[0].tokens])
+        for f in run:
+            c = f.cache
+            c.tokens += [int(t) for t in f.tokens]
+            c.n += len(f.tokens)
+            c.resident = True
+        out = [rows[id(f)] if p is True else p for f, p in zip(feeds, plan, strict=True)]
+        return out, time.perf_counter() - t0
 
-    def _live(self) -> int:
-        return REQUEST_SEQS - len(self._free_ids)
+    def _first_alone(self, run: list[Feed]) -> bool:
+        """A first feed alone in its pass, with no other request live, shares the kept
+        prompt and becomes it."""
+        return (
+            self._reuse and len(run) == 1 and run[0].cache.n == 0 and len(self._live) == 1
+        )
+
+    def _items(self, run: list[Feed], rows: dict) -> list[tuple]:
+        """(logits tensor or None, its row, seq, pos, token) for every token of the pass:
+        an evicted request's own tokens first (no logits), then its feed."""
+        items: list[tuple] = []
+        first = self._first_alone(run)
+        for f in run:
+            c, toks = f.cache, [int(t) for t in f.tokens]
+            if not c.resident:
+                c.recomputed += c.n
+                items += [(None, -1, c.seq_id, p, t) for p, t in enumerate(c.tokens)]
+            skip = 0
+            if first:
+                skip = c.reused = self._share_prefix(c.seq_id, toks, f.keep)
+            for j, tok in enumerate(toks[skip:]):
+                row = j - (len(toks) - skip - f.keep)
+                out = rows[id(f)] if row >= 0 else None
+                items.append((out, row, c.seq_id, c.n + skip + j, tok))
+        return items
 
     def _share_prefix(self, sid: int, toks: list[int], keep: int) -> int:
         """The only live request's first feed: give it the kept prompt's first positions
@@ -291,16 +434,6 @@ class LlamaCppRunner(Runner):
         lib.llama_memory_seq_cp(mem, sid, PREFIX_SEQ, len(self._prefix), len(toks))
         self._prefix = toks
 
-    def _make_room(self) -> bool:
-        """The cache is full: give up the kept prompt and the retired cells. Returns
-        whether that freed anything (then the pass is tried again)."""
-        lib, mem = self.lm.lib, self.lm.mem
-        held = any(lib.llama_memory_seq_pos_max(mem, s) >= 0 for s in (PREFIX_SEQ, GRAVE_SEQ))
-        lib.llama_memory_seq_rm(mem, PREFIX_SEQ, -1, -1)
-        lib.llama_memory_seq_rm(mem, GRAVE_SEQ, -1, -1)
-        self._prefix = []
-        return held
-
     def enable_prefix_reuse(self) -> bool:
         self._reuse = PREFIX_REUSE
         return self._reuse
@@ -308,33 +441,45 @@ class LlamaCppRunner(Runner):
     def cached_prefix(self, cache: LlamaSeq) -> int:
         return cache.reused
 
-    def _decode(self, chunk: list[tuple], rows: list) -> None:
+    def _decode(self, chunk: list[tuple]) -> None:
         import numpy as np
         import torch
 
         lib, b = self.lm.lib, self.lm.batch
         b.n_tokens = len(chunk)
-        for i, (_, row, sid, pos, tok) in enumerate(chunk):
+        for i, (out, _, sid, pos, tok) in enumerate(chunk):
             b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, 1
             b.seq_id[i][0] = sid
-            b.logits[i] = 1 if row >= 0 else 0
+            b.logits[i] = 1 if out is not None else 0
         rc = lib.llama_decode(self.lm.ctx, b)
-        if rc == 1 and self._make_room():  # a full cache: llama.cpp kept its state
-            rc = lib.llama_decode(self.lm.ctx, b)
-        if rc != 0:
+        if rc != 0:  # _plan counted the cells: a full cache here is a bug, not a busy server
             raise CfsmError(
-                "busy" if rc == 1 else "runtime_error",
-                "llama.cpp's KV cache is full (the running requests hold "
-                f"{N_CTX} positions; retry, or set CFSM_LLAMA_N_CTX)"
-                if rc == 1
-                else f"llama_decode failed with code {rc}",
+                "runtime_error",
+                f"llama_decode failed with code {rc}"
+                + (f" (no room in the KV cache of {self.n_ctx} cells)" if rc == 1 else ""),
             )
         n = self.lm.n_vocab
-        for i, (fi, row, _, _, _) in enumerate(chunk):
-            if row >= 0:
+        for i, (out, row, _, _, _) in enumerate(chunk):
+            if out is not None:
                 ptr = lib.llama_get_logits_ith(self.lm.ctx, i)
                 buf = self.lm.ffi.buffer(ptr, 4 * n)
-                rows[fi][row] = torch.from_numpy(np.frombuffer(buf, dtype=np.float32))
+                out[row] = torch.from_numpy(np.frombuffer(buf, dtype=np.float32))
+
+    def _split_check(self, ids: list[int], n: int, why: str) -> dict[str, float]:
+        """An `n`-token pass against `n - 1` tokens and a one-token step: a jump prefills
+        in one pass what masked decoding steps through, so both must give the same logits
+        (a GGUF of another quant type may take another kernel for long passes)."""
+        ids = (ids * (1 + n // max(1, len(ids))))[:n]
+        whole, split = self.new_cache(), self.new_cache()
+        try:
+            (a,), _ = self.forward([Feed(whole, ids)])
+            self.free(whole)
+            self.forward([Feed(split, ids[:-1])])
+            (b,), _ = self.forward([Feed(split, ids[-1:])])
+        finally:
+            self.free(whole)
+            self.free(split)
+        return logprob_diffs(a[0], {f"{n}-token pass against {n - 1} + a step": b[0]}, 1e-2, why)
 
     def self_check(self, prompt_ids: list[int]) -> dict:
         """A cached step, a crop and re-evaluation, a two-request batch and a prompt that
@@ -365,7 +510,8 @@ class LlamaCppRunner(Runner):
             self._reuse = reuse
             for c in caches:
                 self.free(c)
-            self._make_room()
+            self._evict_all()  # nothing is live: drops the kept prompt, counts no eviction
+            self.evictions = 0
         rows = {
             "cached step": step[0],
             "crop and re-evaluate": recrop[-1],
@@ -373,12 +519,10 @@ class LlamaCppRunner(Runner):
             "batched fresh": both[1][0],
             "shared prompt prefix": shared[0],
         }
-        diffs = logprob_diffs(
-            fresh[0][0],
-            rows,
-            1e-2,
-            ": this model cannot be decoded with a reused KV cache on llama.cpp",
-        )
+        why = ": this model cannot be decoded with a reused KV cache on llama.cpp"
+        diffs = logprob_diffs(fresh[0][0], rows, 1e-2, why)
+        for n in (40, 64):  # past one micro-batch, and where the CPU products switch kernels
+            diffs.update(self._split_check(list(prompt_ids), n, why))
         return {
             "runtime": "llamacpp",
             "bindings": bindings_version(),

@@ -127,3 +127,14 @@ def test_a_text_that_leaves_at_a_bound_names_the_bound():
     assert limit_reached(Constraint("schema", json.dumps(three)), "[1,2,3,") == (
         "maxItems 3 of / reached"
     )
+
+
+def test_a_limit_is_found_in_a_string_with_escaped_quotes():
+    """The open string starts at its unescaped quote: scanning back to the last `"` found
+    an escaped one and json.loads failed (an `internal` answer in `cfsm check`)."""
+    from engine.analysis.unbounded import limit_reached
+    from engine.constraint import Constraint
+
+    c = Constraint("schema", '{"type": "string", "maxLength": 4}')
+    assert limit_reached(c, '"a\\"b\\\\c') == "maxLength 4 of / reached"
+    assert limit_reached(c, '"\\"a\\"') == ""  # three characters so far

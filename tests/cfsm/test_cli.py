@@ -191,10 +191,16 @@ def test_generate_requests_file(engine, tmp_path, capsys):
         + "\n"
         + json.dumps({"prompt": "x", "regex": "a", "max_new_tokens": "many"})
         + "\n"
+        + '{"prompt": "not JSON", "regex": \n'
+        + json.dumps({"prompt": "Is fire hot?", "regex": "(yes|no)", "mode": "masked"})
+        + "\n"
     )
     rc = main(["generate", "--requests", str(f), "--json"])
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert rc == 2  # one request failed, the others ran
+    out = capsys.readouterr()
+    lines = [json.loads(x) for x in out.out.splitlines()]
+    assert rc == 2 and "4 of 7 requests failed" in out.err  # the others ran
+    assert len(lines) == 7 and lines[5]["error"]["kind"] == "invalid_input"
+    assert lines[6]["text"] in ("yes", "no")  # the line after a bad one is answered
     assert lines[0]["text"] in ("yes", "no")  # in input order
     assert lines[1]["error"]["kind"] == "unsupported_feature"
     assert lines[2]["text"].lstrip("-").isdigit()

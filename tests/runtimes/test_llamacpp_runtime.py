@@ -310,3 +310,116 @@ def test_llamacpp_samples_on_one_core_and_leaves_the_callers_threads(engine, lla
     )
     assert tr["valid"] and counts == {1}
     assert torch.get_num_threads() == before
+
+
+@pytest.fixture(scope="module")
+def small_cache(llama):
+    """The embedded GGUF on a second llama.cpp context of 512 KV cells (the minimum a user
+    may set is 256), sharing the default decoder's tokenizer: a few SGLang character
+    requests overflow it, each fits alone."""
+    import dataclasses
+
+    from engine.decoding.decoder import Decoder
+    from engine.runtimes.llamacpp_runner import LlamaCppRunner, LlamaModel
+
+    lm = LlamaModel(str(embedded_gguf_path()), n_ctx=512)
+    runner = LlamaCppRunner(lm)
+    runner.costs = llama.runner.costs
+    loaded = dataclasses.replace(llama.lm, model=lm, runner=runner)
+    return Decoder(loaded, ctx=llama.ctx)
+
+
+CHARACTER_NAMES = ("Dobby", "Hagrid", "Luna Lovegood", "Severus Snape", "Minerva McGonagall")
+
+
+@pytest.mark.model
+def test_a_full_cache_makes_requests_wait_and_each_equals_its_single_run(
+    engine, llama, small_cache, paper_bench, character_regex
+):
+    """Five character requests (prompt and output about 200 cells each) on 512 cells: they
+    cannot all be live at once, so requests wait for cells and, when the oldest needs room,
+    every live one is evicted and recomputes its tokens. None fails, and each output
+    equals the same request decoded alone on the default context."""
+    c = Constraint("regex", character_regex)
+    comp = engine.compile(c, "fsm").compiled
+    prompts = [paper_bench["character"]["prompt_template"].format(name=n) for n in CHARACTER_NAMES]
+    runner = small_cache.runner
+    evictions = runner.evictions
+    seqs = [
+        small_cache.sequence(GenerateRequest(prompt=p, constraint=c, mode="jump"), comp)
+        for p in prompts
+    ]
+    small_cache.run_many(seqs)
+    assert [s.error for s in seqs] == [None] * len(seqs)
+    held = [s.n.kv_held_passes for s in seqs]
+    recomputed = [s.n.recomputed_tokens for s in seqs]
+    assert runner.evictions > evictions, (held, recomputed)
+    assert sum(held) > 0 and sum(recomputed) > 0, (held, recomputed)
+    for p, s in zip(prompts, seqs, strict=True):
+        alone = engine.generate(GenerateRequest(prompt=p, constraint=c, mode="jump"))
+        text = small_cache.texts.bytes(s.out_ids).decode("utf-8")
+        assert text == alone["text"] and re.fullmatch(character_regex, text)
+        assert len(s.prompt_ids) + len(s.out_ids) < 512  # each fits alone
+    assert not runner._live and runner._grave == 0  # everything given back
+
+
+@pytest.mark.model
+def test_a_request_that_cannot_fit_alone_fails_and_the_others_finish(small_cache, engine):
+    """Only a request whose own prompt and output exceed the cache is refused (busy, with
+    the cells it needs); the request beside it decodes to its end."""
+    c = Constraint("regex", "(yes|no)")
+    comp = engine.compile(c, "fsm").compiled
+    big = small_cache.sequence(
+        GenerateRequest(prompt="Is water wet? " * 200, constraint=c, mode="jump"), comp
+    )
+    ok = small_cache.sequence(
+        GenerateRequest(prompt="Is water wet?", constraint=c, mode="jump"), comp
+    )
+    small_cache.run_many([big, ok])
+    assert isinstance(big.error, CfsmError) and big.error.kind == "busy"
+    assert "KV cells" in big.error.message and "512" in big.error.message
+    assert ok.error is None and ok.finished
+    assert small_cache.texts.bytes(ok.out_ids).decode() in ("yes", "no")
+
+
+def test_threads_follow_the_cpus_this_process_may_use(tmp_path):
+    """A container's quota (`docker run --cpus=2` on a big host) bounds the threads, not
+    the host's core count; no quota leaves the affinity mask's count."""
+    import os
+
+    from engine.runtimes.host_threads import usable_cpus
+
+    allowed = len(os.sched_getaffinity(0))
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert usable_cpus(str(tmp_path)) == allowed
+    (tmp_path / "cpu.max").write_text("100000 100000\n")
+    assert usable_cpus(str(tmp_path)) == 1
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert usable_cpus(str(tmp_path)) == min(allowed, 2)
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert usable_cpus(str(v1)) == 1
+
+
+@pytest.mark.parametrize(
+    "env, value", [("CFSM_LLAMA_N_SEQ", "1"), ("CFSM_LLAMA_N_SEQ", "x"), ("CFSM_LLAMA_N_CTX", "8")]
+)
+def test_llamacpp_settings_out_of_range_are_refused_at_load(env, value):
+    """CFSM_LLAMA_N_SEQ=1 left no id for requests and made the retired-cells id -1, which
+    llama.cpp reads as every sequence; a bad setting is now a one-line error at load."""
+    import subprocess
+    import sys
+
+    code = (
+        "from engine.runtimes.llamacpp_runner import LlamaModel\n"
+        "from engine.errors import CfsmError\n"
+        "try:\n    LlamaModel('/nonexistent.gguf')\n"
+        "except CfsmError as e:\n    print(e.kind, e.message)\n"
+    )
+    env_all = {**__import__("os").environ, env: value}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env_all, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.startswith(f"invalid_input {env}="), out.stdout + out.stderr

@@ -98,3 +98,11 @@ def test_after_a_failed_run_the_results_left_say_they_are_the_previous_runs():
     assert previous_run_note(None) == ""  # nothing on the page to label
     one = {**prev, "totals": {"output_tokens": 1}}
     assert previous_run_note(one).endswith("`[a-z]{3,8}`, 1 token.")
+
+
+def test_the_summary_says_when_a_run_waited_for_kv_cells():
+    from viz.summaries import kv_wait_line
+
+    assert kv_wait_line({"kv_held_passes": 0, "recomputed_tokens": 0}) == ""
+    line = kv_wait_line({"kv_held_passes": 3, "recomputed_tokens": 140})
+    assert "waited 3 passes" in line and "140 tokens again" in line
