@@ -18,7 +18,7 @@ from engine.backends import BACKENDS, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_gra
 from engine.constraint import KINDS, Constraint, parse_schema, schema_to_regex
 from engine.constraint import WHITESPACE_POLICIES as WS
 from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest
-from engine.decoding.trace import StepEvent, validate_trace
+from engine.decoding.trace import StepEvent, WaitEvent, validate_trace
 from engine.errors import CfsmError
 from engine.limits import LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
@@ -34,6 +34,7 @@ from viz.summaries import (
     live_figures,
     previous_run_note,
     summary_md,
+    waiting_line,
 )
 
 from .layout import (
@@ -372,8 +373,10 @@ def stop_reply(h: RunHandle | None, trace, collapse: bool, whole: bool, raw: boo
     return STOP_OUTPUTS.set(stop_msg=line, view=view, summary=f"**{line}**{below}", live="")
 
 
-def live_update(ev: StepEvent) -> dict:
-    """The outputs a streaming step updates."""
+def live_update(ev: StepEvent | WaitEvent) -> dict:
+    """The outputs a streaming step updates; a wait for KV cells, the status line only."""
+    if isinstance(ev, WaitEvent):
+        return dict(summary=waiting_line(ev))
     strip, totals, line = live_figures(ev)
     return dict(live=token_strip(strip), cards=stat_cards(totals), summary=line)
 
@@ -518,7 +521,7 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
             continue
         if k == "done":
             break
-        if k == "step":
+        if k in ("step", "wait"):
             latest = d
         # after Stop, nothing more: an update yielded once Stop had written its line (the
         # worker thread was waiting for a step when the click came) replaced it with

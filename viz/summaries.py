@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from dataclasses import asdict
 
-from engine.decoding.trace import StepEvent
+from engine.decoding.trace import StepEvent, WaitEvent
 
 from .panels import plural
 
@@ -63,6 +63,21 @@ def kv_wait_line(totals: dict) -> str:
         f"The model's KV cache was full: this run waited {plural(held, 'pass')} for cells and "
         f"computed {plural(again, 'token')} again after an eviction (the output is the same "
         "as alone; set CFSM_LLAMA_N_CTX for more cells)."
+    )
+
+
+def waiting_line(ev: WaitEvent) -> str:
+    """While a run waits for KV cells, the page's status line says so (otherwise it would
+    keep the last 'Decoding ... step N' as if the run had hung)."""
+    ahead = f"{plural(ev.ahead, 'request')} ahead of this one" if ev.ahead else "this run goes next"
+    again = (
+        f"; {plural(ev.recomputed_tokens, 'token')} to compute again after an eviction"
+        if ev.recomputed_tokens
+        else ""
+    )
+    return (
+        f"Waiting for the model's KV cache … {ahead}, held {plural(ev.held_passes, 'pass')} "
+        f"so far{again}. The run resumes by itself; its output is the same as alone."
     )
 
 

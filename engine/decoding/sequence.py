@@ -22,10 +22,20 @@ from ..errors import CfsmError
 from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
 from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
-from .trace import JumpRecord, JumpSkip, LiveToken, StepEvent, StepRecord, Trace, TraceRecorder
+from .trace import (
+    JumpRecord,
+    JumpSkip,
+    LiveToken,
+    StepEvent,
+    StepRecord,
+    Trace,
+    TraceRecorder,
+    WaitEvent,
+)
 from .validate import validate_output
 
-EventFn = Callable[[str, Any], None]  # ("start", dict), ("step", StepEvent), ("end", dict)
+EventFn = Callable[[str, Any], None]  # ("start", dict), ("step", StepEvent), ("wait", WaitEvent),
+# ("end", dict)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -216,8 +226,12 @@ class Sequence:
 
     def hold(self) -> None:
         """The runtime held this sequence's feed back for want of cache: it waits (the feed
-        stays planned) unless the caller pressed Stop meanwhile."""
+        stays planned) unless the caller pressed Stop meanwhile; a listener hears of it."""
         self.n.kv_held_passes += 1
+        if self.on_event is not None:
+            ahead = self.runner.requests_ahead(self.cache)
+            again = self.runner.recomputed_tokens(self.cache)
+            self._emit("wait", WaitEvent(self.n.kv_held_passes, ahead, again))
         if self.should_stop is not None and self.should_stop():
             self._end(False, "cancelled")
 

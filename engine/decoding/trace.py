@@ -99,6 +99,16 @@ class StepEvent:
 
 
 @dataclass
+class WaitEvent:
+    """A pass this request sat out because the runtime's KV cache had no room for it (the
+    page says so while it waits): passes held so far and requests running before it."""
+
+    held_passes: int
+    ahead: int
+    recomputed_tokens: int
+
+
+@dataclass
 class JumpRecord:
     """One jump-forward: the string, the re-tokenization and the prefill it cost."""
 

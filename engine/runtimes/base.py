@@ -149,6 +149,11 @@ class Runner(ABC):
         for others (0 on a runtime that never evicts). Changes nothing."""
         return 0
 
+    def requests_ahead(self, cache: KVCache) -> int:
+        """While `cache`'s request waits for room: how many requests run before it (older
+        ones go first); 0 on a runtime that never holds a request back. Changes nothing."""
+        return 0
+
     def cached_prefix(self, cache: KVCache) -> int:
         """How many tokens of `cache`'s first feed were shared from a kept prompt, not
         computed (0 on a runtime that keeps none). Changes nothing."""

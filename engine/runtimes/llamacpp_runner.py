@@ -144,6 +144,7 @@ class LlamaSeq:
     resident: bool = True  # its cells are in the cache (False after an eviction)
     ticket: int = -1  # order of its first pass: under pressure the oldest runs first
     held: int = 0  # passes it was held back for cells
+    ahead: int = 0  # at its last hold: live requests older than it (they run first)
     recomputed: int = 0  # tokens computed again after evictions
 
     def get_seq_length(self) -> int:
@@ -290,6 +291,9 @@ class LlamaCppRunner(Runner):
     def recomputed_tokens(self, cache: LlamaSeq) -> int:
         return cache.recomputed
 
+    def requests_ahead(self, cache: LlamaSeq) -> int:
+        return cache.ahead
+
     def _retire(self, cache: LlamaSeq, p0: int) -> bool:
         """Move the cache's cells from position `p0` on to the retired id (see GRAVE_SEQ)."""
         lib, mem, sid = self.lm.lib, self.lm.mem, cache.seq_id
@@ -351,7 +355,9 @@ class LlamaCppRunner(Runner):
                 room -= k
             else:
                 plan[i] = None
-                feeds[i].cache.held += 1
+                c = feeds[i].cache
+                c.held += 1
+                c.ahead = sum(o.ticket < c.ticket for o in self._live.values())
         return plan
 
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:

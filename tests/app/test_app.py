@@ -266,3 +266,17 @@ def test_stop_while_decoding_brings_back_the_previous_runs_view():
     assert got["stop_msg"].startswith("Stopped after") and h.event.is_set()
     assert 'id="step-view"' in got["view"] and "previous run's" in got["summary"]
     assert got["live"] == "" and _is_skip(got["view_rest"]) and _is_skip(got["dl_trace"])
+
+
+def test_a_run_waiting_for_kv_cells_says_so_in_the_status_line():
+    """A held pass streams a wait event: the status line says the run waits, how many
+    requests go first and what it will compute again, instead of a frozen step count."""
+    from app.main import live_update
+    from engine.decoding.trace import WaitEvent
+
+    out = live_update(WaitEvent(held_passes=4, ahead=2, recomputed_tokens=0))
+    assert set(out) == {"summary"}  # the token strip and cards keep the last step's
+    assert out["summary"].startswith("Waiting for the model's KV cache")
+    assert "2 requests ahead of this one, held 4 passes so far." in out["summary"]
+    again = live_update(WaitEvent(held_passes=1, ahead=1, recomputed_tokens=180))["summary"]
+    assert "1 request ahead" in again and "180 tokens to compute again" in again

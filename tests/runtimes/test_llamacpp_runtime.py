@@ -338,20 +338,30 @@ def test_a_full_cache_makes_requests_wait_and_each_equals_its_single_run(
 ):
     """Five character requests (prompt and output about 200 cells each) on 512 cells: they
     cannot all be live at once, so requests wait for cells and, when the oldest needs room,
-    every live one is evicted and recomputes its tokens. None fails, and each output
-    equals the same request decoded alone on the default context."""
+    every live one is evicted and recomputes its tokens. None fails, each output equals
+    the same request decoded alone on the default context, and a waiting request tells its
+    listener (the page's status line) each pass it sits out, with the requests ahead."""
     c = Constraint("regex", character_regex)
     comp = engine.compile(c, "fsm").compiled
     prompts = [paper_bench["character"]["prompt_template"].format(name=n) for n in CHARACTER_NAMES]
     runner = small_cache.runner
     evictions = runner.evictions
+    waits: list[list] = [[] for _ in prompts]
+
+    def on(i: int):
+        return lambda kind, ev: waits[i].append(ev) if kind == "wait" else None
+
     seqs = [
-        small_cache.sequence(GenerateRequest(prompt=p, constraint=c, mode="jump"), comp)
-        for p in prompts
+        small_cache.sequence(GenerateRequest(prompt=p, constraint=c, mode="jump"), comp, on(i))
+        for i, p in enumerate(prompts)
     ]
     small_cache.run_many(seqs)
     assert [s.error for s in seqs] == [None] * len(seqs)
     held = [s.n.kv_held_passes for s in seqs]
+    assert [len(w) for w in waits] == held  # one event a held pass
+    for w in waits:
+        assert [e.held_passes for e in w] == list(range(1, len(w) + 1))
+        assert all(e.ahead >= 1 for e in w)  # the oldest request is never held back
     recomputed = [s.n.recomputed_tokens for s in seqs]
     assert runner.evictions > evictions, (held, recomputed)
     assert sum(held) > 0 and sum(recomputed) > 0, (held, recomputed)
