@@ -115,9 +115,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def _engine(args, **kw):
     """The engine the model flags ask for (--model, --device, --trust-remote-code,
     --runtime)."""
-    from engine.serving.service import Engine
+    from .bench.suite import open_engine
 
-    return Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime, **kw)
+    return open_engine(args, **kw)
 
 
 def _add_runtime_arg(p: argparse.ArgumentParser) -> None:
@@ -336,166 +336,12 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    if args.suite == "conformance":
-        return _bench_conformance(args)
-    if args.suite == "jsonschemabench":
-        from .bench.jsonschemabench import format_table, run
+    """One suite from the registry: run it, then its results written the one way."""
+    from .bench.suite import write_results
 
-        eng = _engine(
-            args,
-            load_weights=False,
-        )
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        res = run(
-            eng, backends, per_subset=args.per_subset, log=(lambda *_: None) if args.json else print
-        )
-        eng.close()
-        out = Path(args.out or "bench-results/jsonschemabench.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res))
-        from .bench.report import write_report
-
-        html = write_report(res, out.with_suffix(".html"))
-        print(
-            json.dumps({k: v for k, v in res.items() if k != "rows"})
-            if args.json
-            else "\n" + format_table(res) + f"\nreport: {html}"
-        )
-        return 0
-    if args.names is None:
-        args.names = 5 if args.suite in ("peers", "tokenizers", "triggers") else 10
-    if args.suite == "peers":
-        return _bench_peers(args)
-    if args.suite == "tokenizers":
-        return _bench_tokenizers(args)
-    if args.suite == "triggers":
-        return _bench_triggers(args)
-    if args.suite == "adversarial":
-        return _bench_adversarial(args)
-    if args.suite == "scrub":
-        from .bench.scrub import main as scrub_main
-
-        scrub_main(args.out or "bench-results/scrub.json")
-        return 0
-    if args.suite == "page-run":
-        from .bench.page_run import main as page_run_main
-
-        page_run_main(args.out or "bench-results/page-run.json")
-        return 0
-    from .bench.decode import main as bench_main
-
-    args.out = args.out or f"bench-results/{args.suite}.json"
-    rc = bench_main(args)
-    out = Path(args.out)
-    if rc == 0 and out.exists():
-        from .bench.report import write_report
-
-        html = write_report(json.loads(out.read_text()), out.with_suffix(".html"))
-        if not args.json:
-            print(f"report: {html}")
-    return rc
-
-
-def _bench_adversarial(args) -> int:
-
-    from .bench.adversarial import format_table, run, worker_overhead
-
-    eng = _engine(args, continuous=True)
-    try:
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        res = run(eng, backends, log=(lambda *_: None) if args.json else print)
-        res["worker_overhead"] = worker_overhead(eng)
-    finally:
-        eng.close()
-    out = Path(args.out or "bench-results/adversarial.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res))
-    print(json.dumps(res) if args.json else "\n" + format_table(res))
-    return 0
-
-
-def _bench_triggers(args) -> int:
-    from .bench.triggers import format_table, run
-
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    res = run(
-        names=args.names,
-        backends=backends,
-        max_new_tokens=min(args.max_new_tokens, 200),
-        log=(lambda *_: None) if args.json else print,
-    )
-    out = Path(args.out or "bench-results/triggers.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=1))
-    print(json.dumps(res) if args.json else "\n" + format_table(res))
-    return 0
-
-
-def _bench_tokenizers(args) -> int:
-    from .bench.tokenizers import format_table, run
-
-    res = run(
-        args.names,
-        max_new_tokens=args.max_new_tokens,
-        log=(lambda *_: None) if args.json else print,
-    )
-    out = Path(args.out or "bench-results/tokenizers.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res))
-    print(json.dumps(res) if args.json else "\n" + format_table(res))
-    return 0
-
-
-def _bench_peers(args) -> int:
-    import importlib.util
-
-    if importlib.util.find_spec("outlines") is None:
-        raise CfsmError(
-            "invalid_input",
-            "the peers benchmark needs the `peers` extra: pip install -e '.[peers]'",
-        )
-    from .bench.peers import default_tasks, format_table, run_peers
-    from .bench.peers_report import write_peers_report
-
-    eng = _engine(args)
-    try:
-        res = run_peers(
-            eng,
-            default_tasks(args.names),
-            args.max_new_tokens,
-            log=(lambda *_: None) if args.json else print,
-        )
-    finally:
-        eng.close()
-    out = Path(args.out or "bench-results/peers.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res))
-    html = write_peers_report(res, out.with_suffix(".html"))
-    print(json.dumps(res) if args.json else "\n" + format_table(res) + f"\nreport: {html}")
-    return 0
-
-
-def _bench_conformance(args) -> int:
-    from .bench.conformance import format_table, run
-    from .bench.conformance_report import write_conformance_report
-
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    res = run(
-        backends,
-        args.whitespace,
-        args.lenient,
-        spec=args.spec,
-        log=(lambda *_: None) if args.json else print,
-    )
-    out = Path(args.out or "bench-results/conformance.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res))
-    html = write_conformance_report(res, out.with_suffix(".html"))
-    print(
-        json.dumps({b: r["totals"] for b, r in res["backends"].items()})
-        if args.json
-        else "\n" + format_table(res) + f"\nreport: {html}"
-    )
+    suite = args.suite_obj
+    log = (lambda *_: None) if args.json else print
+    write_results(suite, suite.run(args, log), args)
     return 0
 
 
@@ -647,6 +493,45 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def _add_bench_parser(sub) -> None:
+    """`cfsm bench NAME [its flags]`, one subcommand per suite of the registry."""
+    from .bench import SUITES
+
+    b = sub.add_parser("bench", help="benchmarks: cfsm bench SUITE (see each suite's --help)")
+    suites = b.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for suite in SUITES.values():
+        p = suites.add_parser(suite.name, help=suite.help, description=suite.help)
+        for flag in suite.flags:
+            p.add_argument(flag.name, **flag.kwargs)
+        p.add_argument(
+            "--out",
+            default=None,
+            help=f"results JSON (default: bench-results/{suite.name}.json; a report beside it)",
+        )
+        p.add_argument("--json", action="store_true", help="print the results as one JSON line")
+        if suite.model:
+            _add_model_args(p)
+        p.set_defaults(func=cmd_bench, suite_obj=suite)
+
+
+def bench_argv(argv: list[str]) -> list[str]:
+    """`cfsm bench --suite NAME ...` (the older spelling) and a bare `cfsm bench ...` (the
+    default suite) as `cfsm bench NAME ...`."""
+    from .bench import DEFAULT_SUITE, SUITES
+
+    if not argv or argv[0] != "bench":
+        return argv
+    rest = list(argv[1:])
+    for i, x in enumerate(rest):
+        if x == "--suite" and i + 1 < len(rest):
+            return ["bench", rest[i + 1], *rest[:i], *rest[i + 2 :]]
+        if x.startswith("--suite="):
+            return ["bench", x.split("=", 1)[1], *rest[:i], *rest[i + 1 :]]
+    if rest and (rest[0] in SUITES or rest[0] in ("-h", "--help")):
+        return argv
+    return ["bench", DEFAULT_SUITE, *rest]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cfsm", description="Constrained decoding with a compressed FSM and jump-forward"
@@ -719,63 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(d)
     d.set_defaults(func=cmd_doctor)
 
-    b = sub.add_parser("bench", help="benchmarks (masked vs jump, per backend)")
-    b.add_argument(
-        "--suite",
-        default="paper-character",
-        choices=[
-            "paper-character",
-            "paper",
-            "batch",
-            "scrub",
-            "page-run",
-            "jsonschemabench",
-            "conformance",
-            "peers",
-            "tokenizers",
-            "adversarial",
-            "triggers",
-        ],
-        help="paper-character: masked vs jump per backend on --names names; paper: the character "
-        "(--names, 50 = all) and city tasks; jsonschemabench: real-world schemas; scrub: step-view "
-        "scrub time in Chromium; page-run: a preset run from the click on Run to its step view in "
-        "Chromium, per runtime; conformance: the JSON-Schema test suite through every backend (no "
-        "model); peers: outlines, transformers+xgrammar, transformers+llguidance, "
-        "llama.cpp+grammar, cfsm masked and jump on both runtimes side by side; tokenizers: "
-        "masked / jump / ideal passes per tokenizer family (tiny "
-        "models built offline); adversarial: the adversarial corpus compiled for every backend "
-        "while an ordinary user runs (answers, limits, memory); triggers: tool calls and "
-        "reasoning, masked vs jump passes and the grammar's cost per free token",
-    )
-    b.add_argument(
-        "--names", type=int, default=None, help="how many character names (default 10; peers: 5)"
-    )
-    b.add_argument(
-        "--per-subset", type=int, default=8, help="jsonschemabench: schemas per subset (40 = all)"
-    )
-    b.add_argument("--batch-sizes", default="1,4,16", help="batch: batch sizes")
-    b.add_argument("--backends", default="fsm,outlines,xgrammar,llguidance")
-    b.add_argument("--max-new-tokens", type=int, default=256)
-    b.add_argument(
-        "--whitespace",
-        default="compact",
-        choices=WHITESPACE_POLICIES,
-        help="conformance: how instances are written and schemas compiled",
-    )
-    b.add_argument(
-        "--lenient",
-        action="store_true",
-        help="conformance: compile unenforceable keywords with warnings",
-    )
-    b.add_argument("--spec", action="store_true", help="conformance: " + SPEC_HELP)
-    b.add_argument(
-        "--out",
-        default=None,
-        help="results JSON (default: bench-results/SUITE.json; an HTML report beside it)",
-    )
-    b.add_argument("--json", action="store_true")
-    _add_model_args(b)
-    b.set_defaults(func=cmd_bench)
+    _add_bench_parser(sub)
 
     k = sub.add_parser(
         "check", help="does a constraint accept a text? (per backend; no model weights)"
@@ -813,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(bench_argv(sys.argv[1:] if argv is None else list(argv)))
     as_json = bool(getattr(args, "json", False)) or args.cmd in ("jump", "check")
     try:
         return int(args.func(args) or 0)

@@ -4,6 +4,7 @@ read after every `--every` requests. Target: under 3 GiB after 60, growing less 
 over the last 20 (the caches are bounded by CFSM_CACHE_BUDGET_MB).
 
     .venv/bin/python scripts/soak.py --n 60 --out bench-results/soak.json
+    .venv/bin/python scripts/soak.py --n 60 --backend llguidance   # its compiles in workers too
 
 Adversarial mode: one client sends every case of tests/data/adversarial.jsonl to
 /compile for every backend while another runs ordinary /run requests; the server's and its
@@ -159,6 +160,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=60)
     ap.add_argument("--every", type=int, default=20)
+    ap.add_argument("--backend", default="fsm", help="the backend every request compiles for")
     ap.add_argument("--out", default=None)
     ap.add_argument("--adversarial", action="store_true", help="the adversarial corpus (see above)")
     args = ap.parse_args()
@@ -174,13 +176,13 @@ def main() -> int:
         for i in range(args.n):
             rx = regex_for(i)
             try:
-                rep = c.predict("regex", rx, "compact", "fsm", api_name="/compile")
+                rep = c.predict("regex", rx, "compact", args.backend, api_name="/compile")
                 tr = c.predict(
                     f"Write entry {i}.",
                     "regex",
                     rx,
                     "compact",
-                    "fsm",
+                    args.backend,
                     "jump",
                     24,
                     0.0,
@@ -206,6 +208,7 @@ def main() -> int:
     last, prev = samples[-1]["rss_gib"], samples[-2]["rss_gib"] if len(samples) > 1 else None
     growth = None if prev is None else round(100 * (last - prev) / prev, 1)
     report = {
+        "backend": args.backend,
         "requests": args.n,
         "errors": errors,
         "samples": samples,

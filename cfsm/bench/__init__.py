@@ -1,0 +1,39 @@
+"""Benchmark suites, one module each; `SUITES` is the registry `cfsm bench NAME` is built
+from (each module declares its `Suite`: name, flags, run, table, report)."""
+
+from __future__ import annotations
+
+from . import (
+    adversarial,
+    check_requests,
+    conformance,
+    decode,
+    jsonschemabench,
+    kv_pressure,
+    page_run,
+    peers,
+    scrub,
+    tokenizers,
+    triggers,
+)
+from .suite import Suite
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        decode.PAPER_CHARACTER,
+        decode.PAPER,
+        decode.BATCH,
+        jsonschemabench.SUITE,
+        conformance.SUITE,
+        peers.SUITE,
+        tokenizers.SUITE,
+        triggers.SUITE,
+        adversarial.SUITE,
+        scrub.SUITE,
+        page_run.SUITE,
+        kv_pressure.SUITE,
+        check_requests.SUITE,
+    )
+}
+DEFAULT_SUITE = "paper-character"

@@ -17,6 +17,8 @@ from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
 from engine.serving.memory import rss_tree_bytes
 
+from .suite import Suite, backends_flag, backends_of, with_engine
+
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "adversarial.jsonl"
 ORDINARY = [
     ("Is water wet?", Constraint("regex", r"The answer is (yes|no)\.")),
@@ -195,3 +197,20 @@ def worker_overhead(engine, repeats: int = 3) -> list[dict]:
         via.close()
         here.close()
     return rows
+
+
+def _run(args, log) -> dict:
+    def work(eng) -> dict:
+        res = run(eng, backends_of(args), log=log)
+        return {**res, "worker_overhead": worker_overhead(eng)}
+
+    return with_engine(args, work, continuous=True)
+
+
+SUITE = Suite(
+    "adversarial",
+    "the adversarial corpus compiled for every backend while an ordinary user runs",
+    _run,
+    format_table,
+    (backends_flag(),),
+)

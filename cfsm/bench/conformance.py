@@ -16,10 +16,13 @@ from pathlib import Path
 
 from engine.analysis.check import check_text
 from engine.backends import TokenizerContext, get_backend
-from engine.constraint import Constraint, dump_as_generated
+from engine.constraint import WHITESPACE_POLICIES, Constraint, dump_as_generated
 from engine.errors import CfsmError
 
-SUITE = (
+from .conformance_report import write_conformance_report
+from .suite import Flag, Suite, backends_flag, backends_of
+
+SUITE_DIR = (
     Path(__file__).resolve().parents[3]
     / "shared"
     / "bench-data"
@@ -67,7 +70,7 @@ def _child(run: ConformanceRun, group: dict, send) -> None:
     send.close()
 
 
-def suite_files(root: Path = SUITE) -> list[Path]:
+def suite_files(root: Path = SUITE_DIR) -> list[Path]:
     files = sorted(p for p in root.glob("*.json") if p.name not in SKIP)
     return (
         files
@@ -239,7 +242,7 @@ def run(
     backends: list[str],
     whitespace: str = "compact",
     lenient: bool = False,
-    root: Path = SUITE,
+    root: Path = SUITE_DIR,
     log=print,
     spec: bool = False,
 ) -> dict:
@@ -293,3 +296,31 @@ def format_table(res: dict) -> str:
                 f"{t['invalid_accepted']:>7} {t['invalid_accepted_unwarned']:>16}"
             )
     return "\n".join(rows)
+
+
+def _run(args, log) -> dict:
+    return run(backends_of(args), args.whitespace, args.lenient, spec=args.spec, log=log)
+
+
+SUITE = Suite(
+    "conformance",
+    "the JSON-Schema test suite through every backend (no model)",
+    _run,
+    format_table,
+    (
+        backends_flag(),
+        Flag(
+            "--whitespace",
+            {
+                "default": "compact",
+                "choices": WHITESPACE_POLICIES,
+                "help": "how instances are written and schemas compiled",
+            },
+        ),
+        Flag("--lenient", {"action": "store_true", "help": "compile unenforceable keywords"}),
+        Flag("--spec", {"action": "store_true", "help": "read schemas as JSON Schema does"}),
+    ),
+    report=write_conformance_report,
+    summary=lambda res: {b: r["totals"] for b, r in res["backends"].items()},
+    model=False,
+)

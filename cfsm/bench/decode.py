@@ -13,6 +13,9 @@ from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 
+from .report import write_report
+from .suite import Flag, Suite, backends_flag, backends_of, names_flag, tokens_flag, with_engine
+
 PAPER_BENCH = (
     Path(__file__).resolve().parents[3] / "shared" / "paper-bench" / "sglang_json_benchmark.json"
 )
@@ -258,47 +261,66 @@ def format_table(result: dict) -> str:
     return "\n".join("| " + line + " |" for line in lines)
 
 
-def main(args) -> int:
-    from engine.serving.service import Engine
+def _stamped(work):
+    """Run `work(engine)` and add what ran it: device, model and seconds."""
 
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    eng = Engine(args.model, args.device, args.trust_remote_code)
-    t0 = time.perf_counter()
-    log = (lambda *_: None) if args.json else print
-    try:
-        if args.suite == "batch":
-            result = run_batch_suite(
-                eng,
-                tuple(int(x) for x in args.batch_sizes.split(",")),
-                args.max_new_tokens,
-                log=log,
-            )
-        elif args.suite == "paper":
-            result = {"suite": "paper", "tasks": {}}
-            for task, n in (("character", args.names), ("city", args.names)):
-                log(f"--- {task}")
-                result["tasks"][task] = run_paper_character(
-                    eng, n, backends, args.max_new_tokens, log=log, task=task
-                )
-        else:
-            result = run_paper_character(eng, args.names, backends, args.max_new_tokens, log=log)
-    finally:
-        eng.close()
-    result["device"] = eng.lm.device
-    result["model"] = eng.lm.name
-    result["elapsed_s"] = round(time.perf_counter() - t0, 1)
-    out = Path(args.out or f"bench-results/{args.suite}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    if args.json:
-        print(json.dumps(result))
-    elif result.get("suite") == "batch":
-        print("\n" + format_batch_table(result))
-    elif "tasks" in result:
-        for task, r in result["tasks"].items():
-            print(f"\n{task}:\n" + format_table(r))
-    else:
-        print()
-        print(format_table(result))
-        print(f"\nwritten to {out} ({result['elapsed_s']} s)")
-    return 0
+    def run(args, log) -> dict:
+        t0 = time.perf_counter()
+
+        def go(eng) -> dict:
+            res = work(eng, args, log)
+            return {**res, "device": eng.lm.device, "model": eng.lm.name}
+
+        res = with_engine(args, go)
+        return {**res, "elapsed_s": round(time.perf_counter() - t0, 1)}
+
+    return run
+
+
+def _character(eng, args, log) -> dict:
+    return run_paper_character(eng, args.names, backends_of(args), args.max_new_tokens, log=log)
+
+
+def _paper(eng, args, log) -> dict:
+    tasks = {}
+    for task in ("character", "city"):
+        log(f"--- {task}")
+        tasks[task] = run_paper_character(
+            eng, args.names, backends_of(args), args.max_new_tokens, log=log, task=task
+        )
+    return {"suite": "paper", "tasks": tasks}
+
+
+def _batch(eng, args, log) -> dict:
+    sizes = tuple(int(x) for x in args.batch_sizes.split(","))
+    return run_batch_suite(eng, sizes, args.max_new_tokens, log=log)
+
+
+def _tasks_table(res: dict) -> str:
+    return "\n\n".join(f"{task}:\n" + format_table(r) for task, r in res["tasks"].items())
+
+
+PAPER_CHARACTER = Suite(
+    "paper-character",
+    "masked vs jump per backend on the SGLang character regex, --names names",
+    _stamped(_character),
+    format_table,
+    (names_flag(10), backends_flag(), tokens_flag()),
+    report=write_report,
+)
+PAPER = Suite(
+    "paper",
+    "the SGLang character (--names, 50 = all) and city tasks, masked vs jump per backend",
+    _stamped(_paper),
+    _tasks_table,
+    (names_flag(10), backends_flag(), tokens_flag()),
+    report=write_report,
+)
+BATCH = Suite(
+    "batch",
+    "batched decoding, masked vs jump, per batch size",
+    _stamped(_batch),
+    format_batch_table,
+    (Flag("--batch-sizes", {"default": "1,4,16"}), tokens_flag()),
+    report=write_report,
+)

@@ -12,6 +12,9 @@ from engine.constraint import Constraint, dump_as_generated
 from engine.errors import CfsmError
 from engine.serving.compile_cache import CompileCache
 
+from .report import write_report
+from .suite import Flag, Suite, backends_flag, backends_of, with_engine
+
 DATA = Path(__file__).resolve().parents[3] / "shared" / "bench-data" / "jsonschemabench"
 SUBSETS = [
     "Github_trivial",
@@ -269,3 +272,22 @@ def format_table(res: dict) -> str:
         f"({fc['coverage']:.0%})."
     )
     return "\n".join(lines)
+
+
+def _run(args, log) -> dict:
+    return with_engine(
+        args,
+        lambda eng: run(eng, backends_of(args), per_subset=args.per_subset, log=log),
+        load_weights=False,
+    )
+
+
+SUITE = Suite(
+    "jsonschemabench",
+    "real-world schemas per backend: compile, conformance and jump-forward (no weights)",
+    _run,
+    format_table,
+    (backends_flag(), Flag("--per-subset", {"type": int, "default": 8, "help": "40 = all"})),
+    report=write_report,
+    summary=lambda res: {k: v for k, v in res.items() if k != "rows"},
+)

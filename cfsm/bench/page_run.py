@@ -8,11 +8,10 @@ runtime loads its model)."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from pathlib import Path
 
 from .scrub import served_page
+from .suite import Suite
 
 RUNTIMES = ("auto", "transformers")  # auto: llama.cpp for the embedded GGUF on a CPU
 
@@ -109,11 +108,11 @@ def _measure(page, preset: str, repeats: int) -> tuple[dict, dict]:
     return runs, summaries
 
 
-def main(
-    out_path: str | None = None,
+def run(
     port: int = 7878,
     preset: str = "SGLang character (regex)",
     repeats: int = 9,
+    log=print,
 ) -> dict:
     with served_page(port) as page:
         runs, summaries = _measure(page, preset, repeats)
@@ -145,7 +144,7 @@ def main(
         "median_pair_ratio": statistics.median(pairs["done"]),
         "median_pair_ratio_page": statistics.median(pairs["page"]),
     }
-    print(
+    log(
         f"{preset}: click to step view: auto (llama.cpp) {med['done']['auto']:.2f} s, "
         f"transformers {med['done']['transformers']:.2f} s: {ratio['done']}x; to the timeline "
         f"drawn: {med['page']['auto']:.2f} s against {med['page']['transformers']:.2f} s: "
@@ -153,7 +152,29 @@ def main(
         f"{res['median_pair_ratio']}x to the step view, {res['median_pair_ratio_page']}x to the "
         "timeline drawn"
     )
-    if out_path:
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(out_path).write_text(json.dumps(res, indent=1))
     return res
+
+
+def format_table(res: dict) -> str:
+    med, first, page = res["median_s"], res["median_first_token_s"], res["median_page_s"]
+    rows = [
+        "| runtime | click to step view s | first token s | whole page s |",
+        "|---|---:|---:|---:|",
+    ]
+    for rt in med:
+        rows.append(f"| {rt} | {med[rt]:.2f} | {first[rt]:.2f} | {page[rt]:.2f} |")
+    rows.append(
+        f"\nllama.cpp (auto) against PyTorch: {res['auto_speedup_vs_transformers']}x to the step "
+        f"view (median of pairs {res['median_pair_ratio']}x), "
+        f"{res['auto_speedup_vs_transformers_page']}x to the whole page"
+    )
+    return "\n".join(rows)
+
+
+SUITE = Suite(
+    "page-run",
+    "a preset run in Chromium, from the click on Run to its drawn step view, per runtime",
+    lambda args, log: run(log=log),
+    format_table,
+    model=False,
+)

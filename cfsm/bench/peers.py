@@ -29,6 +29,9 @@ from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 from engine.regex.normalize import normalize_regex
 
+from .peers_report import write_peers_report
+from .suite import Suite, names_flag, tokens_flag, with_engine
+
 SYSTEMS = (
     "outlines",
     "transformers+xgrammar",
@@ -558,3 +561,26 @@ def format_table(res: dict) -> str:
         for k, v in res["compile"]["seconds"].items():
             lines.append(f"| {k} | {v * 1e3:.2f} ms | {res['compile']['vs_outlines_core'][k]}x |")
     return "\n".join(lines)
+
+
+def _run(args, log) -> dict:
+    import importlib.util
+
+    if importlib.util.find_spec("outlines") is None:
+        raise CfsmError(
+            "invalid_input",
+            "the peers benchmark needs the `peers` extra: pip install -e '.[peers]'",
+        )
+    tasks = default_tasks(args.names)
+    return with_engine(args, lambda eng: run_peers(eng, tasks, args.max_new_tokens, log=log))
+
+
+SUITE = Suite(
+    "peers",
+    "outlines, transformers+xgrammar/llguidance, llama.cpp+grammar and cfsm masked and jump "
+    "on both runtimes, side by side",
+    _run,
+    format_table,
+    (names_flag(5), tokens_flag()),
+    report=write_peers_report,
+)

@@ -13,6 +13,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from .suite import Suite
+
 CHROMIUM = "/usr/bin/chromium"
 PROBE = """() => {
   window.__scrub = []; window.__t0 = null;
@@ -224,7 +226,7 @@ def served_page(port: int):
         demo.close()
 
 
-def main(out_path: str | None = None, port: int = 7877) -> dict:
+def run(port: int = 7877, log=print) -> dict:
     traces = {"CHARACTER": character_trace()}
     results = {}
     with served_page(port) as page:
@@ -232,12 +234,27 @@ def main(out_path: str | None = None, port: int = 7877) -> dict:
         for name, rx, whole in CASES:
             trace = traces.get(rx) or synthetic_trace(rx, steps=60)
             results[name] = measure_page(page, trace, whole=whole)
-            print(f"{name:45s} {results[name]}")
-    if out_path:
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(out_path).write_text(json.dumps(results, indent=1))
+            log(f"{name:45s} {results[name]}")
     return results
 
 
-if __name__ == "__main__":
-    main("bench-results/scrub.json")
+def format_table(res: dict) -> str:
+    lines = [
+        "| case | states | upload to view s | view KB | scrub median ms | p95 ms | max ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in res.items():
+        lines.append(
+            f"| {name} | {r.get('states')} | {r.get('upload_to_view_s')} | {r.get('view_kb')} "
+            f"| {r.get('median_ms')} | {r.get('p95_ms')} | {r.get('max_ms')} |"
+        )
+    return "\n".join(lines)
+
+
+SUITE = Suite(
+    "scrub",
+    "step-view scrub time, from the key press to the view updated, measured in Chromium",
+    lambda args, log: run(log=log),
+    format_table,
+    model=False,
+)

@@ -13,6 +13,7 @@ from pathlib import Path
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 
+from .suite import Suite, names_flag, tokens_flag
 from .tiny_models import FAMILIES, FAMILY_TITLES, build_model
 
 
@@ -106,3 +107,13 @@ def format_table(res: dict) -> str:
                 f"{r['jumps_skipped']} | {r['invalid']} |"
             )
     return "\n".join(rows)
+
+
+SUITE = Suite(
+    "tokenizers",
+    "masked / jump / ideal passes per tokenizer family (tiny models built offline)",
+    lambda args, log: run(args.names, max_new_tokens=args.max_new_tokens, log=log),
+    format_table,
+    (names_flag(5), tokens_flag()),
+    model=False,
+)

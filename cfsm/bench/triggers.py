@@ -15,6 +15,8 @@ from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
 
+from .suite import Suite, backends_flag, backends_of, names_flag, tokens_flag
+
 CITIES = ("Paris", "Tokyo", "Berlin", "Rome", "Cairo", "Lima", "Oslo", "Delhi")
 QUESTIONS = ("3 apples and 4 more", "10 pears minus 6", "2 boxes of 5 apples", "7 pears and 8")
 
@@ -206,3 +208,18 @@ def format_table(res: dict) -> str:
             f"{f.get('tokens', 0)} | {grammar} | {share} |"
         )
     return "\n".join(rows)
+
+
+def _run(args, log) -> dict:
+    tokens = min(args.max_new_tokens, 200)
+    return run(names=args.names, backends=backends_of(args), max_new_tokens=tokens, log=log)
+
+
+SUITE = Suite(
+    "triggers",
+    "tool calls and reasoning: masked vs jump passes, the grammar's cost per free token",
+    _run,
+    format_table,
+    (names_flag(5), backends_flag(), tokens_flag()),
+    model=False,
+)

@@ -322,3 +322,41 @@ def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_pat
         )  # outlines: its text re-tokenized
     assert json.loads(out.read_text()) == res and out.with_suffix(".html").exists()
     assert all(v > 0 for v in res["compile"]["seconds"].values())
+
+
+def test_bench_is_one_subcommand_per_registered_suite_and_the_old_spelling_still_works():
+    """`cfsm bench NAME` comes from the registry; `--suite NAME` and a bare `cfsm bench`
+    (the default suite) read the same; a suite takes its own flags, not another's."""
+    from cfsm.bench import DEFAULT_SUITE, SUITES
+    from cfsm.cli import bench_argv, build_parser
+
+    assert {"kv-pressure", "check-requests", "paper-character", "conformance"} <= set(SUITES)
+    parser = build_parser()
+    for name, suite in SUITES.items():
+        args = parser.parse_args(bench_argv(["bench", "--suite", name, "--out", "x.json"]))
+        assert args.suite_obj is suite and args.out == "x.json"
+        assert parser.parse_args(["bench", name]).suite_obj is suite
+    assert bench_argv(["bench", "--names", "2"]) == ["bench", DEFAULT_SUITE, "--names", "2"]
+    old = bench_argv(["bench", "--names", "2", "--suite=batch"])
+    assert old == ["bench", "batch", "--names", "2"]
+    args = parser.parse_args(["bench", "peers", "--names", "3"])
+    assert args.names == 3 and args.max_new_tokens == 256 and args.model is None
+    r = run_cli("bench", "conformance", "--names", "3")
+    assert r.returncode == 2 and "unrecognized arguments: --names" in r.stderr
+
+
+def test_bench_writes_a_suites_results_json_and_table_one_way(tmp_path):
+    """A real (small) suite through the CLI: the results JSON at --out, the HTML report
+    beside it, the table and both paths on stdout; --json prints the suite's summary."""
+    out = tmp_path / "jsb.json"
+    args = ("bench", "jsonschemabench", "--per-subset", "1", "--backends", "xgrammar")
+    r = run_cli(*args, "--out", str(out), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert [row["subset"] for row in res["rows"]][:1] == ["Github_trivial"]
+    assert "| xgrammar |" in r.stdout and f"results: {out}; report: " in r.stdout
+    assert "xgrammar" in out.with_suffix(".html").read_text()
+    r = run_cli(*args, "--out", str(tmp_path / "again.json"), "--json", timeout=300)
+    summary = json.loads(r.stdout)
+    assert "rows" not in summary and summary["schemas"] == res["schemas"] == 10
+    assert summary["summary"]["xgrammar"]["compiled"] == res["summary"]["xgrammar"]["compiled"]

@@ -344,15 +344,15 @@ def test_held_out_invoice_is_enforced_by_every_backend(byte_ctx):
 
 
 def test_conformance_suite_subset_accepts_no_invalid_instance_unwarned():
-    from cfsm.bench.conformance import SUITE, ConformanceRun
+    from cfsm.bench.conformance import SUITE_DIR, ConformanceRun
 
-    if not SUITE.exists():
+    if not SUITE_DIR.exists():
         pytest.skip("../shared/bench-data/json-schema-test-suite is not present")
     ctx = TokenizerContext(byte_tokenizer())
     for backend in ("fsm", "xgrammar", "llguidance"):
         run = ConformanceRun(backend, ctx, "compact", False)
         for name in ("maximum.json", "minLength.json", "required.json", "enum.json"):
-            run.run_file(SUITE / name, name)
+            run.run_file(SUITE_DIR / name, name)
         assert run.totals["compiled"] > 0, backend
         assert run.totals["invalid_accepted_unwarned"] == 0, (backend, run.cases)
 
