@@ -328,6 +328,7 @@ def cmd_generate(args) -> int:
                 else ""
             )
             + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or [])
+            + (f"\nNOTE: {note}" if (note := (tr.get("model") or {}).get("runtime_note")) else "")
             + (f"\nNOTE: {skipped_jumps_line(tr)}" if skipped_jumps_line(tr) else "")
             + (f"\nWHY: {tr['unfinished']['line']}" if tr.get("unfinished") else ""),
             file=sys.stderr,

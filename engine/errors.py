@@ -11,7 +11,9 @@ class CfsmError(Exception):
     compile_timeout, invalid_schema, unsatisfiable, prefix_outside_language,
     unknown_model, unknown_backend, invalid_input, input_too_large, invalid_grammar,
     dead_end, unsupported_model (the model cannot be decoded correctly with the installed
-    transformers), compile_failed.
+    transformers), unsupported_runtime (a runtime asked for by name cannot run on this
+    machine: no build for it, missing CPU instructions, a library that does not load),
+    compile_failed.
     """
 
     def __init__(self, kind: str, message: str) -> None:

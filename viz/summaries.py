@@ -152,6 +152,7 @@ def model_card(model: dict) -> str:
         f"EOS {model['eos_token_id']}" if model.get("eos_token_id") is not None else "",
         f"{model.get('runtime', 'transformers')} on `{model.get('device', '?')}`",
         _costs_line(model.get("costs")),
+        f"**{model['runtime_note']}**" if model.get("runtime_note") else "",
     ]
     return " \u00b7 ".join(b for b in bits if b)
 
@@ -260,6 +261,7 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"{f['num_states']} states, {f['jumpable_states']} jumpable ({f['jumpable_share']:.0%}), "
         f"{f['num_chains']} chains, longest {f['longest_chain']} characters.",
         *_doctor_time(rep.get("time")),
+        *([f"**Note:** {rep['runtime_note']}."] if rep.get("runtime_note") else []),
         "",
         "| share | cause | where | suggestion |",
         "|---:|---|---|---|",

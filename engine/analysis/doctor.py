@@ -672,6 +672,7 @@ def format_report(rep: dict) -> str:
         f"{rep['fsm']['longest_chain']} chars",
         *_tokenizer_lines(rep.get("tokenizer")),
         *_time_lines(rep.get("time")),
+        *([f"NOTE: {rep['runtime_note']}"] if rep.get("runtime_note") else []),
         "",
         "Where the forward passes go:",
     ]

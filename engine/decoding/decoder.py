@@ -47,6 +47,7 @@ class Decoder:
             "eos_token_id": self.ctx.eos_token_id,
             "architecture": self.lm.architecture,
             "runtime": self.runner.name,
+            "runtime_note": self.lm.runtime_note,
             "costs": (self.lm.self_check or {}).get("costs"),
             "tokenizer": self.ctx.continuation.traits.to_json(),
         }

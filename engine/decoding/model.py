@@ -143,7 +143,21 @@ def resolve_runtime(runtime: str | None, model: str | None, device: str | None) 
             raise CfsmError(
                 "unknown_model", f"the llama.cpp runtime needs a GGUF model; {model!r} is not one"
             )
+        why = llamacpp_runner.unavailable_reason()
+        if why is not None:
+            raise CfsmError("unsupported_runtime", f"{why}; use --runtime transformers")
     return runtime
+
+
+def runtime_note(runtime: str, model: str | None, device: str | None) -> str:
+    """One line when `auto` chose transformers for a model llama.cpp would have decoded
+    (a GGUF on the CPU) because llama.cpp cannot run here: never silently slower."""
+    from ..runtimes import llamacpp_runner
+
+    if runtime != "transformers" or gguf_file(model) is None or pick_device(device) != "cpu":
+        return ""
+    why = llamacpp_runner.unavailable_reason()
+    return f"llama.cpp unavailable ({why}): decoding on transformers, slower" if why else ""
 
 
 def pick_device(device: str | None = None) -> str:
@@ -179,6 +193,7 @@ class LoadedModel:
     runner: Any = None  # an engine.runtimes Runner, self-checked at load
     self_check: dict | None = None
     runtime: str = "transformers"
+    runtime_note: str = ""  # why not the faster runtime, when auto fell back (runtime_note())
 
     @property
     def vocab_size(self) -> int:

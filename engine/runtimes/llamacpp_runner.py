@@ -95,14 +95,47 @@ def bindings_version() -> str:
         return "unavailable"
 
 
-def available() -> bool:
-    """Whether the bindings load (a wheel built for a newer glibc fails here until
-    scripts/llama_glibc_compat.py has run)."""
+# what llama-cpp-py-sync's prebuilt CPU library is compiled for, with no runtime dispatch:
+# on a CPU without one of these the first decode dies with SIGILL (an illegal instruction)
+CPU_FLAGS = ("avx2", "fma", "f16c")
+PLATFORMS = (("Linux", "x86_64"),)  # where the wheel exists (pyproject.toml's marker)
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU's feature flags as the kernel reports them; None where it cannot be read."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return set()
+
+
+def unavailable_reason(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """Why the llama.cpp runtime cannot run here (checked before any decode, so a machine
+    it cannot serve falls back instead of crashing), or None when it can: the platform has
+    the wheel, the CPU has the instructions the library uses, and the library loads."""
+    import platform
+
+    where = (platform.system(), platform.machine())
+    if where not in PLATFORMS:
+        return f"no llama.cpp build is installed for {where[0]} {where[1]}"
+    flags = cpu_flags(cpuinfo)
+    missing = [f.upper() for f in CPU_FLAGS if flags is not None and f not in flags]
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}, which the prebuilt llama.cpp library needs"
     try:
         _lib()
-    except CfsmError:
-        return False
-    return True
+    except CfsmError as exc:
+        return exc.message.split("; run `make setup`", 1)[0]
+    return None
+
+
+def available() -> bool:
+    """Whether the llama.cpp runtime can run here (see `unavailable_reason`)."""
+    return unavailable_reason() is None
 
 
 def _lib():
@@ -114,10 +147,11 @@ def _lib():
 
         lib, ffi = get_lib(), get_ffi()
     except Exception as exc:  # noqa: BLE001
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise CfsmError(
-            "unsupported_model",
-            f"the llama.cpp runtime is not available ({str(exc).splitlines()[0][:200]}); "
-            "run `make setup`, or use --runtime transformers",
+            "unsupported_runtime",
+            f"the llama.cpp library does not load: {first}; run `make setup`, or use "
+            "--runtime transformers",
         ) from exc
 
     @ffi.callback("void(enum ggml_log_level, const char *, void *)")

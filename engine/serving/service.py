@@ -8,7 +8,7 @@ from ..analysis.unbounded import unfinished_line, why_unfinished
 from ..backends import DEFAULT_BACKEND, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.decoder import Decoder, GenerateRequest
-from ..decoding.model import load_model, load_tokenizer, resolve_runtime
+from ..decoding.model import load_model, load_tokenizer, resolve_runtime, runtime_note
 from ..decoding.trace import Trace
 from ..errors import CfsmError
 from ..regex.compressed import compressed_of
@@ -55,6 +55,8 @@ class Engine:
         self.device = device
         self.trust_remote_code = trust_remote_code
         self.runtime = resolve_runtime(runtime, model, device)  # the default for requests
+        # auto's choice, when llama.cpp would have run this model but cannot here
+        self.runtime_note = runtime_note(self.runtime, model, device)
         self.lm = None
         self.decoder: Decoder | None = None
         self.decoders: dict[str, Decoder] = {}
@@ -83,6 +85,8 @@ class Engine:
                     f"the {rt} runtime's vocabulary ({lm.vocab_size}) differs from the "
                     f"tokenizer's ({ctx.vocab_size})",
                 )
+            if rt == self.runtime:
+                lm.runtime_note = self.runtime_note
             self.decoders[rt] = Decoder(lm, ctx)
         if rt == self.runtime:
             self.decoder = self.decoders[rt]
@@ -133,7 +137,7 @@ class Engine:
         costs = None
         if self.decoder is not None and self.decoder.runner.costs is not None:
             costs = {**self.decoder.runner.costs.to_json(), "runtime": self.decoder.runner.name}
-        return diagnose(
+        rep = diagnose(
             constraint,
             self.ctx.continuation,
             self.ctx.vocab.token_bytes,
@@ -144,6 +148,7 @@ class Engine:
             dfa=self.automaton(constraint),
             costs=costs,
         )
+        return {**rep, "runtime_note": self.runtime_note} if self.runtime_note else rep
 
     def compile_report(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> dict:
         res = self.compile(constraint, backend)
