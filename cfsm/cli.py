@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -655,6 +656,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cfsm ... | head`: the reader left; nothing more to say
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout's own close must not raise
+        return 0
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
         msg = " ".join(f"{type(exc).__name__}: {exc}".split())
         if as_json:

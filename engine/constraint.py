@@ -11,37 +11,10 @@ from pathlib import Path
 
 from .errors import CfsmError
 from .limits import MAX_GRAMMAR_CHARS, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS
+from .schema.to_regex import schema_regex
+from .schema.whitespace import FLEXIBLE_WS, WHITESPACE_POLICIES, WhitespacePolicy
 
 KINDS = ("regex", "schema", "grammar")
-WHITESPACE_POLICIES = ("compact", "spaced", "flexible")
-FLEXIBLE_WS = "[ ]?"
-
-
-@dataclass(frozen=True)
-class WhitespacePolicy:
-    """Where a JSON document may hold whitespace; one object that the regex compiler, the
-    native backends and the output writer all read, so a run's backends agree."""
-
-    name: str
-    item: str  # the item separator written: compact and flexible write ",", spaced ", "
-    key: str
-    flexible: bool  # an optional whitespace (`pattern`) around every separator and bracket
-    pattern: str = FLEXIBLE_WS
-
-    @classmethod
-    def of(cls, name: str) -> WhitespacePolicy:
-        if name not in WHITESPACE_POLICIES:
-            raise CfsmError(
-                "invalid_input",
-                f"whitespace policy must be one of {WHITESPACE_POLICIES}, not {name!r}",
-            )
-        spaced = name == "spaced"
-        return cls(name, ", " if spaced else ",", ": " if spaced else ":", name == "flexible")
-
-    @property
-    def separators(self) -> tuple[str, str]:
-        """(item, key) as json.dumps takes them."""
-        return self.item, self.key
 
 
 @dataclass(frozen=True)
@@ -191,8 +164,6 @@ def compile_schema_regex(
 ):
     """The regex and the warnings of what `lenient` let through unenforced (memoized: the
     page, the backends and the doctor ask for the same schema's regex many times)."""
-    from .schema.to_regex import schema_regex
-
     rx = schema_regex(parse_schema(text), whitespace, lenient, spec)
     if len(rx.regex) > 25 * MAX_SCHEMA_CHARS:
         raise CfsmError(
@@ -235,3 +206,19 @@ def _property_order(schema: dict) -> dict:
                 for k, v in _property_order(sub).items():
                     props.setdefault(k, v)
     return props
+
+
+__all__ = [
+    "FLEXIBLE_WS",
+    "KINDS",
+    "WHITESPACE_POLICIES",
+    "Constraint",
+    "WhitespacePolicy",
+    "compile_schema_regex",
+    "dump_as_generated",
+    "load_json",
+    "load_schema_arg",
+    "parse_schema",
+    "reorder_like_schema",
+    "schema_to_regex",
+]

@@ -48,6 +48,10 @@ git clone -q "$REPO" "$ROOT/root/cfsm-lab"
 [ -d "$REPO/../shared" ] && cp -r "$REPO/../shared" "$ROOT/root/shared"
 env_in=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 CI=true)
 for v in $(env | sed -n 's/^\(PIP_[A-Z_]*\)=.*/\1/p'); do env_in+=("$v=${!v}"); done
+if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then  # this machine's CA bundle, for pip only
+  cp "$PIP_CERT" "$ROOT/etc/host-pip-ca.crt"
+  env_in+=(PIP_CERT=/etc/host-pip-ca.crt)
+fi
 read -r -a extra <<< "${BARE_ENV:-}"
 in_root() { chroot "$ROOT" env -i "${env_in[@]}" "${extra[@]}" bash -c "cd /root/cfsm-lab && $1"; }
 

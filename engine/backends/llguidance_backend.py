@@ -9,6 +9,7 @@ from ..errors import CfsmError, native_message
 from ..regex.dfa import normalize_regex
 from .audit import LLGUIDANCE_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .json_options import llguidance_json_overrides
 
 
 class LlguidanceMatcher(BitmaskMatcher):
@@ -59,15 +60,6 @@ class LlguidanceCompiled(CompiledConstraint):
         return LlguidanceMatcher(self)
 
 
-def schema_overrides(constraint: Constraint) -> dict:
-    """llguidance's JSON options for our whitespace policy."""
-    ws = constraint.ws
-    opts = {"item_separator": ws.item, "key_separator": ws.key, "whitespace_flexible": ws.flexible}
-    if ws.flexible:
-        opts["whitespace_pattern"] = ws.pattern
-    return opts
-
-
 class LlguidanceBackend(GrammarBackend):
     name = "llguidance"
     kinds = ("regex", "schema", "grammar")
@@ -79,7 +71,7 @@ class LlguidanceBackend(GrammarBackend):
         llguidance_triggers.py); None for what it cannot say as the engine's layer does: a
         thinking budget (its `max_tokens` drops the end marker instead of forcing it), a
         grammar answer, a special-token tag."""
-        from ..triggers.text_tables import special_ids
+        from ..tokens.text_tables import special_ids
         from .llguidance_triggers import lark_for_plan
 
         if special_ids(ctx, plan.tag_texts()):
@@ -137,7 +129,7 @@ class LlguidanceBackend(GrammarBackend):
             obj = constraint.schema_obj()
             try:
                 grammar = LLMatcher.grammar_from_json_schema(
-                    obj, overrides=schema_overrides(constraint)
+                    obj, overrides=llguidance_json_overrides(constraint)
                 )
             except Exception as exc:  # noqa: BLE001
                 raise CfsmError("invalid_schema", f"llguidance: {exc}") from exc

@@ -10,6 +10,7 @@ import json
 from ..constraint import Constraint
 from ..regex.dfa import normalize_regex
 from ..triggers.plan import Plan, TriggerOptions
+from .json_options import llguidance_json_overrides
 
 
 def _lit(text: str) -> str:
@@ -20,15 +21,12 @@ def content_rule(c: Constraint) -> str | None:
     """A constraint as the right-hand side of a Lark rule (None: a grammar answer)."""
     from llguidance import LLMatcher
 
-    from .llguidance_backend import schema_overrides
-
     if c.kind == "regex":
         top = json.loads(LLMatcher.grammar_from_regex(normalize_regex(c.text)))
         return top["grammars"][0]["lark_grammar"].removeprefix("start: ")
     if c.kind == "schema":
-        top = json.loads(
-            LLMatcher.grammar_from_json_schema(c.schema_obj(), overrides=schema_overrides(c))
-        )
+        opts = llguidance_json_overrides(c)
+        top = json.loads(LLMatcher.grammar_from_json_schema(c.schema_obj(), overrides=opts))
         return "%json " + json.dumps(top["grammars"][0]["json_schema"], ensure_ascii=False)
     return None
 

@@ -12,18 +12,7 @@ from ..limits import CACHE_BUDGET_MB
 from ..regex.dfa import normalize_regex
 from .audit import XGRAMMAR_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
-
-
-def json_schema_options(constraint: Constraint) -> dict:
-    """xgrammar's JSON options for our whitespace policy; objects closed unless JSON
-    Schema's own reading is asked for."""
-    ws = constraint.ws
-    return {
-        "any_whitespace": ws.flexible,
-        "separators": None if ws.flexible else ws.separators,
-        "max_whitespace_cnt": 1 if ws.flexible else None,
-        "strict_mode": not constraint.spec,
-    }
+from .json_options import xgrammar_json_options
 
 
 class XgrammarMatcher(BitmaskMatcher):
@@ -83,7 +72,7 @@ class XgrammarBackend(GrammarBackend):
     def triggered_grammar(self, plan, opts, ctx: TokenizerContext) -> Constraint | None:
         """The plan as a structural tag (engine/backends/xgrammar_triggers.py), unless a tag
         is one special token (a structural tag's text tags cannot spell it)."""
-        from ..triggers.text_tables import special_ids
+        from ..tokens.text_tables import special_ids
 
         if special_ids(ctx, plan.tag_texts()):
             return None
@@ -179,7 +168,7 @@ class XgrammarBackend(GrammarBackend):
             elif constraint.kind == "schema":
                 obj = constraint.schema_obj()
                 grammar = compiler.compile_json_schema(
-                    json.dumps(obj), **json_schema_options(constraint)
+                    json.dumps(obj), **xgrammar_json_options(constraint)
                 )
             else:
                 grammar = compiler.compile_grammar(constraint.text)

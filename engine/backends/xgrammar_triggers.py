@@ -11,6 +11,7 @@ import json
 from ..constraint import Constraint
 from ..regex.dfa import normalize_regex
 from ..triggers.plan import Plan, TriggerOptions
+from .json_options import xgrammar_json_options
 
 
 def content_ebnf(c: Constraint) -> str:
@@ -20,10 +21,8 @@ def content_ebnf(c: Constraint) -> str:
     if c.kind == "regex":
         return str(xgr.Grammar.from_regex(normalize_regex(c.text)))
     if c.kind == "schema":
-        from .xgrammar_backend import json_schema_options
-
         return str(
-            xgr.Grammar.from_json_schema(json.dumps(c.schema_obj()), **json_schema_options(c))
+            xgr.Grammar.from_json_schema(json.dumps(c.schema_obj()), **xgrammar_json_options(c))
         )
     return c.text
 

@@ -20,13 +20,13 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..constraint import WhitespacePolicy
 from ..errors import CfsmError
 from .ecma import ecma_schema
 from .formats import FORMATS
 from .numbers import JSON_NUMBER, alt, decimal_range, int_range, to_fraction
 from .refs import RefResolver, json_equal, merge_all, pointer_join
 from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
+from .whitespace import WhitespacePolicy
 
 ANY_DEPTH = 1  # nesting of values a schema leaves untyped
 REF_DEPTH = 3  # how many times one recursive $ref is expanded

@@ -198,7 +198,7 @@ class Engine:
         a triggered request compiles its plan as one grammar where the backend finds
         triggers itself, else each of its plan's constraints, run behind one matcher
         (engine.triggers)."""
-        from ..triggers import TriggeredConstraint
+        from ..triggers.matcher import TriggeredConstraint
         from ..triggers.native import NativeTriggeredConstraint
 
         plan, native = self._plan(req)
@@ -234,7 +234,7 @@ class Engine:
         segment's constraint is audited first, so a known gap is refused on either path."""
         from ..backends import get_backend
         from ..backends.audit import audit
-        from ..triggers import build_plan
+        from ..triggers.plan import build_plan
 
         opts = req.trigger_options()
         if not opts.active:

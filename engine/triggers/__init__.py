@@ -1,7 +1,6 @@
 """Constraints that start on a trigger: reasoning first, then the constraint; tool calls
-inside free text (plan.py says how a request becomes phases, matcher.py walks them)."""
-
-from .matcher import TriggeredConstraint, TriggeredMatcher
-from .plan import Plan, TriggerOptions, build_plan
-
-__all__ = ["Plan", "TriggerOptions", "TriggeredConstraint", "TriggeredMatcher", "build_plan"]
+inside free text. plan.py says how a request becomes phases, matcher.py walks them,
+segments.py checks each segment, tools.py reads OpenAI-style tools, native.py hands a plan
+to a backend that finds the triggers itself. (Import from the modules: this package's
+`__init__` imports nothing, so the backends' trigger grammars can use plan.py without
+importing the matcher, which uses the backends.)"""

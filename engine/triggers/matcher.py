@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import CompiledConstraint, Matcher, TokenizerContext
+from ..tokens.text_tables import TagTable, TriggerScanner, scanner, special_ids, tag_table
 from .plan import BoundPhase, FreePhase, Plan, TagPhase
-from .text_tables import TagTable, TriggerScanner, scanner, special_ids, tag_table
+from .segments import overall, segment_records
 
 
 class TriggeredConstraint(CompiledConstraint):
@@ -47,8 +48,6 @@ class TriggeredConstraint(CompiledConstraint):
         return TriggeredMatcher(self)
 
     def check_output(self, matcher, token_bytes, out_ids, finished, reason):
-        from .segments import overall, segment_records
-
         recs = segment_records(matcher, token_bytes, out_ids)
         valid, why = overall(recs, self.plan, finished, reason)
         return valid, why, [r.to_json() for r in recs]

@@ -5,10 +5,13 @@ text, and the shape (the output ended where the plan lets it end)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ..decoding.validate import validate_output
-from .matcher import TriggeredMatcher
 from .tools import check_call
+
+if TYPE_CHECKING:  # the matcher calls these with itself
+    from .matcher import TriggeredMatcher
 
 
 @dataclass

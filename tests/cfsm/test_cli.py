@@ -360,3 +360,17 @@ def test_bench_writes_a_suites_results_json_and_table_one_way(tmp_path):
     summary = json.loads(r.stdout)
     assert "rows" not in summary and summary["schemas"] == res["schemas"] == 10
     assert summary["summary"]["xgrammar"]["compiled"] == res["summary"]["xgrammar"]["compiled"]
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`cfsm compile ... | head`: the reader leaves after a few bytes of a 700 KB answer;
+    the command ends without a traceback (exit 0, the reader has what it asked for)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cfsm", "compile", "--regex", "[a-z]{1,3000}x", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout.read(20).startswith(b'{"constraint"')
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err

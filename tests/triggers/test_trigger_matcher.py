@@ -13,7 +13,8 @@ from engine.backends import get_backend
 from engine.backends.base import TokenizerContext
 from engine.constraint import Constraint
 from engine.errors import CfsmError
-from engine.triggers import TriggeredConstraint, TriggerOptions, build_plan
+from engine.triggers.matcher import TriggeredConstraint
+from engine.triggers.plan import TriggerOptions, build_plan
 
 # id 0 is the stop; the others spell bytes
 PIECES = [

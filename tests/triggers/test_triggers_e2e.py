@@ -192,7 +192,7 @@ def test_a_named_tool_choice_forces_that_tool_first_then_allows_any(engine):
     assert tr["valid"] and json.loads(tr["segments"][1]["text"])["name"] == "get_time"
     # the automaton drawn is the forced call's: the first constrained segment walks it
     assert tr["automaton"]["path_segment"] == 1 and len(tr["automaton"]["path"]) > 10
-    from engine.triggers import TriggeredConstraint
+    from engine.triggers.matcher import TriggeredConstraint
 
     req = named_request("fsm", "jump")
     compiled = engine.compile_request(req)[1]

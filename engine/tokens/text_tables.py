@@ -5,11 +5,14 @@ spell a prefix of a tag."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..backends import TokenizerContext
+if TYPE_CHECKING:  # the context holds these tables: a type only, no import at run time
+    from ..backends.base import TokenizerContext
 
 
 def special_ids(ctx: TokenizerContext, texts: list[str]) -> dict[str, int]:
@@ -189,8 +192,6 @@ MAX_TABLES = 32  # tag texts are user input: their tables (and masks) are kept f
 def _kept(ctx: TokenizerContext, key: tuple, build):
     """The table for `key`, built once and kept among the MAX_TABLES most recently used
     (per tokenizer), so that many distinct tags cannot grow the process without bound."""
-    from collections import OrderedDict
-
     lru = ctx.view("trigger-tables", OrderedDict)
     if key in lru:
         lru.move_to_end(key)

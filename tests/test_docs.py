@@ -1,0 +1,378 @@
+"""Every shell command shown in README.md and docs/*.md is checked (docs/history/ is a
+record and is exempt).
+
+* Fenced blocks whose info string is `sh`, `bash` or `console` hold commands: lines ending
+  in `\\` are joined; blank lines and lines starting with `#` (comments, shown output) are
+  skipped; a leading `$ ` prompt is dropped.
+* Every `cfsm` command (`cfsm`, `.venv/bin/cfsm`, `python -m cfsm`, `.venv/bin/python -m
+  cfsm`, after any `VAR=value` assignments) must parse with the real parser.
+* A block right after `<!-- test: run -->` is executed: each command must exit 0, and where
+  the line right after a command is a `# {` or `# [` comment, that JSON (continued over the
+  following comment lines) must equal the command's first line of output.
+* Any other command must sit in a block right after `<!-- illustrative -->` (or
+  `<!-- illustrative: reason -->`).
+* README.md has at most 200 lines, the docs it lists exist, and relative links resolve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from cfsm.cli import bench_argv, build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CHECKED = [README, *sorted(DOCS.glob("*.md"))]
+LINKED = [*CHECKED, *sorted((DOCS / "history").glob("*.md"))]
+
+SHELL_INFO = {"sh", "bash", "console", "shell"}
+RUN_MARK = re.compile(r"^<!--\s*test:\s*run\s*-->$")
+ILLUSTRATIVE_MARK = re.compile(r"^<!--\s*illustrative(\s*:.*)?\s*-->$")
+ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+OPERATORS = {"&&", "||", ";", "|"}
+RUN_TIMEOUT_S = 300
+
+# Small input files the executed commands may name (written into their working folder).
+INVOICE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "maxLength": 8},
+        "lines": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"},
+                    "qty": {"type": "integer", "minimum": 1, "maximum": 99},
+                    "price": {"type": "number", "minimum": 0},
+                },
+                "required": ["sku", "qty", "price"],
+            },
+        },
+    },
+    "required": ["id", "lines"],
+}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "email": {"type": "string", "maxLength": 60},
+        "city": {"type": "string", "enum": ["Paris", "London", "Tokyo", "New York"]},
+    },
+    "required": ["name", "age", "email", "city"],
+    "additionalProperties": False,
+}
+ORDER = {
+    "type": "object",
+    "properties": {
+        "orderId": {"type": "integer", "minimum": 1, "maximum": 99999},
+        "status": {"type": "string", "enum": ["pending", "shipped", "delivered"]},
+        "express": {"type": "boolean"},
+        "items": {"type": "array", "items": {"type": "string", "maxLength": 24}, "maxItems": 3},
+    },
+    "required": ["orderId", "status", "express", "items"],
+    "additionalProperties": False,
+}
+ANSWER = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 100}},
+    "required": ["answer"],
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 30},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "unit"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 30}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+FIXTURES = {
+    "invoice.json": json.dumps(INVOICE),
+    "person.json": json.dumps(PERSON),
+    "order.json": json.dumps(ORDER),
+    "answer.json": json.dumps(ANSWER),
+    "tools.json": json.dumps(TOOLS),
+    "checks.jsonl": json.dumps({"regex": "[0-9]+", "backend": "fsm", "text": "42"}) + "\n",
+    "requests.jsonl": json.dumps({"prompt": "A year?", "regex": "(19|20)[0-9]{2}"}) + "\n",
+}
+
+
+@dataclass
+class Command:
+    line: str  # the command as written (continuations joined)
+    lineno: int  # where it starts in its file
+    expected: str | None = None  # the output comment after it, if any
+
+
+@dataclass
+class Block:
+    path: Path
+    lineno: int  # the opening fence's line
+    marker: str  # "run", "illustrative" or ""
+    commands: list[Command] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.lineno}"
+
+
+def shell_blocks(path: Path) -> list[Block]:
+    """The shell blocks of a Markdown file, each with its marker and commands."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)", lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(2), m.group(3).lower()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence):
+            j += 1
+        if info in SHELL_INFO:
+            prev = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+            marker = (
+                "run"
+                if RUN_MARK.match(prev)
+                else "illustrative"
+                if ILLUSTRATIVE_MARK.match(prev)
+                else ""
+            )
+            block = Block(path, i + 1, marker)
+            block.commands = commands_of(lines[i + 1 : j], i + 2)
+            blocks.append(block)
+        i = j + 1
+    return blocks
+
+
+def commands_of(body: list[str], first_lineno: int) -> list[Command]:
+    out: list[Command] = []
+    k = 0
+    while k < len(body):
+        raw = body[k].strip()
+        start = k
+        if not raw or raw.startswith("#"):
+            k += 1
+            continue
+        while raw.endswith("\\") and k + 1 < len(body):
+            k += 1
+            raw = raw[:-1].rstrip() + " " + body[k].strip()
+        if raw.startswith("$ "):
+            raw = raw[2:]
+        cmd = Command(raw, first_lineno + start)
+        comment: list[str] = []
+        n = k + 1
+        while n < len(body) and body[n].strip().startswith("#"):
+            comment.append(body[n].strip().lstrip("#").strip())
+            n += 1
+        if comment and comment[0][:1] in "{[":
+            cmd.expected = expected_json(comment)
+        out.append(cmd)
+        k += 1
+    return out
+
+
+def expected_json(comment: list[str]) -> str | None:
+    """The shortest run of comment lines from the first that is one JSON value."""
+    for n in range(1, len(comment) + 1):
+        text = " ".join(comment[:n])
+        try:
+            json.loads(text)
+        except ValueError:
+            continue
+        return text
+    return " ".join(comment)  # not JSON: the comparison fails and shows it
+
+
+def split_command(line: str) -> list[list[str]]:
+    """The simple commands of a line (split at && || ; |), each as its words."""
+    words = shlex.split(line, comments=True)
+    parts: list[list[str]] = [[]]
+    for w in words:
+        if w in OPERATORS:
+            parts.append([])
+        else:
+            parts[-1].append(w)
+    return [p for p in parts if p]
+
+
+def cfsm_argv(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
+    """(environment assignments, arguments after the program) when the words run cfsm."""
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(words) and ENV_ASSIGN.match(words[i]):
+        name, value = words[i].split("=", 1)
+        env[name] = value
+        i += 1
+    rest = words[i:]
+    if not rest:
+        return None
+    prog = rest[0]
+    if prog in ("cfsm", ".venv/bin/cfsm"):
+        return env, rest[1:]
+    if Path(prog).name.startswith("python") and rest[1:3] == ["-m", "cfsm"]:
+        return env, rest[3:]
+    return None
+
+
+ALL_BLOCKS = [b for path in CHECKED for b in shell_blocks(path)]
+RUN_BLOCKS = [b for b in ALL_BLOCKS if b.marker == "run"]
+
+
+def test_readme_is_short():
+    n = len(README.read_text(encoding="utf-8").splitlines())
+    assert n <= 200, f"README.md has {n} lines; at most 200 (move detail to docs/)"
+
+
+def test_the_docs_the_readme_names_exist():
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"docs/[\w./-]+?\.md", text))
+    assert named, "README.md names no docs/*.md file"
+    missing = sorted(n for n in named if not (ROOT / n).is_file())
+    assert not missing, f"README.md names docs that do not exist: {missing}"
+
+
+def heading_slugs(path: Path) -> set[str]:
+    """GitHub-style anchors of a Markdown file's headings."""
+    slugs: set[str] = set()
+    in_code = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if re.match(r"^\s*(`{3,}|~{3,})", line):
+            in_code = not in_code
+            continue
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m and not in_code:
+            title = re.sub(r"[`*]|<[^>]+>", "", m.group(1)).lower()
+            slug = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+            slugs.add(slug)
+    return slugs
+
+
+def links_of(path: Path) -> list[str]:
+    """Link targets outside code blocks and code spans."""
+    text = re.sub(r"(?ms)^\s*(`{3,}|~{3,}).*?^\s*\1[^\n]*$", "", path.read_text(encoding="utf-8"))
+    text = re.sub(r"(`+)(?:(?!\1).)+?\1", "", text)
+    return re.findall(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", text)
+
+
+@pytest.mark.parametrize("path", LINKED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(path: Path):
+    broken = []
+    for target in links_of(path):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+            continue
+        file_part, _, fragment = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        if not dest.exists():
+            broken.append(target)
+        elif fragment and dest.suffix == ".md" and fragment not in heading_slugs(dest):
+            broken.append(f"{target} (no such heading)")
+    assert not broken, f"{path.relative_to(ROOT)}: broken links: {broken}"
+
+
+def test_every_cfsm_command_parses():
+    parser = build_parser()
+    bad = []
+    for block in ALL_BLOCKS:
+        for cmd in block.commands:
+            for words in split_command(cmd.line):
+                found = cfsm_argv(words)
+                if found is None:
+                    continue
+                try:
+                    parser.parse_args(bench_argv(found[1]))
+                except SystemExit:
+                    bad.append(f"{block.path.relative_to(ROOT)}:{cmd.lineno}: {cmd.line}")
+    assert not bad, "commands the cfsm parser refuses:\n" + "\n".join(bad)
+
+
+def test_unmarked_blocks_hold_no_commands():
+    """A command is either executed (a run block) or marked illustrative."""
+    unmarked = [
+        f"{block.path.relative_to(ROOT)}:{cmd.lineno}: {cmd.line}"
+        for block in ALL_BLOCKS
+        if not block.marker
+        for cmd in block.commands
+    ]
+    assert not unmarked, (
+        "commands in blocks neither run by this test nor marked <!-- illustrative -->:\n"
+        + "\n".join(unmarked)
+    )
+
+
+def test_the_readme_and_the_cli_reference_each_run_a_block():
+    have = {b.path for b in RUN_BLOCKS}
+    assert README in have and DOCS / "cli.md" in have
+
+
+def python_path() -> str:
+    """This checkout first, so `-m cfsm` runs it from any working folder."""
+    rest = os.environ.get("PYTHONPATH")
+    return str(ROOT) + (os.pathsep + rest if rest else "")
+
+
+@pytest.mark.parametrize("block", RUN_BLOCKS, ids=lambda b: b.where)
+def test_run_block(block: Block, tmp_path: Path):
+    for name, text in FIXTURES.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    for cmd in block.commands:
+        parts = split_command(cmd.line)
+        assert len(parts) == 1, f"{block.where}: a run block holds simple commands: {cmd.line}"
+        found = cfsm_argv(parts[0])
+        assert found is not None, f"{block.where}: only cfsm commands are run: {cmd.line}"
+        env_extra, argv = found
+        proc = subprocess.run(
+            [sys.executable, "-m", "cfsm", *argv],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": python_path(), **env_extra},
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
+        assert proc.returncode == 0, (
+            f"{block.path.relative_to(ROOT)}:{cmd.lineno}: `{cmd.line}` exited "
+            f"{proc.returncode}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+        )
+        if cmd.expected is not None:
+            first = proc.stdout.splitlines()[0] if proc.stdout.strip() else ""
+            assert json.loads(first) == json.loads(cmd.expected), (
+                f"{block.path.relative_to(ROOT)}:{cmd.lineno}: `{cmd.line}` printed\n{first}\n"
+                f"the docs say\n{cmd.expected}"
+            )
