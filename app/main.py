@@ -14,6 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from engine.analysis.check import check_text
 from engine.backends import BACKENDS, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
 from engine.constraint import KINDS, Constraint, parse_schema, schema_to_regex
 from engine.constraint import WHITESPACE_POLICIES as WS
@@ -24,6 +25,7 @@ from engine.limits import LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
 from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
 from engine.triggers.tools import parse_tools
+from viz.highlight import test_strings_html
 from viz.panels import stat_cards, token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, head_html, step_view_html, step_view_parts
@@ -178,8 +180,6 @@ def strings_checker(hub: EngineHub):
     def do_test_strings(
         kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v, backend_v, model_t, lines
     ):
-        from engine.analysis.check import check_text
-        from viz.highlight import test_strings_html
 
         try:
             c = make_constraint(kind, rx_t, sch_t, gram_t, ws_v, lenient_v, spec_v)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
 
 from engine.errors import CfsmError
+from engine.serving.service import Engine
+from viz.summaries import model_card
 
 MAX_MODELS = 2
 DECODE_SLOTS = 16  # page and API requests decoded together in the running batch
@@ -71,7 +74,6 @@ def check_page_model(name: str) -> str:
         if not rp.is_relative_to(base):
             raise CfsmError("unknown_model", f"the page may only load local models from {base}")
         return str(rp)
-    import re
 
     if not re.fullmatch(r"[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?", name) or ".." in name:
         raise CfsmError("unknown_model", f"{name!r} is not a Hugging Face model id")
@@ -104,7 +106,6 @@ class EngineHub:
 
     def _load(self, name: str) -> None:
         try:
-            from engine.serving.service import Engine
 
             eng = Engine(
                 None if name == "embedded" else name, self.device, continuous=True, **self.limits
@@ -130,7 +131,6 @@ class EngineHub:
             eng = self._engines.get(name)
             if eng is not None:
                 lm = eng.lm
-                from viz.summaries import model_card
 
                 return (
                     f"Model ready ({lm.dtype}, loaded in {lm.load_seconds:.1f} s): "

@@ -4,22 +4,31 @@ one-line message (a JSON error object on stdout with --json), never a traceback.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import json
 import os
 import sys
 from pathlib import Path
 
+from engine.analysis.check import check_text
+from engine.analysis.doctor import format_report
 from engine.backends import BACKENDS, DEFAULT_BACKEND
-from engine.constraint import KINDS, WHITESPACE_POLICIES
-from engine.decoding.request import MODES, TRIGGER_IMPLS
+from engine.constraint import KINDS, WHITESPACE_POLICIES, Constraint, load_schema_arg
+from engine.decoding.request import MODES, TRIGGER_IMPLS, GenerateRequest
 from engine.errors import CfsmError
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
+from engine.regex.compressed import CompressedFSM
+from engine.regex.dfa import build_char_dfa
 from engine.triggers.plan import (
     DEFAULT_THINK_END,
     DEFAULT_THINK_START,
     DEFAULT_TOOL_END,
     DEFAULT_TOOL_START,
 )
+from viz.summaries import skipped_jumps_line
+
+from .bench import DEFAULT_SUITE, SUITES
+from .bench.suite import open_engine, write_results
 
 SPEC_HELP = (
     "read the schema as JSON Schema does: objects accept keys they do not list unless "
@@ -116,7 +125,6 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def _engine(args, **kw):
     """The engine the model flags ask for (--model, --device, --trust-remote-code,
     --runtime)."""
-    from .bench.suite import open_engine
 
     return open_engine(args, **kw)
 
@@ -136,7 +144,6 @@ def _add_runtime_arg(p: argparse.ArgumentParser) -> None:
 def _constraint_from(args, obj: dict | None = None):
     """--regex / --schema (a path or inline JSON) / --grammar (a path or inline text), or
     the same fields of a requests line; None when none is given."""
-    from engine.constraint import Constraint, load_schema_arg
 
     src = obj if obj is not None else vars(args)
     kind = next((k for k in KINDS if src.get(k) is not None), None)
@@ -161,9 +168,6 @@ def _constraint_from(args, obj: dict | None = None):
 
 
 def cmd_jump(args) -> int:
-    from engine.regex.compressed import CompressedFSM
-    from engine.regex.dfa import build_char_dfa
-
     cfsm = CompressedFSM(build_char_dfa(args.regex))
     out = [{"prefix": p, "continuation": cfsm.continuation(p)} for p in (args.prefix or [""])]
     print(json.dumps(out, ensure_ascii=False))
@@ -171,7 +175,6 @@ def cmd_jump(args) -> int:
 
 
 def cmd_compile(args) -> int:
-
     constraint = _constraint_from(args)
     eng = _engine(
         args,
@@ -243,7 +246,6 @@ def _tools_text(value) -> str | None:
 
 def _request_from(obj: dict, args):
     """A requests line (or the flags, as a dict) as a validated GenerateRequest."""
-    from engine.decoding.request import GenerateRequest
 
     if not isinstance(obj, dict):
         raise CfsmError(
@@ -259,7 +261,6 @@ def _generate_many(lines, args) -> int:
     """The requests of a JSONL file decode in one continuous batch, REQUESTS_WINDOW lines
     at a time (bounded memory on a file of any length); results are printed in input
     order, one line each (an error object where a request fails, and the file goes on)."""
-    import concurrent.futures as cf
 
     eng = _engine(args, continuous=True)
 
@@ -299,7 +300,6 @@ def _generate_many(lines, args) -> int:
 
 
 def cmd_generate(args) -> int:
-
     if args.requests:
         return _generate_many(_read_jsonl(args.requests), args)
     if args.prompt is None:
@@ -315,7 +315,6 @@ def cmd_generate(args) -> int:
     if args.json:
         print(json.dumps(tr, ensure_ascii=False))
     else:
-        from viz.summaries import skipped_jumps_line
 
         print(tr["text"])
         t = tr["totals"]
@@ -339,7 +338,6 @@ def cmd_generate(args) -> int:
 
 def cmd_bench(args) -> int:
     """One suite from the registry: run it, then its results written the one way."""
-    from .bench.suite import write_results
 
     suite = args.suite_obj
     log = (lambda *_: None) if args.json else print
@@ -348,8 +346,6 @@ def cmd_bench(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from engine.analysis.doctor import format_report
-
     constraint = _constraint_from(args)
     eng = _engine(
         args,
@@ -399,7 +395,6 @@ def cmd_check(args) -> int:
 def _check_line(eng, obj) -> list[dict]:
     """The answers to one check line: one per backend it names, each its verdict or its
     error (a line that is not a request object gets one error answer)."""
-    from engine.analysis.check import check_text
 
     if isinstance(obj, CfsmError) or not isinstance(obj, dict):
         why = f"a line must be a JSON object, not {type(obj).__name__}"
@@ -497,7 +492,6 @@ def cmd_serve(args) -> int:
 
 def _add_bench_parser(sub) -> None:
     """`cfsm bench NAME [its flags]`, one subcommand per suite of the registry."""
-    from .bench import SUITES
 
     b = sub.add_parser("bench", help="benchmarks: cfsm bench SUITE (see each suite's --help)")
     suites = b.add_subparsers(dest="suite", required=True, metavar="SUITE")
@@ -519,7 +513,6 @@ def _add_bench_parser(sub) -> None:
 def bench_argv(argv: list[str]) -> list[str]:
     """`cfsm bench --suite NAME ...` (the older spelling) and a bare `cfsm bench ...` (the
     default suite) as `cfsm bench NAME ...`."""
-    from .bench import DEFAULT_SUITE, SUITES
 
     if not argv or argv[0] != "bench":
         return argv

@@ -3,6 +3,8 @@ can show a one-line message instead of a traceback."""
 
 from __future__ import annotations
 
+import re
+
 
 class CfsmError(Exception):
     """A user-facing error with a machine-readable kind.
@@ -32,7 +34,6 @@ def native_message(exc: BaseException) -> str:
     """A native library's error without its log prefix (time stamp, C++ source path),
     which means nothing to a user: `[08:40:40] /project/cpp/grammar_parser.cc:820: EBNF
     parser error ...` -> `EBNF parser error ...`."""
-    import re
 
     text = " ".join(str(exc).split())
     text = re.sub(r"^(\[[0-9:.]+\]\s*)?(\S+\.(cc|cpp|h|hpp|rs):\d+:\s*)?", "", text)

@@ -29,7 +29,7 @@ if [ "${CFSM_SKIP_CHROMIUM:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
   want chromium "the browser tests drive Debian's chromium"
 fi
 if llama_platform; then
-  ldconfig -p 2>/dev/null | grep -q 'libgomp\.so\.1' ||
+  ldconfig -p 2>/dev/null | grep 'libgomp\.so\.1' >/dev/null ||  # not -q: pipefail
     want libgomp1 "llama.cpp's CPU library links OpenMP (libgomp.so.1)"
   if glibc_older_than_2_38; then  # scripts/llama_glibc_compat.py builds a 4-function shim
     command -v gcc >/dev/null 2>&1 || want gcc "builds llama.cpp's glibc compat shim (glibc < 2.38)"

@@ -3,6 +3,8 @@ Pure functions of the trace; no engine imports."""
 
 from __future__ import annotations
 
+import json
+
 from .segments import segment_label_html, segment_sentence, segments, token_segments, trigger_tokens
 from .text import esc, visible
 
@@ -419,7 +421,6 @@ def glossary_html() -> str:
 
 def pretty_json(text: str) -> str | None:
     """The output pretty-printed when it is JSON (None otherwise)."""
-    import json
 
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)

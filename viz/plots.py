@@ -7,6 +7,8 @@ import zlib
 
 import numpy as np
 
+from .segments import free_spans
+
 
 def decode_mask(blob: str, vocab_size: int) -> np.ndarray:
     raw = np.frombuffer(zlib.decompress(base64.b64decode(blob)), dtype=np.uint8)
@@ -75,7 +77,6 @@ def timeline(trace: dict, step: int | None = None):
     )
     if step is not None:
         fig.add_vline(x=step, line_color="#f97316", line_dash="dot")
-    from .segments import free_spans
 
     for a, b, label in free_spans(trace):  # free text of a triggered run: nothing masked
         fig.add_vrect(

@@ -15,6 +15,7 @@ import functools
 import io
 import json
 import uuid
+from pathlib import Path
 
 import numpy as np
 
@@ -29,7 +30,15 @@ from .graph import (
     render_svg,
     trail,
 )
-from .panels import caption, glossary_html, jump_for_step, jump_panel, output_panel, token_strip
+from .panels import (
+    CSS,
+    caption,
+    glossary_html,
+    jump_for_step,
+    jump_panel,
+    output_panel,
+    token_strip,
+)
 from .plots import decode_mask
 from .segments import segment_note
 from .text import esc, visible
@@ -341,9 +350,6 @@ def empty_view(message: str) -> str:
 
 def head_html() -> str:
     """What the page's <head> needs for the step view: its CSS and its script."""
-    from pathlib import Path
-
-    from .panels import CSS
 
     js = (Path(__file__).parent / "static" / "step_view.js").read_text(encoding="utf-8")
     return f"<style>{CSS}{MARK_CSS}</style><script>{js}</script>"

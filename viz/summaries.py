@@ -6,7 +6,9 @@ from __future__ import annotations
 import html
 from dataclasses import asdict
 
+from engine.analysis.doctor import UNBOUNDED_WHY
 from engine.decoding.trace import StepEvent, WaitEvent
+from viz.highlight import regex_span_html, schema_node_html
 
 from .panels import plural
 
@@ -277,7 +279,6 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"{b['suggestion']}"
     )
     if rep.get("unbounded"):
-        from engine.analysis.doctor import UNBOUNDED_WHY
 
         out += ["", "#### Runs may not end", UNBOUNDED_WHY, "", "| where | what | to bound it |"]
         bar = "\\|"  # a pipe inside a table cell
@@ -299,7 +300,6 @@ def doctor_md(rep: dict, source: str = "") -> str:
         (c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None
     )
     if top is not None and source:
-        from viz.highlight import regex_span_html, schema_node_html
 
         place = top["places"][0]
         mark = (

@@ -8,6 +8,7 @@ every 0.2 s), and whether the ordinary runs all finished."""
 from __future__ import annotations
 
 import json
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -15,8 +16,11 @@ from pathlib import Path
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
+from engine.serving.compile_cache import CompileCache
 from engine.serving.memory import rss_tree_bytes
 
+from .decode import paper_items
+from .peers import COMPACT_PERSON
 from .suite import Suite, backends_flag, backends_of, with_engine
 
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "adversarial.jsonl"
@@ -151,12 +155,6 @@ def worker_overhead(engine, repeats: int = 3) -> list[dict]:
     through a cache with workers and one without, side by side (median of `repeats`), after
     two untimed compiles of the same kind in each (a process's first compile of a kind pays
     one-time setup in the library: 150 ms for xgrammar's first character regex)."""
-    import statistics
-
-    from engine.serving.compile_cache import CompileCache
-
-    from .decode import paper_items
-    from .peers import COMPACT_PERSON
 
     regex, _ = paper_items("character", 1)
     via, here = CompileCache(engine.ctx, warm=True), CompileCache(engine.ctx, use_worker=False)

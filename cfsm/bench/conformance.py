@@ -10,7 +10,9 @@ one-token-per-byte tokenizer, so a verdict never depends on a model's merges."""
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import re
+import resource
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from engine.analysis.check import check_text
 from engine.backends import TokenizerContext, get_backend
 from engine.constraint import WHITESPACE_POLICIES, Constraint, dump_as_generated
 from engine.errors import CfsmError
+from engine.tokens.byte_tokenizer import byte_tokenizer
 
 from .conformance_report import write_conformance_report
 from .suite import Flag, Suite, backends_flag, backends_of
@@ -53,8 +56,6 @@ CHILD_MEMORY_BYTES = 4 * 2**30
 
 
 def _child(run: ConformanceRun, group: dict, send) -> None:
-    import resource
-
     with open("/proc/self/statm") as f:  # the address space so far (pages), plus the allowance
         limit = int(f.read().split()[0]) * resource.getpagesize() + CHILD_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -188,7 +189,6 @@ class ConformanceRun:
     def evaluate_isolated(self, group: dict) -> dict:
         """`evaluate` in a forked child with a time and memory limit: outlines-core can
         spend minutes and gigabytes on one Index, which a thread could not stop."""
-        import multiprocessing as mp
 
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
@@ -248,7 +248,6 @@ def run(
 ) -> dict:
     if not root.exists():
         raise CfsmError("invalid_input", f"the JSON-Schema test suite is not at {root}")
-    from engine.tokens.byte_tokenizer import byte_tokenizer
 
     ctx = TokenizerContext(byte_tokenizer())
     out = {

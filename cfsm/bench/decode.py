@@ -13,6 +13,7 @@ from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 
+from .batch import run_batch
 from .report import write_report
 from .suite import Flag, Suite, backends_flag, backends_of, names_flag, tokens_flag, with_engine
 
@@ -152,7 +153,6 @@ def run_paper_character(
 
 def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=print) -> dict:
     """Throughput and latency of batched decoding, masked vs jump, on the character task."""
-    from .batch import run_batch
 
     regex, items = paper_items("character", max(sizes))
     constraint = Constraint("regex", regex)

@@ -4,10 +4,12 @@ instance text that jump-forward covers, and whether invalid instances are reject
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import time
 from pathlib import Path
 
+from engine.backends import get_backend
 from engine.constraint import Constraint, dump_as_generated
 from engine.errors import CfsmError
 from engine.serving.compile_cache import CompileCache
@@ -70,11 +72,9 @@ def walk_instance(compiled, tokenizer, token_bytes, text: str) -> dict:
 def _compile(cache: CompileCache, ctx, c: Constraint, backend: str, timeout_s: float):
     """fsm and outlines need our automaton (built in the killable worker); native
     backends compile the schema directly, timed on their own."""
-    from engine.backends import get_backend
 
     if get_backend(backend).needs_automaton:
         return cache.get(c, backend, timeout_s=timeout_s + 5).compiled
-    import concurrent.futures as cf
 
     pool = cf.ThreadPoolExecutor(max_workers=1)
     fut = pool.submit(get_backend(backend).compile, c, ctx)

@@ -18,17 +18,24 @@ prompt's common prefix as llama.cpp's `Llama` class does."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.backends import get_backend
+from engine.backends.outlines_backend import token_groups
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 from engine.regex.normalize import normalize_regex
+from engine.tokens.index import vocab_tokens
 
+from .decode import paper_items
+from .llamacpp_peer import LlamaCppGrammarPeer, regex_gbnf, schema_gbnf
 from .peers_report import write_peers_report
 from .suite import Suite, names_flag, tokens_flag, with_engine
 
@@ -96,8 +103,6 @@ class Task:
 
 
 def default_tasks(names: int) -> list[Task]:
-    from .decode import paper_items
-
     regex, items = paper_items("character", names)
     who = [label for label, _ in items]
     return [
@@ -141,8 +146,6 @@ class PeerRunner:
         return self.hf.prompt_ids(prompt, raw=False)
 
     def llama_peer(self):
-        from .llamacpp_peer import LlamaCppGrammarPeer
-
         if self._llama is None:
             self._llama = LlamaCppGrammarPeer(self.eng.ensure_model("llamacpp").lm.model)
         return self._llama
@@ -223,7 +226,6 @@ class PeerRunner:
             )  # parses and checks the grammar; each run makes its own matcher
             return grammar
         if system.startswith("llama.cpp"):
-            from .llamacpp_peer import regex_gbnf, schema_gbnf
 
             self.llama_peer()
             if system == REFERENCE:
@@ -232,7 +234,6 @@ class PeerRunner:
                 return regex_gbnf(rx)
             gbnf, self.dropped[task.name] = schema_gbnf(json.loads(c.text))
             return gbnf
-        from engine.backends import get_backend
 
         return get_backend(GenerateRequest.backend).compile(c, self.eng.ctx)  # cold: no cache
 
@@ -416,17 +417,11 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
     the libraries get the regex as the adapters hand it to them, normalized):
     outlines-core's Index, the default backend (fsm: DFA plus lazy token index), xgrammar,
     llguidance, and a cached compile through the engine."""
-    import statistics
 
     import xgrammar as xgr
     from llguidance import LLMatcher
     from llguidance.hf import from_tokenizer
     from outlines_core import Index, Vocabulary
-
-    from engine.backends import get_backend
-    from engine.backends.outlines_backend import token_groups
-    from engine.regex.normalize import normalize_regex
-    from engine.tokens.index import vocab_tokens
 
     ctx, c = engine.ctx, Constraint("regex", regex)
     regex = normalize_regex(
@@ -564,8 +559,6 @@ def format_table(res: dict) -> str:
 
 
 def _run(args, log) -> dict:
-    import importlib.util
-
     if importlib.util.find_spec("outlines") is None:
         raise CfsmError(
             "invalid_input",

@@ -13,6 +13,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from engine.analysis.doctor import synthesize
+from engine.constraint import Constraint
+from engine.decoding.decoder import GenerateRequest
+from engine.decoding.trace import StepRecord, Totals, Trace, encode_mask
+from engine.regex.compressed import CompressedFSM
+from engine.regex.dfa import build_char_dfa
+from engine.serving.service import Engine, automaton_json
+
 from .suite import Suite
 
 CHROMIUM = "/usr/bin/chromium"
@@ -29,13 +37,8 @@ PROBE = """() => {
 
 def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed: int = 0) -> dict:
     """A trace shaped like the engine's, on a random string of the regex (no model)."""
-    from engine.decoding.trace import StepRecord, Totals, Trace, encode_mask
-    from engine.regex.compressed import CompressedFSM
-    from engine.regex.dfa import build_char_dfa
-    from engine.serving.service import automaton_json
 
     dfa = build_char_dfa(pattern)
-    from engine.analysis.doctor import synthesize
 
     rng = random.Random(seed)
     text = (synthesize(dfa, 1, seed, soft_len=400, hard_len=800, stop_prob=0.01) or [""])[0]
@@ -124,9 +127,6 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
 def character_trace() -> dict:
     """A real run of the SGLang character preset on the embedded model."""
     from app.presets import presets
-    from engine.constraint import Constraint
-    from engine.decoding.decoder import GenerateRequest
-    from engine.serving.service import Engine
 
     p = presets()["SGLang character (regex)"]
     eng = Engine()

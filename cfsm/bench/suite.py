@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.serving.service import Engine
+
 Log = Callable[..., None]
 
 
@@ -59,7 +61,6 @@ def backends_of(args: argparse.Namespace) -> list[str]:
 def open_engine(args: argparse.Namespace, **kw):
     """The engine the model flags ask for (--model, --device, --trust-remote-code,
     --runtime)."""
-    from engine.serving.service import Engine
 
     return Engine(args.model, args.device, args.trust_remote_code, runtime=args.runtime, **kw)
 

@@ -12,15 +12,15 @@ from pathlib import Path
 
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
+from engine.serving.service import Engine
 
+from .decode import paper_items
+from .peers import COMPACT_PERSON
 from .suite import Suite, names_flag, tokens_flag
 from .tiny_models import FAMILIES, FAMILY_TITLES, build_model
 
 
 def _tasks(names: int) -> list[tuple[str, Constraint, list[str]]]:
-    from .decode import paper_items
-    from .peers import COMPACT_PERSON
-
     regex, items = paper_items("character", names)
     who = [label for label, _ in items]
     return [
@@ -30,8 +30,6 @@ def _tasks(names: int) -> list[tuple[str, Constraint, list[str]]]:
 
 
 def _run_family(folder: Path, tasks, max_new_tokens: int) -> dict:
-    from engine.serving.service import Engine
-
     eng = Engine(str(folder))
     out: dict = {"tokenizer": eng.ctx.continuation.traits.to_json(), "tasks": {}}
     try:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import statistics
 
+from engine.backends import get_backend
 from engine.backends.base import GrammarBackend
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
+from engine.serving.service import Engine
 
 from .suite import Suite, backends_flag, backends_of, names_flag, tokens_flag
 
@@ -146,8 +148,6 @@ def _free_costs(grammar_us, sample_us, forward_ms, base_sample_us) -> dict:
 
 
 def run(names: int = 5, backends=("fsm",), max_new_tokens: int = 200, log=print) -> dict:
-    from engine.serving.service import Engine
-
     eng = Engine()
     res: dict = {
         "prompts": names,
@@ -173,7 +173,6 @@ def run(names: int = 5, backends=("fsm",), max_new_tokens: int = 200, log=print)
 def _runs(backends) -> list[tuple[str, str]]:
     """Every backend through the engine's trigger layer; a backend with trigger machinery of
     its own (xgrammar's structural tags) through that too, side by side."""
-    from engine.backends import get_backend
 
     out = []
     for b in backends:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from copy import copy
 from typing import Any
 
 import numpy as np
 
 from ..constraint import Constraint
-from ..regex.dfa import CharDFA
-from ..tokens.vocab import TokenVocab, build_vocab
+from ..errors import CfsmError, native_message
+from ..regex.dfa import CharDFA, build_char_dfa
+from ..tokens.continuation import ContinuationEncoder
+from ..tokens.vocab import TokenVocab, build_vocab, vocab_from_bytes
+from .audit import audit
 
 
 class TokenizerContext:
@@ -24,7 +28,6 @@ class TokenizerContext:
         """A context without the tokenizer itself (a compile worker's): enough for the
         backends that compile from token bytes (fsm, outlines, xgrammar) and, given the
         tokenizer's JSON, for llguidance."""
-        from ..tokens.vocab import vocab_from_bytes
 
         self = cls.__new__(cls)
         self._setup(None, vocab_from_bytes(token_bytes, eos_token_id))
@@ -55,7 +58,6 @@ class TokenizerContext:
         llguidance builds its tokenizer from, here and in a compile worker alike); None for
         a tokenizer that has none."""
         if self._tokenizer_json is None and self.tokenizer is not None:
-            from copy import copy
 
             backend = getattr(self.tokenizer, "backend_tokenizer", None)
             if backend is None:
@@ -70,7 +72,6 @@ class TokenizerContext:
     def continuation(self):
         """Encodes outputs as they stand inside a longer text (tokens/continuation.py)."""
         if self._continuation is None:
-            from ..tokens.continuation import ContinuationEncoder
 
             self._continuation = ContinuationEncoder(self.tokenizer, self.vocab)
         return self._continuation
@@ -298,7 +299,6 @@ class GrammarBackend(ABC):
         dfa) -> payload, the compile cache's killable processes), a backend that
         `compiles_in_worker` runs its library there, within the compile's time and memory
         limits, and loads the result here."""
-        from ..errors import CfsmError
 
         if constraint.kind not in self.kinds:
             raise CfsmError(
@@ -306,7 +306,6 @@ class GrammarBackend(ABC):
                 f"backend {self.name!r} does not support {constraint.kind} constraints "
                 f"(it supports: {', '.join(self.kinds)})",
             )
-        from .audit import audit
 
         t0 = time.perf_counter()
         warnings = audit(self, constraint)  # a known gap of this backend: refused unless lenient
@@ -361,14 +360,12 @@ class GrammarBackend(ABC):
         """Parse a grammar as this backend will, without a tokenizer (cheap enough for
         validation while typing). Raises CfsmError when it does not parse, or when this
         backend takes no grammars."""
-        from ..errors import CfsmError
 
         raise CfsmError("unsupported_feature", f"backend {self.name!r} does not take grammars")
 
     def compile_error(self, constraint: Constraint, exc: BaseException | str):
         """A library's refusal as our error: a grammar that does not parse is
         `invalid_grammar`, anything else the library cannot compile `unsupported_feature`."""
-        from ..errors import CfsmError, native_message
 
         kind = "invalid_grammar" if constraint.kind == "grammar" else "unsupported_feature"
         what = constraint.kind
@@ -380,6 +377,5 @@ class GrammarBackend(ABC):
         caller has none, e.g. outside the compile cache)."""
         if dfa is not None:
             return dfa
-        from ..regex.dfa import build_char_dfa
 
         return build_char_dfa(constraint.regex() or "", max_chars=constraint.max_regex_chars)

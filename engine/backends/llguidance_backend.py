@@ -7,9 +7,11 @@ import numpy as np
 from ..constraint import Constraint
 from ..errors import CfsmError, native_message
 from ..regex.dfa import normalize_regex
+from ..tokens.text_tables import special_ids
 from .audit import LLGUIDANCE_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 from .json_options import llguidance_json_overrides
+from .llguidance_triggers import lark_for_plan
 
 
 class LlguidanceMatcher(BitmaskMatcher):
@@ -71,8 +73,6 @@ class LlguidanceBackend(GrammarBackend):
         llguidance_triggers.py); None for what it cannot say as the engine's layer does: a
         thinking budget (its `max_tokens` drops the end marker instead of forcing it), a
         grammar answer, a special-token tag."""
-        from ..tokens.text_tables import special_ids
-        from .llguidance_triggers import lark_for_plan
 
         if special_ids(ctx, plan.tag_texts()):
             return None

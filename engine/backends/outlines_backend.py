@@ -14,6 +14,8 @@ the one case this cannot tell apart.)"""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 
 from ..constraint import Constraint
@@ -211,8 +213,6 @@ class OutlinesBackend(GrammarBackend):
         ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
 
     def dump_compiled(self, compiled: OutlinesCompiled) -> bytes:
-        import pickle
-
         return pickle.dumps((compiled.index, sorted(compiled.marker_prefix_ids)))
 
     def load_compiled(
@@ -223,7 +223,6 @@ class OutlinesBackend(GrammarBackend):
         dfa: CharDFA | None = None,
         **_,
     ):
-        import pickle
 
         index, marker_ids = pickle.loads(payload)
         return OutlinesCompiled(

@@ -10,9 +10,11 @@ from ..constraint import WHITESPACE_POLICIES, Constraint
 from ..errors import CfsmError, native_message
 from ..limits import CACHE_BUDGET_MB
 from ..regex.dfa import normalize_regex
+from ..tokens.text_tables import special_ids
 from .audit import XGRAMMAR_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 from .json_options import xgrammar_json_options
+from .xgrammar_triggers import structural_tag_ebnf
 
 
 class XgrammarMatcher(BitmaskMatcher):
@@ -72,11 +74,9 @@ class XgrammarBackend(GrammarBackend):
     def triggered_grammar(self, plan, opts, ctx: TokenizerContext) -> Constraint | None:
         """The plan as a structural tag (engine/backends/xgrammar_triggers.py), unless a tag
         is one special token (a structural tag's text tags cannot spell it)."""
-        from ..tokens.text_tables import special_ids
 
         if special_ids(ctx, plan.tag_texts()):
             return None
-        from .xgrammar_triggers import structural_tag_ebnf
 
         try:
             return Constraint("grammar", structural_tag_ebnf(plan, opts))

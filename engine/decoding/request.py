@@ -16,6 +16,7 @@ from ..triggers.plan import (
     DEFAULT_TOOL_END,
     DEFAULT_TOOL_START,
     TriggerOptions,
+    build_plan,
 )
 
 MODES = ("free", "masked", "jump")
@@ -103,7 +104,6 @@ class GenerateRequest:
                 f"not {self.trigger_impl!r}",
             )
         if opts.active:
-            from ..triggers.plan import build_plan
 
             build_plan(opts, self.constraint)  # bad tools or tags say so before any model loads
         if len(self.prompt) > MAX_PROMPT_CHARS:

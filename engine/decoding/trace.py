@@ -14,7 +14,10 @@ Readers check `version` and refuse newer ones.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -292,7 +295,6 @@ class TraceRecorder:
 
     def add_mask(self, ids, vocab_size: int) -> str:
         """Store a mask once (compressed); returns the key steps refer to it by."""
-        import hashlib
 
         blob = encode_mask(ids, vocab_size)
         key = hashlib.sha1(blob.encode()).hexdigest()[:12]
@@ -445,8 +447,6 @@ def validate_trace(obj) -> dict:
 def encode_mask(ids, vocab_size: int) -> str:
     """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB.
     viz.plots.decode_mask reads it back."""
-    import base64
-    import zlib
 
     import numpy as np
 

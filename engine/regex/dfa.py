@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import CfsmError
 from ..limits import MAX_REGEX_CHARS
 from ..limits import MAX_STATES as DEFAULT_MAX_STATES
+from .automaton import Neutral, TooManyStates, Unsupported, build_neutral
 from .normalize import normalize_regex  # noqa: F401 - re-exported: backends read regexes through it
 from .sets import sre_parse
 
@@ -190,7 +191,6 @@ def build_char_dfa(
 ) -> CharDFA:
     """Compile a regex to a canonical character DFA (may be slow for pathological input:
     callers that must stay responsive go through engine.serving.compile_cache)."""
-    from .automaton import TooManyStates, Unsupported, build_neutral
 
     norm = validate_regex(pattern, max_states, max_chars)
     try:
@@ -210,8 +210,6 @@ def _interegular_neutral(norm: str, max_states: int):
     import interegular
     from interegular.fsm import anything_else
     from interegular.patterns import Unsupported
-
-    from .automaton import Neutral
 
     try:
         fsm = interegular.parse_pattern(norm).to_fsm()

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from ..errors import CfsmError
+
 
 class KVCache(Protocol):
     """A request's cache; only its length is read outside the runner."""
@@ -77,8 +79,6 @@ def logprob_diffs(fresh, rows: dict, tol: float, why: str) -> dict[str, float]:
     read); raises `unsupported_model` naming the first row past `tol`, with `why` (the
     runtime's words for what that means)."""
     import torch
-
-    from ..errors import CfsmError
 
     ref = torch.log_softmax(fresh.float(), -1)
     top = torch.topk(ref, 20).indices

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import platform
 import threading
 import time
 from collections.abc import Iterator
@@ -117,7 +118,6 @@ def unavailable_reason(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """Why the llama.cpp runtime cannot run here (checked before any decode, so a machine
     it cannot serve falls back instead of crashing), or None when it can: the platform has
     the wheel, the CPU has the instructions the library uses, and the library loads."""
-    import platform
 
     where = (platform.system(), platform.machine())
     if where not in PLATFORMS:

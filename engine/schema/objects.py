@@ -8,6 +8,7 @@ import json
 import re
 
 from ..errors import CfsmError
+from ..regex.algebra import TooLarge, combine
 from .ecma import ecma_schema, to_python
 from .numbers import alt
 from .refs import merge_all, pointer_join
@@ -183,7 +184,6 @@ class ObjectCompiler:
         key that matches none): its value gets exactly those patterns' schemas. "" when no
         region has a key and a value; None when the patterns are too many or the key
         regexes grow too large (the caller falls back)."""
-        from ..regex.algebra import TooLarge, combine
 
         pats = list(self.patterns.items())
         if len(pats) > MAX_EXACT_PATTERNS:

@@ -5,6 +5,7 @@ exact (else the conflict is named, so the caller can refuse it)."""
 from __future__ import annotations
 
 import contextlib
+from fractions import Fraction
 from urllib.parse import unquote
 
 from ..errors import CfsmError
@@ -207,7 +208,6 @@ def _merge_key(k: str, a, b):
     if k == "uniqueItems":
         return bool(a or b), None
     if k == "multipleOf":
-        from fractions import Fraction
 
         fa, fb = Fraction(str(a)), Fraction(str(b))
         big, small = max(fa, fb), min(fa, fb)

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..errors import CfsmError
+from ..regex.sets import sre_parse
 from .ecma import ecma_schema
 from .formats import FORMATS
 from .numbers import JSON_NUMBER, alt, decimal_range, int_range, to_fraction
+from .objects import ObjectCompiler, extra_schema_of
 from .refs import RefResolver, json_equal, merge_all, pointer_join
 from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
 from .whitespace import WhitespacePolicy
@@ -204,8 +206,6 @@ class SchemaCompiler:
         return False
 
     def dependent_required(self, s: dict, ptr: str) -> None:
-        from .objects import extra_schema_of
-
         required = set(s.get("required", []))
         props = s.get("properties", {})
         closed = extra_schema_of(s, self.spec) is False and not s.get("patternProperties")
@@ -504,8 +504,6 @@ class SchemaCompiler:
         return self.sep.arr(_sequence(prefix, rest, lo, hi, self.sep.item) or "")
 
     def object(self, s: dict, ptr: str) -> str | None:
-        from .objects import ObjectCompiler
-
         return ObjectCompiler(self, s, ptr).regex()
 
     def any_value(self, depth: int) -> str:
@@ -653,8 +651,6 @@ def _decimal_text(v: Fraction) -> str:
 
 
 def _width(rx: str) -> tuple[int, int]:
-    from ..regex.sets import sre_parse
-
     return sre_parse.parse(rx).getwidth()
 
 

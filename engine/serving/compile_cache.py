@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -17,11 +18,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backend
-from ..constraint import Constraint
+from ..constraint import Constraint, parse_schema
 from ..errors import CfsmError
 from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, LIVE_CHECK_S, WORKER_RSS_MB
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
-from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa
+from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa, slow_hint
+from .compile_worker import _read, _write
 from .lru import ByteLRU
 from .memory import rss_bytes
 
@@ -82,7 +84,6 @@ class CompileWorker:
 
     def _ask(self, req: tuple, timeout_s: float, timeout_msg: str):
         """One job, answered within `timeout_s` or ended by a kill; the caller holds the lock."""
-        from .compile_worker import _read, _write
 
         proc = self._get()
         box: dict = {}
@@ -123,8 +124,6 @@ class CompileWorker:
         return res[1]
 
     def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
-        from ..regex.dfa import slow_hint
-
         msg = f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})"
         with self._lock:
             return self._ask(("dfa", pattern, max_states, max_chars), timeout_s, msg)
@@ -213,7 +212,6 @@ def _warm_here(ctx: TokenizerContext, backends: list[str]) -> None:
     """This process's one-time costs that would otherwise land in a first compile's time
     limit: jsonschema's validators and format checkers (~2 s), the libraries' views of the
     vocabulary that loading a worker's result needs."""
-    from ..constraint import parse_schema
 
     parse_schema('{"type": "object", "properties": {"a": {"type": "string", "format": "date"}}}')
     for name in backends:
@@ -225,8 +223,6 @@ class WorkerPool:
     does not hold up the compiles of other sessions."""
 
     def __init__(self, size: int = 2) -> None:
-        import queue
-
         self.ready = threading.Event()
         self.ready.set()  # until `warm` is asked for: workers are then set up on first use
         self._free: queue.Queue[CompileWorker] = queue.Queue()

@@ -3,9 +3,11 @@ benchmark and the app."""
 
 from __future__ import annotations
 
+from ..analysis.doctor import diagnose
 from ..analysis.ideal import ideal_counts
 from ..analysis.unbounded import unfinished_line, why_unfinished
-from ..backends import DEFAULT_BACKEND, TokenizerContext
+from ..backends import DEFAULT_BACKEND, TokenizerContext, get_backend
+from ..backends.audit import audit
 from ..constraint import Constraint
 from ..decoding.decoder import Decoder, GenerateRequest
 from ..decoding.model import load_model, load_tokenizer, resolve_runtime, runtime_note
@@ -13,6 +15,9 @@ from ..decoding.trace import Trace
 from ..errors import CfsmError
 from ..regex.compressed import compressed_of
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA
+from ..triggers.matcher import TriggeredConstraint
+from ..triggers.native import NativeTriggeredConstraint
+from ..triggers.plan import build_plan
 from .compile_cache import DEFAULT_COMPILE_TIMEOUT_S, CompileCache, CompileResult, LiveAutomaton
 
 MAX_AUTOMATON_EDGES_IN_TRACE = 40_000
@@ -116,7 +121,6 @@ class Engine:
         """The doctor's report (`cfsm doctor`, the Doctor tab). With a prompt, the model
         writes the samples (greedy first, then sampled at 0.8, jump mode, default backend);
         without one, or when none finishes, they are synthesized from the automaton."""
-        from ..analysis.doctor import diagnose
 
         outputs = None
         if prompt is not None:
@@ -198,8 +202,6 @@ class Engine:
         a triggered request compiles its plan as one grammar where the backend finds
         triggers itself, else each of its plan's constraints, run behind one matcher
         (engine.triggers)."""
-        from ..triggers.matcher import TriggeredConstraint
-        from ..triggers.native import NativeTriggeredConstraint
 
         plan, native = self._plan(req)
         targets = self._targets(req, plan, native)
@@ -232,9 +234,6 @@ class Engine:
         """(plan, the backend's own grammar for it or None); (None, None) untriggered. The
         native grammar is asked for unless the request wants the engine's layer; each
         segment's constraint is audited first, so a known gap is refused on either path."""
-        from ..backends import get_backend
-        from ..backends.audit import audit
-        from ..triggers.plan import build_plan
 
         opts = req.trigger_options()
         if not opts.active:

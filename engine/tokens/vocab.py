@@ -3,6 +3,7 @@ with byte fallback, or plain), so automata can walk tokens as the model emits th
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -63,7 +64,6 @@ class TokenVocab:
     def ids_extending(self, prefix: bytes):
         """Token ids whose bytes start with `prefix` and are strictly longer (a numpy
         slice found by two binary searches: used at every jump boundary)."""
-        import bisect
 
         keys, ids = self._sorted_view()
         lo = bisect.bisect_right(keys, prefix)

@@ -8,7 +8,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..constraint import Constraint, load_json, parse_schema
+from ..constraint import Constraint, load_json, parse_schema, schema_to_regex
+from ..decoding.validate import validate_output
 from ..errors import CfsmError
 
 MAX_TOOLS = 32
@@ -96,7 +97,6 @@ def call_constraint(tools: tuple[Tool, ...], fmt: str = "hermes") -> Constraint:
     or `NAME>ARGS` (one alternative per tool, each with its own arguments' regex)."""
     if fmt == "hermes":
         return Constraint("schema", json.dumps(call_schema(tools), ensure_ascii=False), "spaced")
-    from ..constraint import schema_to_regex
 
     parts = [re.escape(t.name) + ">" + schema_to_regex(t.parameters, "spaced") for t in tools]
     return Constraint("regex", "(" + "|".join(parts) + ")")
@@ -123,7 +123,6 @@ def _split_call(text: str, fmt: str):
 
 def check_call(tools: tuple[Tool, ...], text: str, fmt: str = "hermes") -> tuple[bool, str]:
     """A call's body checked on its own: the tool it names and its arguments."""
-    from ..decoding.validate import validate_output
 
     got = _split_call(text, fmt)
     if isinstance(got, str):

@@ -120,7 +120,8 @@ def _wait_for_timeline_of(page, trace: dict) -> None:
 def test_character_preset_run_and_scrub(page, app_url):
     page.wait_for_selector("#model-status", timeout=60_000)
     page.wait_for_function(
-        "document.querySelector('#model-status').innerText.includes('Model ready')", timeout=180_000
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=180_000,
     )
     card = page.locator("#model-status").inner_text()  # the model card of SmolLM2
     for part in (
@@ -367,7 +368,7 @@ def test_run_button_is_visible_at_1024x768_and_grammar_errors_are_plain(page, ap
     page.get_by_role("tab", name="Grammar").click()
     page.locator("#grammar-input textarea").fill('root ::= "a" |')
     page.wait_for_function(
-        "document.querySelector('#grammar-error').innerText.includes('invalid_grammar')",
+        "document.querySelector('#grammar-error')?.innerText.includes('invalid_grammar')",
         timeout=20_000,
     )
     msg = page.locator("#grammar-error").inner_text()
@@ -434,7 +435,7 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     page.wait_for_selector("#up-trace input[type=file]", state="attached", timeout=10_000)
     page.locator("#up-trace input[type=file]").set_input_files(str(bad))
     page.wait_for_function(
-        "document.querySelector('#upload-error').innerText.includes('invalid_input')",
+        "document.querySelector('#upload-error')?.innerText.includes('invalid_input')",
         timeout=30_000,
     )
     up, err = page.locator("#up-trace").bounding_box(), page.locator("#upload-error").bounding_box()
@@ -460,7 +461,7 @@ def test_compare_masked_vs_jump(page):
     page.get_by_role("tab", name="Compare").click()
     page.locator("#compare-run").click()
     page.wait_for_function(
-        "document.querySelector('#compare-table').innerText.includes('forward passes')",
+        "document.querySelector('#compare-table')?.innerText.includes('forward passes')",
         timeout=240_000,
     )
     table = page.locator("#compare-table").inner_text()
@@ -479,11 +480,11 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     box = page.locator("#regex-input textarea")
     box.fill("(?<=a)b")
     page.wait_for_function(
-        "document.querySelector('#regex-error').innerText.includes('look-ahead')", timeout=20_000
+        "document.querySelector('#regex-error')?.innerText.includes('look-ahead')", timeout=20_000
     )
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#run-error').innerText.includes('unsupported_feature')",
+        "document.querySelector('#run-error')?.innerText.includes('unsupported_feature')",
         timeout=60_000,
     )
     assert "Traceback" not in page.content()
@@ -492,13 +493,13 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     # default limit: tests/serving/test_compile_cache.py)
     box.fill("(a|b)*a(a|b){24}")
     page.wait_for_function(
-        "document.querySelector('#regex-error').innerText"
+        "document.querySelector('#regex-error')?.innerText"
         ".includes('its automaton takes longer than 1.5 s to build (Run allows')",
         timeout=30_000,
     )
     box.fill("(yes|no)")
     page.wait_for_function(
-        "document.querySelector('#regex-error').innerText"
+        "document.querySelector('#regex-error')?.innerText"
         ".includes('looks valid: 5 automaton states')",
         timeout=30_000,
     )
@@ -507,7 +508,7 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     )  # one step: the scrubber has a single position
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#summary').innerText.includes('finished')", timeout=120_000
+        "document.querySelector('#summary')?.innerText.includes('finished')", timeout=120_000
     )
     assert page.locator("#run-error").inner_text().strip() == ""
     page.wait_for_function(
@@ -519,7 +520,7 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     box.fill("a(b")
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#run-error').innerText.includes('invalid_regex')", timeout=60_000
+        "document.querySelector('#run-error')?.innerText.includes('invalid_regex')", timeout=60_000
     )
     page.wait_for_function(
         "document.querySelector('#step-view').dataset.step === '0'", timeout=30_000
@@ -564,7 +565,7 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
     page.locator("#regex-input textarea").fill("(a|b)*a(a|b){18}")
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#summary').innerText.includes('Compiling')", timeout=60_000
+        "document.querySelector('#summary')?.innerText.includes('Compiling')", timeout=60_000
     )
     ctx = page.context.browser.new_context(
         viewport={"width": 1500, "height": 1100}
@@ -579,7 +580,7 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
         other.locator("#regex-input textarea").fill("The answer is (yes|no)\\.")
         other.locator("#run").click()
         other.wait_for_function(
-            "document.querySelector('#summary').innerText.includes('finished')", timeout=120_000
+            "document.querySelector('#summary')?.innerText.includes('finished')", timeout=120_000
         )
         other.wait_for_function(
             "document.querySelector('#step-view')?.dataset.step === '0'", timeout=30_000
@@ -595,13 +596,13 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
     # read in one go: the message names the phase and what was compiling
     page.wait_for_function(
         "(t => t.includes('Stopped while compiling') && t.includes('regex for fsm'))"
-        "(document.querySelector('#stop-message').innerText)",
+        "(document.querySelector('#stop-message')?.innerText)",
         timeout=20_000,
     )
     # the step view is not left saying "Decoding": the previous run's view
     # (or the empty one) is back
     page.wait_for_function(
-        "!document.querySelector('#step-view').innerText.includes('Decoding')", timeout=20_000
+        "!document.querySelector('#step-view')?.innerText.includes('Decoding')", timeout=20_000
     )
 
 
@@ -659,14 +660,14 @@ def test_lenient_checkbox_turns_a_refusal_into_a_warning(page, app_url):
     )
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#run-error').innerText.includes('unsupported_feature')",
+        "document.querySelector('#run-error')?.innerText.includes('unsupported_feature')",
         timeout=60_000,
     )
     assert "/uniqueItems" in page.locator("#run-error").inner_text()
     page.locator("#lenient input").check()
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#summary').innerText.includes('finished')", timeout=120_000
+        "document.querySelector('#summary')?.innerText.includes('finished')", timeout=120_000
     )
     summary = page.locator("#summary").inner_text()
     assert "warning" in summary and "uniqueItems" in summary and "NOT enforced" in summary
@@ -696,7 +697,7 @@ def test_spec_reading_checkbox_opens_objects_and_accepts_1_0_in_the_test_strings
     page.locator("#spec input").check()
     page.locator("#test-strings-run").click()
     page.wait_for_function(
-        "!document.querySelector('#test-strings-result .ts-row').innerText.includes('leaves')",
+        "!document.querySelector('#test-strings-result .ts-row')?.innerText.includes('leaves')",
         timeout=60_000,
     )
     assert "match" in rows.nth(0).inner_text() and "match" in rows.nth(1).inner_text()
@@ -838,13 +839,13 @@ def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
     page.locator("#prompt textarea").fill("Write a long story about the sea.")
     page.locator("#run").click()
     page.wait_for_function(
-        "document.querySelector('#summary').innerText.includes('Decoding')"
+        "document.querySelector('#summary')?.innerText.includes('Decoding')"
         " && document.querySelectorAll('#live-strip .cfsm-chip').length > 3",
         timeout=120_000,
     )
     page.locator("#stop").click()
     page.wait_for_function(
-        "document.querySelector('#stop-message').innerText.includes('Stopped after')",
+        "document.querySelector('#stop-message')?.innerText.includes('Stopped after')",
         timeout=20_000,
     )
     page.wait_for_timeout(1500)  # it once vanished after 0.3 s
@@ -937,7 +938,7 @@ def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_gramma
     call is held to the tools, free text again. The page shows which stretch is which."""
     _pick_preset(page, "Tool calls, auto (tools)")
     page.wait_for_function(
-        "document.querySelector('#tools-input').innerText.includes('get_weather')",
+        "document.querySelector('#tools-input')?.innerText.includes('get_weather')",
         timeout=10_000,
     )
     assert (
