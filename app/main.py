@@ -16,13 +16,14 @@ import gradio as gr
 
 from engine.analysis.check import check_text
 from engine.backends import BACKENDS, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
-from engine.constraint import KINDS, Constraint, parse_schema, schema_to_regex
-from engine.constraint import WHITESPACE_POLICIES as WS
+from engine.constraint import KINDS, Constraint
 from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest
 from engine.decoding.trace import StepEvent, WaitEvent, validate_trace
 from engine.errors import CfsmError
 from engine.limits import LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
+from engine.schema import WHITESPACE_POLICIES as WS
+from engine.schema import parse_schema, schema_to_regex
 from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
 from engine.triggers.tools import parse_tools
 from viz.highlight import test_strings_html

@@ -1,0 +1,1 @@
+"""The command line (`cfsm`, cli.py) and the benchmark suites (bench/)."""

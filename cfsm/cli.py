@@ -13,12 +13,13 @@ from pathlib import Path
 from engine.analysis.check import check_text
 from engine.analysis.doctor import format_report
 from engine.backends import BACKENDS, DEFAULT_BACKEND
-from engine.constraint import KINDS, WHITESPACE_POLICIES, Constraint, load_schema_arg
+from engine.constraint import KINDS, Constraint
 from engine.decoding.request import MODES, TRIGGER_IMPLS, GenerateRequest
 from engine.errors import CfsmError
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
 from engine.regex.compressed import CompressedFSM
 from engine.regex.dfa import build_char_dfa
+from engine.schema import WHITESPACE_POLICIES
 from engine.triggers.plan import (
     DEFAULT_THINK_END,
     DEFAULT_THINK_START,
@@ -35,6 +36,25 @@ SPEC_HELP = (
     "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
     "reading, closed objects and one spelling per number)"
 )
+
+
+def load_schema_arg(arg: str) -> str:
+    """`--schema` takes a path or inline JSON (a path is the CLI's business, not the
+    engine's)."""
+    s = arg.strip()
+    if s.startswith("{") or s in ("true", "false"):
+        return s
+    p = Path(arg)
+    if p.exists():
+        if p.stat().st_size > MAX_SCHEMA_CHARS:
+            raise CfsmError(
+                "input_too_large", f"schema file {arg} is larger than {MAX_SCHEMA_CHARS} bytes"
+            )
+        return p.read_text(encoding="utf-8")
+    raise CfsmError(
+        "invalid_schema", f"--schema {arg!r} is neither inline JSON nor an existing file"
+    )
+
 
 
 def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:

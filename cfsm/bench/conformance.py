@@ -18,8 +18,9 @@ from pathlib import Path
 
 from engine.analysis.check import check_text
 from engine.backends import TokenizerContext, get_backend
-from engine.constraint import WHITESPACE_POLICIES, Constraint, dump_as_generated
+from engine.constraint import Constraint
 from engine.errors import CfsmError
+from engine.schema import WHITESPACE_POLICIES, dump_as_generated
 from engine.tokens.byte_tokenizer import byte_tokenizer
 
 from .conformance_report import write_conformance_report

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from engine.backends import get_backend
-from engine.constraint import Constraint, dump_as_generated
+from engine.constraint import Constraint
 from engine.errors import CfsmError
+from engine.schema import dump_as_generated
 from engine.serving.compile_cache import CompileCache
 
 from .report import write_report

@@ -11,11 +11,12 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from ..constraint import Constraint, dump_as_generated, parse_schema, schema_to_regex
+from ..constraint import Constraint
 from ..errors import CfsmError
 from ..regex.compressed import CompressedFSM, compressed_of
 from ..regex.dfa import CharDFA, build_char_dfa
 from ..runtimes.base import CostModel
+from ..schema import dump_as_generated, parse_schema, schema_to_regex
 from .ideal import char_at_byte
 from .json_scan import escape_pointer, pointer_of, scan_json
 from .unbounded import unbounded_parts

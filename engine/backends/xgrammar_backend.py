@@ -6,10 +6,11 @@ import json
 
 import numpy as np
 
-from ..constraint import WHITESPACE_POLICIES, Constraint
+from ..constraint import Constraint
 from ..errors import CfsmError, native_message
 from ..limits import CACHE_BUDGET_MB
 from ..regex.dfa import normalize_regex
+from ..schema import WHITESPACE_POLICIES
 from ..tokens.text_tables import special_ids
 from .audit import XGRAMMAR_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext

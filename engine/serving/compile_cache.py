@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backend
-from ..constraint import Constraint, parse_schema
+from ..constraint import Constraint
 from ..errors import CfsmError
 from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, LIVE_CHECK_S, WORKER_RSS_MB
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa, slow_hint
+from ..schema import parse_schema
 from .compile_worker import _read, _write
 from .lru import ByteLRU
 from .memory import rss_bytes

@@ -8,9 +8,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..constraint import Constraint, load_json, parse_schema, schema_to_regex
+from ..constraint import Constraint
 from ..decoding.validate import validate_output
 from ..errors import CfsmError
+from ..schema import load_json, parse_schema, schema_to_regex
 
 MAX_TOOLS = 32
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.constraint import schema_to_regex
 from engine.errors import CfsmError
 from engine.regex.compressed import CompressedFSM
 from engine.regex.dfa import build_char_dfa, normalize_regex
+from engine.schema import schema_to_regex
 
 LONG = os.environ.get("CFSM_FUZZ") == "long"
 N = 400 if LONG else 40

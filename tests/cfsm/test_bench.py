@@ -6,7 +6,8 @@ import pytest
 
 from cfsm.bench.decode import paper_items
 from cfsm.bench.jsonschemabench import summarize, walk_instance
-from engine.constraint import Constraint, reorder_like_schema
+from engine.constraint import Constraint
+from engine.schema import reorder_like_schema
 from engine.serving.compile_cache import CompileCache
 
 SCHEMA = {

@@ -157,7 +157,7 @@ def test_own_dfa_construction_equals_interegulars_on_presets_and_schemas():
     import json
 
     from app.presets import presets
-    from engine.constraint import schema_to_regex
+    from engine.schema import schema_to_regex
 
     rxs = [p["text"] for p in presets().values() if p["kind"] == "regex"]
     rxs += [

@@ -578,7 +578,7 @@ def test_a_custom_metaschema_is_refused_by_name(byte_ctx, backend):
 
 
 def test_instances_are_written_in_the_order_an_all_of_merge_generates():
-    from engine.constraint import dump_as_generated
+    from engine.schema import dump_as_generated
 
     schema = {
         "allOf": [
@@ -641,7 +641,7 @@ def test_pattern_properties_regions_accept_exactly_the_valid_objects():
     (`$`, `.`, `\\s` differ from Python's `re`): jsonschema gets them through ecma_schema."""
     import random
 
-    from engine.constraint import dump_as_generated
+    from engine.schema import dump_as_generated
     from engine.schema.ecma import ecma_schema
 
     pats, subs = (
@@ -814,8 +814,8 @@ def test_regex_algebra_matches_brute_force_and_survives_all_final():
 
 
 def test_a_schema_nested_past_the_parser_is_a_one_line_error():
-    from engine.constraint import parse_schema
     from engine.errors import CfsmError
+    from engine.schema import parse_schema
 
     with pytest.raises(CfsmError) as ei:
         parse_schema("[" * 5000)
