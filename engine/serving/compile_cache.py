@@ -64,6 +64,7 @@ class CompileWorker:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._vocabs: set[tuple] = set()  # (tokenizer, backend) this process was set up for
+        self._set_up_bytes = 0  # its memory once set up (see _recycle_if_large)
 
     def _get(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
@@ -80,11 +81,13 @@ class CompileWorker:
                 env=env,
                 cwd=root,
             )
-            self._vocabs = set()
+            self._vocabs, self._set_up_bytes = set(), 0
         return self._proc
 
-    def _ask(self, req: tuple, timeout_s: float, timeout_msg: str):
-        """One job, answered within `timeout_s` or ended by a kill; the caller holds the lock."""
+    def _ask(self, req: tuple, timeout_s: float, timeout_msg: str, recycle: bool = True):
+        """One job, answered within `timeout_s` or ended by a kill; the caller holds the lock.
+        `recycle` False for the setup jobs: a worker ended between its setup and the job it
+        was set up for would get that job with no vocabulary."""
 
         proc = self._get()
         box: dict = {}
@@ -119,7 +122,8 @@ class CompileWorker:
             raise CfsmError(
                 "compile_failed", "the compile worker stopped unexpectedly (out of memory?)"
             )
-        self._recycle_if_large()
+        if recycle:
+            self._recycle_if_large()
         if res[0] == "error":
             raise CfsmError(res[1], res[2])
         return res[1]
@@ -175,17 +179,22 @@ class CompileWorker:
         msg = "setting up a compile worker took longer than 120 s"
         if (fp, None) not in self._vocabs:
             req = ("vocab", fp, ctx.vocab.token_bytes, ctx.eos_token_id, ctx.tokenizer_json())
-            self._ask(req, 120.0, msg)
+            self._ask(req, 120.0, msg, recycle=False)
             self._vocabs.add((fp, None))
         for backend in backends:
             if (fp, backend) not in self._vocabs:
-                self._ask(("warm", backend, fp), 120.0, msg)
+                self._ask(("warm", backend, fp), 120.0, msg, recycle=False)
                 self._vocabs.add((fp, backend))
+        self._set_up_bytes = max(self._set_up_bytes, rss_bytes(self._proc.pid))
 
     def _recycle_if_large(self) -> None:
         """Python rarely returns freed memory: a worker that grew past its limit is ended
-        (the next job starts a fresh one)."""
-        if self._proc is not None and rss_bytes(self._proc.pid) > WORKER_RSS_MB * 1024 * 1024:
+        (the next job starts a fresh one). The limit is CFSM_WORKER_RSS_MB or twice what the
+        worker held once set up, whichever is larger: a machine whose libraries alone pass
+        the limit (torch's CUDA build is ~1 GB more) would otherwise end the worker after
+        every compile and set up a new one for the next."""
+        limit = max(WORKER_RSS_MB * 1024 * 1024, 2 * self._set_up_bytes)
+        if self._proc is not None and rss_bytes(self._proc.pid) > limit:
             self.close_locked()
 
     def _kill(self) -> None:

@@ -196,3 +196,22 @@ def test_the_live_check_never_waits_and_stops_a_slow_build_at_its_budget(ctx):
             assert cache.try_dfa(Constraint("regex", "x[0-9]+")) == (None, "busy")
     finally:
         cache.close()
+
+
+def test_a_worker_over_its_memory_limit_after_setup_still_compiles(tmp_path):
+    """Where the libraries alone pass CFSM_WORKER_RSS_MB (torch's CUDA build is ~1 GB
+    more), a worker must not be ended between its setup and the job it was set up for: it
+    got the job with no vocabulary (`compile_failed: '<fingerprint>'`, seen on Debian 13)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CFSM_WORKER_RSS_MB": "1"}
+    cmd = [sys.executable, "-m", "cfsm", "check", "--backend", "xgrammar", "--regex"]
+    for rx, text in (("[0-9]+", "12"), ("(yes|no)", "no")):
+        r = subprocess.run([*cmd, rx, "--text", text], env=env, cwd=root, capture_output=True)
+        out = json.loads(r.stdout)
+        assert r.returncode == 0 and out["accepted"], out
