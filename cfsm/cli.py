@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from engine.analysis.check import check_text
-from engine.analysis.doctor import format_report
 from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import MODES, TRIGGER_IMPLS, GenerateRequest
@@ -26,6 +25,7 @@ from engine.triggers.plan import (
     DEFAULT_TOOL_END,
     DEFAULT_TOOL_START,
 )
+from viz.doctor_text import format_report
 from viz.summaries import skipped_jumps_line
 
 from .bench import DEFAULT_SUITE, SUITES

@@ -6,10 +6,10 @@ from __future__ import annotations
 import html
 from dataclasses import asdict
 
-from engine.analysis.doctor import UNBOUNDED_WHY
 from engine.decoding.trace import StepEvent, WaitEvent
 from viz.highlight import regex_span_html, schema_node_html
 
+from .doctor_text import UNBOUNDED_WHY
 from .panels import plural
 
 

@@ -152,7 +152,8 @@ class Engine:
             dfa=self.automaton(constraint),
             costs=costs,
         )
-        return {**rep, "runtime_note": self.runtime_note} if self.runtime_note else rep
+        rep.runtime_note = self.runtime_note
+        return rep.to_json()
 
     def compile_report(self, constraint: Constraint, backend: str = DEFAULT_BACKEND) -> dict:
         res = self.compile(constraint, backend)

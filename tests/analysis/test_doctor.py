@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from engine.analysis.doctor import WHAT_IF_NOISE, _json_pointer_at, diagnose
+from engine.analysis.doctor import WHAT_IF_NOISE, diagnose
+from engine.analysis.doctor.places import _json_pointer_at
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 
@@ -21,7 +22,7 @@ ORDER = {
 
 
 def doc(ctx, constraint, **kw):
-    return diagnose(constraint, ctx.tokenizer, ctx.vocab.token_bytes, **kw)
+    return diagnose(constraint, ctx.tokenizer, ctx.vocab.token_bytes, **kw).to_json()
 
 
 def test_flexible_whitespace_is_the_top_cause_and_compact_fixes_it(ctx):
@@ -239,7 +240,8 @@ def test_the_ideal_as_time_counts_forced_tokens_at_the_runtimes_prefill_cost(ctx
     """The same passes saved are less time saved where a prefill token is dear (llama.cpp
     on a CPU: a 32-token pass costs about 12 steps) than where it is cheap (PyTorch: about
     2 steps); the report says so in its own line."""
-    from engine.analysis.doctor import format_report, ideal_time
+    from engine.analysis.doctor import ideal_time
+    from viz.doctor_text import format_report
 
     cheap = {"step_ms": 50.0, "prefill_ms": {"8": 60.0, "32": 100.0}, "runtime": "transformers"}
     dear = {"step_ms": 12.0, "prefill_ms": {"8": 45.0, "32": 150.0}, "runtime": "llamacpp"}

@@ -89,11 +89,12 @@ def test_both_order_presets_are_bounded_so_their_runs_end():
 
 
 def test_the_doctor_page_and_report_show_the_unbounded_parts(ctx):
-    from engine.analysis.doctor import diagnose, format_report
+    from engine.analysis.doctor import diagnose
+    from viz.doctor_text import format_report
     from viz.summaries import doctor_md
 
     c = Constraint("regex", r"Tags: (a|b)+\.")
-    rep = diagnose(c, ctx.tokenizer, ctx.vocab.token_bytes, n=4)
+    rep = diagnose(c, ctx.tokenizer, ctx.vocab.token_bytes, n=4).to_json()
     assert rep["unbounded"][0]["where"] == "regex characters 6-12 `(a|b)+`"
     assert "Runs may not end" in format_report(rep) and "`(a|b)+`: a repeat" in format_report(rep)
     assert "| regex characters 6-12 `(a\\|b)+` | a repeat with no maximum" in doctor_md(rep)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from cfsm.cli import main
-from engine.analysis.doctor import format_report
 from engine.constraint import Constraint
 from engine.decoding.model import resolve_runtime, runtime_note
 from engine.errors import CfsmError
 from engine.runtimes import llamacpp_runner
+from viz.doctor_text import format_report
 from viz.summaries import doctor_md, model_card
 
 INTEL_OLD = "processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt avx\n"
