@@ -287,7 +287,7 @@ class GrammarBackend(ABC):
     # unless lenient, so nothing is silently dropped.
     known_gaps: tuple = ()
     # Its library compiles in native code that no thread can stop: the compile cache runs
-    # `_compile` in a killable worker process and sends back `dump_compiled`'s payload.
+    # `compile_native` in a killable worker process and sends back `dump_compiled`'s payload.
     compiles_in_worker: bool = False
 
     def compile(
@@ -315,16 +315,20 @@ class GrammarBackend(ABC):
         if payload is not None:
             compiled = self.load_compiled(payload, constraint, ctx, **opts)
         else:  # no worker, or one that found repeating the compile here cheaper than carrying it
-            compiled = self._compile(constraint, ctx, **opts)
+            compiled = self.compile_native(constraint, ctx, **opts)
         compiled.compile_seconds = time.perf_counter() - t0
         regex_warnings = constraint.regex_warnings() if self.needs_automaton else []
         compiled.warnings = warnings + regex_warnings
         return compiled
 
     @abstractmethod
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, **opts) -> CompiledConstraint:
-        """The library's own compile; `compile` wraps it with the checks every backend
-        shares. Raises CfsmError (use `compile_error` for a library exception)."""
+    def compile_native(
+        self, constraint: Constraint, ctx: TokenizerContext, **opts
+    ) -> CompiledConstraint:
+        """The library's own compile, in this process (the server, or a compile worker that
+        then sends `dump_compiled`'s payload); `compile` wraps it with the checks every
+        backend shares. Changes no state of the backend. Raises CfsmError (use
+        `compile_error` for a library exception)."""
 
     def warm(self, ctx: TokenizerContext) -> None:
         """Build this library's per-tokenizer setup (once per process; outside any

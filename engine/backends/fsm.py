@@ -83,7 +83,7 @@ class FsmBackend(GrammarBackend):
     kinds = ("regex", "schema")
     needs_automaton = True
 
-    def _compile(
+    def compile_native(
         self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
     ):
         dfa = self.automaton(constraint, dfa)

@@ -119,7 +119,7 @@ class LlguidanceBackend(GrammarBackend):
             constraint, self._tokenizer(ctx), payload.decode("utf-8"), ctx.vocab_size, ctx.emittable
         )
 
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, **_):
+    def compile_native(self, constraint: Constraint, ctx: TokenizerContext, **_):
         from llguidance import LLMatcher
 
         tok = self._tokenizer(ctx)

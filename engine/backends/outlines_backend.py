@@ -229,7 +229,7 @@ class OutlinesBackend(GrammarBackend):
             constraint, index, self.automaton(constraint, dfa), ctx, frozenset(marker_ids)
         )
 
-    def _compile(
+    def compile_native(
         self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
     ):
         from outlines_core import Index

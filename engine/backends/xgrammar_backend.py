@@ -119,11 +119,11 @@ class XgrammarBackend(GrammarBackend):
         """Its TokenizerInfo, and one small compile of each kind and whitespace policy as
         this adapter makes them: a process's first JSON-schema compile costs ~3.5 s of
         one-time setup inside xgrammar (8 ms afterwards)."""
-        self._compile(Constraint("regex", "a"), ctx)
-        self._compile(Constraint("grammar", 'root ::= "a"'), ctx)
+        self.compile_native(Constraint("regex", "a"), ctx)
+        self.compile_native(Constraint("grammar", 'root ::= "a"'), ctx)
         for ws in WHITESPACE_POLICIES:
             for spec in (False, True):
-                self._compile(Constraint("schema", '{"type": "object"}', ws, spec=spec), ctx)
+                self.compile_native(Constraint("schema", '{"type": "object"}', ws, spec=spec), ctx)
 
     def dump_compiled(self, compiled: XgrammarCompiled) -> bytes:
         return compiled.grammar.serialize_json().encode("utf-8")
@@ -161,7 +161,7 @@ class XgrammarBackend(GrammarBackend):
             ),
         )
 
-    def _compile(self, constraint: Constraint, ctx: TokenizerContext, **_):
+    def compile_native(self, constraint: Constraint, ctx: TokenizerContext, **_):
         compiler = self._compiler(ctx)
         try:
             if constraint.kind == "regex":

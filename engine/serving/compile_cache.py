@@ -24,7 +24,7 @@ from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, LIVE_CHECK_S, WORKER_RS
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa, slow_hint
 from ..schema import parse_schema
-from .compile_worker import _read, _write
+from .compile_worker import read_message, write_message
 from .lru import ByteLRU
 from .memory import rss_bytes
 
@@ -94,8 +94,8 @@ class CompileWorker:
 
         def talk() -> None:
             try:
-                _write(proc.stdin, req)
-                box["res"] = _read(proc.stdout)
+                write_message(proc.stdin, req)
+                box["res"] = read_message(proc.stdout)
             except Exception as exc:  # noqa: BLE001
                 box["exc"] = exc
 

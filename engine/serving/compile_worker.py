@@ -24,7 +24,7 @@ import sys
 import time
 
 
-def _read(stream):
+def read_message(stream):
     head = stream.read(4)
     if len(head) < 4:
         return None
@@ -32,7 +32,7 @@ def _read(stream):
     return pickle.loads(stream.read(n))
 
 
-def _write(stream, obj) -> None:
+def write_message(stream, obj) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(struct.pack("<I", len(data)) + data)
     stream.flush()
@@ -71,7 +71,7 @@ class _Jobs:
             _, name, fingerprint, constraint, dfa = req
             backend = get_backend(name)
             t0 = time.perf_counter()
-            compiled = backend._compile(constraint, self.contexts[fingerprint], dfa=dfa)
+            compiled = backend.compile_native(constraint, self.contexts[fingerprint], dfa=dfa)
             if backend.repeat_in_server(compiled, time.perf_counter() - t0):
                 return None
             return backend.dump_compiled(compiled)
@@ -84,17 +84,17 @@ def main() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     jobs = _Jobs()
     while True:
-        req = _read(inp)
+        req = read_message(inp)
         if req is None:
             return
         try:
-            _write(out, ("ok", jobs.run(req)))
+            write_message(out, ("ok", jobs.run(req)))
         except CfsmError as exc:
-            _write(out, ("error", exc.kind, exc.message))
+            write_message(out, ("error", exc.kind, exc.message))
         except Exception as exc:  # noqa: BLE001
             kind = "invalid_regex" if req[0] == "dfa" else "compile_failed"
             what = "cannot compile regex" if req[0] == "dfa" else f"{req[1]} failed to compile"
-            _write(out, ("error", kind, f"{what}: {' '.join(str(exc).split())[:300]}"))
+            write_message(out, ("error", kind, f"{what}: {' '.join(str(exc).split())[:300]}"))
 
 
 if __name__ == "__main__":

@@ -110,8 +110,8 @@ def test_xgrammar_repeats_a_quick_regex_in_the_server_and_carries_a_schema(ctx):
     from engine.backends import get_backend
 
     xg = get_backend("xgrammar")
-    rx = xg._compile(SMALL["regex"][0], ctx)
-    schema = xg._compile(SMALL["schema"][0], ctx)
+    rx = xg.compile_native(SMALL["regex"][0], ctx)
+    schema = xg.compile_native(SMALL["schema"][0], ctx)
     assert xg.repeat_in_server(rx, 0.001)
     assert not xg.repeat_in_server(rx, 30.0)  # a slow compile is carried, not repeated
     assert not xg.repeat_in_server(schema, 0.001)
@@ -123,7 +123,7 @@ def test_xgrammar_never_repeats_a_long_compile_however_costly_carrying_it_is(ctx
     from engine.backends import get_backend
 
     xg = get_backend("xgrammar")
-    rx = xg._compile(SMALL["regex"][0], ctx)
+    rx = xg.compile_native(SMALL["regex"][0], ctx)
     monkeypatch.setattr(type(xg), "CARRY_S_PER_BYTE", 1.0)  # carrying: seconds per byte
     assert xg.repeat_in_server(rx, xg.REPEAT_MAX_S / 2)
     assert not xg.repeat_in_server(rx, xg.REPEAT_MAX_S + 0.01)
