@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from app.presets import TOOLS  # the tools the docs show are the presets'
 from cfsm.cli import bench_argv, build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,37 +92,6 @@ ANSWER = {
     "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 100}},
     "required": ["answer"],
 }
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "maxLength": 30},
-                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                },
-                "required": ["city", "unit"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "description": "Local time in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string", "maxLength": 30}},
-                "required": ["city"],
-                "additionalProperties": False,
-            },
-        },
-    },
-]
 FIXTURES = {
     "invoice.json": json.dumps(INVOICE),
     "person.json": json.dumps(PERSON),

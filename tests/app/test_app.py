@@ -2,7 +2,9 @@
 
 import gradio as gr
 
-from app.main import RESTORED_INPUTS, live_check, restore_inputs, scrub_slider
+from app.checks import live_check
+from app.inputs import RESTORED_INPUTS, restore_inputs
+from app.run import scrub_slider
 from viz.summaries import compare_md
 
 
@@ -79,7 +81,7 @@ def test_an_uploaded_trace_restores_its_inputs():
 
 
 def test_inputs_from_outside_are_checked_against_their_widgets():
-    from app.main import checked_inputs
+    from app.inputs import checked_inputs
 
     got = checked_inputs(
         {"ws": "loose", "mode": "jump", "runtime": "vllm", "top_p": "0.9", "temp": 9, "seed": "x"}
@@ -171,7 +173,7 @@ def test_an_uploaded_triggered_trace_restores_the_tools_tab_and_reasoning():
 
 
 def test_the_tools_box_says_what_it_holds_or_what_is_wrong():
-    from app.main import tools_check
+    from app.checks import tools_check
 
     assert "2 tools: f, g" in tools_check(
         '[{"function": {"name": "f"}}, {"function": {"name": "g"}}]'
@@ -184,34 +186,27 @@ def test_the_tools_box_says_what_it_holds_or_what_is_wrong():
 def test_a_permalink_carries_the_trigger_inputs():
     import urllib.parse
 
-    from app.main import permalink_md
+    from app.inputs import PageInputs
 
-    md = permalink_md(
-        "tools",
-        "[]",
-        "compact",
-        "p",
-        "embedded",
-        "fsm",
-        "jump",
-        64,
-        0.0,
-        0,
-        triggers={
-            "reasoning": True,
-            "think_budget": 8,
-            "tool_choice": "required",
-            "tool_start": "<tool_call>",
-            "tool_end": "</tool_call>",
-        },
-    )
+    md = PageInputs(
+        kind="tools",
+        tools="[]",
+        prompt="p",
+        model="embedded",
+        max_new=64,
+        reasoning=True,
+        think_budget=8,
+        tool_choice="required",
+        tool_start="<tool_call>",
+        tool_end="</tool_call>",
+    ).permalink()
     q = dict(urllib.parse.parse_qsl(md[md.index("?") + 1 : md.rindex(")")]))
     assert q["kind"] == "tools" and q["reasoning"] == "1" and q["budget"] == "8"
     assert (q["choice"], q["tstart"], q["tend"]) == ("required", "<tool_call>", "</tool_call>")
 
 
 def test_the_trigger_presets_set_their_tab_and_controls():
-    from app.main import PRESET_INPUTS, trigger_inputs
+    from app.inputs import PRESET_INPUTS, trigger_inputs
     from app.presets import presets
 
     P = presets()
@@ -234,7 +229,7 @@ def test_stop_after_the_decode_sends_what_the_finished_run_had_left_to_send():
     trace offered for download is the finished run's."""
     import json
 
-    from app.main import STOP_OUTPUTS, finished_run, stop_reply
+    from app.run import STOP_OUTPUTS, finished_run, stop_reply
     from app.state import RunHandle
     from cfsm.bench.scrub import synthetic_trace
 
@@ -255,7 +250,7 @@ def test_stop_after_the_decode_sends_what_the_finished_run_had_left_to_send():
 
 
 def test_stop_while_decoding_brings_back_the_previous_runs_view():
-    from app.main import STOP_OUTPUTS, stop_reply
+    from app.run import STOP_OUTPUTS, stop_reply
     from app.state import RunHandle
     from cfsm.bench.scrub import synthetic_trace
 
@@ -271,7 +266,7 @@ def test_stop_while_decoding_brings_back_the_previous_runs_view():
 def test_a_run_waiting_for_kv_cells_says_so_in_the_status_line():
     """A held pass streams a wait event: the status line says the run waits, how many
     requests go first and what it will compute again, instead of a frozen step count."""
-    from app.main import live_update
+    from app.run import live_update
     from engine.decoding.trace import WaitEvent
 
     out = live_update(WaitEvent(held_passes=4, ahead=2, recomputed_tokens=0))
@@ -280,3 +275,51 @@ def test_a_run_waiting_for_kv_cells_says_so_in_the_status_line():
     assert "2 requests ahead of this one, held 4 passes so far." in out["summary"]
     again = live_update(WaitEvent(held_passes=1, ahead=1, recomputed_tokens=180))["summary"]
     assert "1 request ahead" in again and "180 tokens to compute again" in again
+
+
+def test_a_permalink_round_trips_every_control_it_carries():
+    """PageInputs -> permalink -> the page's load: every control the link restores comes
+    back with its value (schema with Lenient and Spec reading included)."""
+    import urllib.parse
+
+    from app.inputs import PERMALINK_INPUTS, PageInputs, permalink_inputs
+
+    inp = PageInputs(
+        kind="schema",
+        sch='{"type": "integer"}',
+        ws="spaced",
+        prompt="a number",
+        model="my/model",
+        backend="xgrammar",
+        mode="masked",
+        max_new=77,
+        temp=0.7,
+        top_p=0.9,
+        seed=5,
+        lenient=True,
+        spec=True,
+        runtime="transformers",
+        reasoning=True,
+        think_budget=12,
+        trigger_impl="engine",
+    )
+    md = inp.permalink()
+    q = dict(urllib.parse.parse_qsl(md[md.index("?") + 1 : md.rindex(")")]))
+    back = permalink_inputs(q)
+    assert set(back) - {"ctabs", "preset"} <= set(PERMALINK_INPUTS.names)
+    for name in ("kind", "sch", "ws", "prompt", "model", "backend", "mode", "lenient", "spec",
+                 "runtime", "reasoning", "think_budget", "trigger_impl"):  # fmt: skip
+        assert back[name] == getattr(inp, name), name
+    for name in ("max_new", "temp", "top_p", "seed"):
+        assert float(back[name]) == float(getattr(inp, name)), name
+
+
+def test_page_inputs_build_the_runs_request_and_constraint():
+    from app.inputs import PageInputs
+
+    inp = PageInputs(kind="regex", rx="(yes|no)", prompt="Wet?", mode="masked", max_new=9)
+    req = inp.request()
+    assert req.constraint.text == "(yes|no)" and req.mode == "masked"
+    assert req.max_new_tokens == 9 and req.prompt == "Wet?"
+    assert PageInputs(kind="tools", tools="[]").run_constraint() is None
+    assert PageInputs(kind="regex", rx="a", mode="free").run_constraint() is None

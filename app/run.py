@@ -1,0 +1,288 @@
+"""The Run button, Stop, the layout toggles and trace upload: a run's inputs read as one
+`PageInputs`, its progress streamed, its step view in two parts, its trace file last."""
+
+from __future__ import annotations
+
+import json
+import queue
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from engine.constraint import Constraint
+from engine.decoding.request import GenerateRequest
+from engine.decoding.trace import StepEvent, WaitEvent, validate_trace
+from engine.errors import CfsmError
+from viz.panels import stat_cards, token_strip
+from viz.plots import timeline
+from viz.step_bundle import empty_view, step_view_html, step_view_parts
+from viz.summaries import live_figures, previous_run_note, summary_md, waiting_line
+
+from .checks import error_line
+from .inputs import RESTORED_INPUTS, PageInputs, Row, restore_inputs
+from .layout import NO_RUN, Playground
+from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
+
+MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+STREAM_EVERY_S = 0.25
+
+
+RUN_OUTPUTS = Row(
+    "trace",
+    "stop",
+    "stop_msg",
+    "error",
+    "summary",
+    "cards",
+    "timeline",
+    "scrub",
+    "permalink",
+    "dl_trace",
+    "view",
+    "view_rest",
+    "live",
+)
+
+
+def scrub_slider(n_steps: int) -> gr.Slider:
+    """The scrubber over a run's positions: steps 0..n-1, then n for the end. A run with
+    no step gets 0..1 locked at 0 (Gradio refuses a 0..0 slider), which shows the end."""
+    return gr.Slider(minimum=0, maximum=max(1, n_steps), value=0, step=1, interactive=n_steps > 0)
+
+
+def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> tuple[dict, str]:
+    """Every output a finished (or uploaded) run updates at once, its step view with what
+    position 0 draws; and the view's other layouts and masks, for the handler's last
+    update (after the timeline, `draw_timeline`): nothing waits for them but a scrub."""
+    view, rest = step_view_parts(trace, collapse, whole, raw)
+    first = dict(
+        trace=trace,
+        error="",
+        summary=summary_md(trace),
+        cards=stat_cards(trace["totals"]),
+        scrub=scrub_slider(len(trace["steps"])),
+        view=view,
+        live="",
+    )
+    return first, rest
+
+
+def draw_timeline(trace: dict):
+    """The shown run's timeline, sent in the handler's next update, after the one with
+    the step view: Plotly draws it in ~80 ms of the browser's main thread, and in one
+    update the step view above it waited for that (2 cores: a tenth of the character
+    preset's click-to-step-view time on llama.cpp). Building it (~20 ms) also lets the
+    browser draw the step view before the timeline's update arrives."""
+    return timeline(trace)
+
+
+STOP_OUTPUTS = Row("stop_msg", "view", "summary", "live", "timeline", "view_rest", "dl_trace")
+
+
+def stop_reply(h: RunHandle | None, trace, collapse: bool, whole: bool, raw: bool) -> list:
+    """Stop: cancel the run and say what was stopped, in the stop line and in the summary
+    (which would otherwise keep the last streamed 'Decoding ... step N'); the partial token
+    strip goes, and the previous run's view comes back (the click dimmed it and the run had
+    replaced it with a placeholder). After the decode, Stop cancels only the updates the
+    finished run had left to send (its timeline, the rest of its view, its trace file): they
+    are sent from here, so the view shown keeps every position and the download is its own."""
+    if h is None or h.phase == "done":
+        line = (h.stop() if h is not None else "") or gr.skip()
+        if h is None or h.unsent is None:
+            return STOP_OUTPUTS.set(stop_msg=line)
+        done, rest = h.unsent
+        return STOP_OUTPUTS.set(
+            stop_msg=line,
+            timeline=draw_timeline(done),
+            view_rest=rest,
+            dl_trace=write_trace_file(done),
+        )
+    line = h.stop()
+    view = step_view_html(trace, collapse, whole, raw) if trace else empty_view(NO_RUN)
+    below = " The view below is the previous run's." if trace else ""
+    return STOP_OUTPUTS.set(stop_msg=line, view=view, summary=f"**{line}**{below}", live="")
+
+
+def live_update(ev: StepEvent | WaitEvent) -> dict:
+    """The outputs a streaming step updates; a wait for KV cells, the status line only."""
+    if isinstance(ev, WaitEvent):
+        return dict(summary=waiting_line(ev))
+    strip, totals, line = live_figures(ev)
+    return dict(live=token_strip(strip), cards=stat_cards(totals), summary=line)
+
+
+def run_streamer(ui, hub: EngineHub):
+    """The Run button's handler: compile (with progress), decode in a worker thread while
+    streaming tokens, then the step view. Errors become one line; the app keeps serving."""
+
+    def do_run(values: dict):
+        handle = RunHandle()
+        out = RUN_OUTPUTS
+        inp = PageInputs.read(ui, values)
+        try:
+            req = inp.request()
+            yield out.set(
+                stop=handle,
+                stop_msg="",  # a new run: the last Stop's line goes (here, not in an event of
+                # its own: Stop's cancel re-ran such an event and wiped the line it had just set)
+                error="",
+                summary="Loading the model \u2026",
+                live="",
+                view=empty_view("Decoding \u2026 the step view of this run appears when it ends."),
+            )
+            eng = hub.get(check_page_model(inp.model))
+            for c in eng.compile_targets(req):
+                yield from _compile_progress(eng, c, inp.backend, handle, out)
+            handle.set_phase("decoding")
+            trace = yield from _decode_streaming(eng, req, handle, out)
+            first, rest = finished_run(trace, inp.collapse, inp.whole, inp.raw)
+            yield out.set(**first)
+            handle.unsent = (trace, rest)  # the view is shown: Stop sends the rest (stop_reply)
+            # below the step view, after it: the timeline and the permalink; then what only a
+            # scrub or a download needs. The trace file goes in the last update: a file
+            # output set in an earlier one stayed "Uploading..." with no link (Gradio 6)
+            yield out.set(timeline=draw_timeline(trace), permalink=inp.permalink())
+            yield out.set(view_rest=rest, dl_trace=write_trace_file(trace))
+            handle.unsent = None
+        except GeneratorExit:
+            handle.event.set()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the page shows one line and keeps serving
+            handle.event.set()
+            # the previous run's view comes back (the click dimmed it): a failed run loses nothing
+            prev = inp.trace
+            yield out.set(
+                error=error_line(exc),
+                summary=previous_run_note(prev),
+                live="",
+                view=step_view_html(prev, inp.collapse, inp.whole, inp.raw)
+                if prev
+                else empty_view(NO_RUN),
+            )
+
+    return do_run
+
+
+def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHandle, out: Row):
+    handle.set_phase("compiling", f"the {constraint.kind} for {backend}")
+    fut = eng.cache.submit(constraint, backend)
+    t0 = time.time()
+    while not fut.done():
+        yield out.set(
+            summary=f"Compiling the {constraint.kind} for {backend} \u2026 {time.time() - t0:.1f} s"
+        )
+        time.sleep(0.3)
+    eng.cache.get(constraint, backend)  # raises the compile error, if any
+
+
+def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
+    events: queue.Queue = queue.Queue()
+    box: dict = {}
+
+    def work():
+        try:
+            box["trace"] = eng.generate(
+                req, on_event=lambda k, d: events.put((k, d)), should_stop=handle.event.is_set
+            )
+        except BaseException as exc:  # noqa: BLE001 - shown in the page
+            box["error"] = exc
+        finally:
+            events.put(("done", None))
+
+    threading.Thread(target=work, daemon=True).start()
+    last, latest = 0.0, None
+    while True:
+        try:
+            k, d = events.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        if k == "done":
+            break
+        if k in ("step", "wait"):
+            latest = d
+        # after Stop, nothing more: an update yielded once Stop had written its line (the
+        # worker thread was waiting for a step when the click came) replaced it with
+        # "Decoding ... step N" (a clean clone's browser test caught it)
+        if latest is not None and time.time() - last > STREAM_EVERY_S and not handle.event.is_set():
+            last = time.time()
+            yield out.set(**live_update(latest))
+    handle.set_phase("done")
+    if "error" in box:
+        raise box["error"]
+    return box["trace"]
+
+
+def write_trace_file(trace: dict) -> str:
+    path = Path(tempfile.mkdtemp(prefix="cfsm-")) / "trace.json"
+    path.write_text(json.dumps(trace, ensure_ascii=False), encoding="utf-8")
+    return str(path)
+
+
+def wire_run(ui: Playground, hub: EngineHub) -> None:
+    outputs = RUN_OUTPUTS.widgets(ui)
+    ui.run_btn.click(None, js="() => { window.cfsm && window.cfsm.stale(); }", queue=False)
+    run_evt = ui.run_btn.click(
+        run_streamer(ui, hub),
+        PageInputs.widgets(ui),
+        outputs,
+        concurrency_limit=DECODE_SLOTS,
+        concurrency_id="decode",
+        # the summary line streams the progress; Gradio's overlay timers on eleven outputs
+        # redrew every frame for the whole run, on the cores the decoding needs
+        show_progress="hidden",
+    )
+
+    ui.stop_btn.click(
+        stop_reply,
+        [ui.stop, ui.trace, ui.collapse, ui.whole, ui.raw],
+        STOP_OUTPUTS.widgets(ui),
+        cancels=[run_evt],
+        queue=False,
+    )
+    # scrubbing and playing happen in the browser (viz/static/step_view.js): no server round trip
+    ui.scrub.change(None, [ui.scrub], None, js="(k) => { window.cfsm && window.cfsm.show(k); }")
+    ui.play.click(None, js="() => { window.cfsm && window.cfsm.play(); }")
+    ui.pause.click(None, js="() => { window.cfsm && window.cfsm.pause(); }")
+
+    def relayout(trace, collapse_v, whole_v, raw_v):
+        return step_view_html(trace, collapse_v, whole_v, raw_v) if trace else gr.skip()
+
+    for box in (ui.collapse, ui.whole, ui.raw):
+        box.input(
+            relayout, [ui.trace, ui.collapse, ui.whole, ui.raw], ui.view, show_progress="hidden"
+        )
+
+    upload = RUN_OUTPUTS + Row("up_trace", "up_err") + RESTORED_INPUTS
+
+    def load_upload(f, collapse_v, whole_v, raw_v) -> tuple[list, dict | None, str]:
+        """The upload's outputs, its trace (None when there is none to show) and the rest
+        of its step view's bundle."""
+        try:
+            if f is None:
+                return upload.set(), None, ""
+            p = Path(f if isinstance(f, str) else f.name)
+            if p.stat().st_size > MAX_UPLOAD_BYTES:
+                raise CfsmError(
+                    "input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB"
+                )
+            trace = validate_trace(p.read_text(encoding="utf-8"))
+            first, rest = finished_run(trace, collapse_v, whole_v, raw_v)
+            return (
+                upload.set(**first, up_trace=None, up_err="", **restore_inputs(trace)),
+                trace,
+                rest,
+            )
+        except BaseException as exc:  # noqa: BLE001
+            return upload.set(up_trace=None, up_err=error_line(exc)), None, ""
+
+    def on_upload(f, collapse_v, whole_v, raw_v):
+        outputs, trace, rest = load_upload(f, collapse_v, whole_v, raw_v)
+        yield outputs
+        if trace is not None:
+            yield upload.set(timeline=draw_timeline(trace))
+            yield upload.set(view_rest=rest)
+
+    ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole, ui.raw], upload.widgets(ui))
