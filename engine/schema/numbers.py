@@ -5,8 +5,19 @@ decimals (the schema's bounds are read from their shortest decimal spelling)."""
 
 from __future__ import annotations
 
+import math
+import re
 from decimal import Decimal
 from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from ..errors import CfsmError
+
+if TYPE_CHECKING:  # a compile's separators (to_regex.py), a type only
+    from .to_regex import Separators
+
+MAX_ENUMERATED = 1000  # multiples of `multipleOf` spelled out one by one
+_SHORT = 10**15 - 1  # integers of at most 15 digits: exact as floats, so `7.0` reads as 7
 
 NAT = "(0|[1-9][0-9]*)"
 FRAC = r"(\.[0-9]+)?"
@@ -248,3 +259,212 @@ def to_fraction(x) -> Fraction:
     if isinstance(x, int):
         return Fraction(x)
     return Fraction(Decimal(repr(float(x))))
+
+
+class NumberKeywords:
+    """The number keywords of a schema compile (type number/integer, minimum/maximum and
+    their exclusive forms, multipleOf), mixed into the schema compiler: it reads `sep`,
+    `spec`, `draft4` and `refuse` from it."""
+
+    def number(self, s: dict, ptr: str, integer: bool) -> str | None:
+        lo, lo_strict, hi, hi_strict = self.bounds(s, ptr)
+        mult = s.get("multipleOf")
+        if mult is not None:
+            return self.multiple_of(to_fraction(mult), lo, lo_strict, hi, hi_strict, integer, ptr)
+        if not integer:
+            return _bounded(lo, lo_strict, hi, hi_strict, integer)
+        return self.integers(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
+
+    def integers(self, lo: int | None, hi: int | None) -> str | None:
+        """Integers in [lo, hi]; with `spec` those of at most 15 digits also as `7.0` (the
+        same number to JSON Schema; a float keeps them exact, where a longer one may round
+        across a bound or overflow to infinity)."""
+        ints = int_range(lo, hi)
+        if not self.point_zero(True) or ints is None:
+            return ints
+        lo2, hi2 = (
+            max(-_SHORT, lo if lo is not None else -_SHORT),
+            min(_SHORT, hi if hi is not None else _SHORT),
+        )
+        if lo2 > hi2:
+            return ints
+        if (lo2, hi2) == (lo, hi):
+            return f"({ints})(\\.0+)?"
+        return alt([ints, f"({int_range(lo2, hi2)})\\.0+"])
+
+    def point_zero(self, integer: bool) -> bool:
+        """May an integral value be written `7.0` here? With `spec`, except for `integer`
+        under draft-04, where 7.0 is no integer."""
+        return self.spec and not (integer and self.draft4)
+
+
+    def bounds(self, s: dict, ptr: str):
+        """The bounds, refused when their decimal spelling is too long for a float to keep
+        order with the documents' numbers (jsonschema compares floats)."""
+        got = _bounds(s)
+        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            v = s.get(kw)
+            if (
+                isinstance(v, float)
+                and len(repr(v).lstrip("-0.").replace(".", "").split("e")[0]) > 15
+            ):
+                self.refuse(kw, ptr, f"{v!r} has more than 15 significant digits")
+                return None, False, None, False
+        return got
+
+    def multiple_of(
+        self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str
+    ) -> str | None:
+        if m <= 0:
+            raise CfsmError("invalid_schema", f"`multipleOf` at {ptr or '/'} must be positive")
+        if m.denominator == 1:  # integer steps: integers only (a number `4.0` is left out)
+            return self.int_multiples(
+                int(m), _int_lo(lo, lo_strict), _int_hi(hi, hi_strict), ptr, integer
+            )
+        # a fractional step is checked by float division in jsonschema (0.3 is no multiple
+        # of 0.1 there): only a bounded range, each value checked the same way, is exact
+        return self.enumerate_multiples(m, lo, lo_strict, hi, hi_strict, integer, ptr)
+
+    def int_multiples(
+        self, m: int, lo: int | None, hi: int | None, ptr: str, integer: bool
+    ) -> str | None:
+        if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED:
+            first = -(-lo // m) * m
+            return alt(
+                [_spelled(str(v), self.point_zero(integer)) for v in range(first, hi + 1, m)]
+            )
+        a, b = _two_five(m)
+        d = max(a or 0, b, 1)
+        if lo in (None, 0, 1) and hi is None and a is not None and 10**d // m <= 200:
+            small = [
+                str(v)
+                for v in range(0, 10**d, m)
+                if v >= (lo or 0) and v != 0 or (v == 0 and lo in (None, 0))
+            ]
+            big = f"[1-9][0-9]*{alt([re.escape(str(v).zfill(d)) for v in range(0, 10**d, m)])}"
+            pos = alt(small + [big])
+            if lo is None:
+                neg = alt([x for x in small if x != "0"] + [big])
+                return alt([pos, f"-{neg}" if neg else None])
+            return pos
+        self.refuse(
+            "multipleOf", ptr, f"multiples of {m} over this range are not a small regular language"
+        )
+        return int_range(lo, hi)
+
+    def enumerate_multiples(
+        self, m: Fraction, lo, lo_strict, hi, hi_strict, integer: bool, ptr: str
+    ) -> str | None:
+        if lo is not None and hi is not None and (hi - lo) / m <= MAX_ENUMERATED:
+            vals = []
+            for i in range(math.ceil(lo / m), math.floor(hi / m) + 1):
+                v = i * m
+                if (
+                    (lo_strict and v == lo)
+                    or (hi_strict and v == hi)
+                    or (integer and v.denominator != 1)
+                ):
+                    continue
+                text = _decimal_text(v)
+                q = float(text) / float(m)
+                if int(q) == q:  # what jsonschema computes
+                    vals.append(text)
+            return alt([_spelled(x, self.point_zero(integer)) for x in vals])
+        self.refuse(
+            "multipleOf",
+            ptr,
+            f"multiples of {float(m)} over an unbounded range: jsonschema divides floats, "
+            "which no regex can follow",
+        )
+        return _bounded(lo, lo_strict, hi, hi_strict, integer)
+
+
+
+def _spelled(text: str, spec: bool) -> str:
+    """A decimal's text as a regex: as written, or with `spec` also with trailing zeros
+    (an integer only when it is short: see SchemaCompiler.integers)."""
+    if not spec:
+        return re.escape(text)
+    if "." in text:
+        return re.escape(text) + "0*"
+    return re.escape(text) + (r"(\.0+)?" if abs(int(text)) <= _SHORT else "")
+
+
+def number_spellings(v: int | float, sep: Separators) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("not JSON")
+    if isinstance(v, float) and v.is_integer() and abs(v) <= _SHORT:
+        v = int(v)
+    if isinstance(v, int):
+        return _spelled(str(v), True)
+    return _spelled(repr(v), "e" not in repr(v)) if "e" not in repr(v) else sep.dumps(v)
+
+
+def _bounded(lo, lo_strict: bool, hi, hi_strict: bool, integer: bool) -> str | None:
+    """Integers or numbers within the bounds (none: any JSON number)."""
+    if integer:
+        return int_range(_int_lo(lo, lo_strict), _int_hi(hi, hi_strict))
+    if lo is None and hi is None:
+        return JSON_NUMBER
+    return decimal_range(lo, lo_strict, hi, hi_strict)
+
+
+def _bounds(s: dict):
+    lo = lo_strict = hi = hi_strict = None
+    # draft-04 writes an exclusive bound as a boolean next to minimum/maximum
+    cands_lo = (
+        [(to_fraction(s["minimum"]), s.get("exclusiveMinimum") is True)] if "minimum" in s else []
+    )
+    if "exclusiveMinimum" in s and not isinstance(s["exclusiveMinimum"], bool):
+        cands_lo.append((to_fraction(s["exclusiveMinimum"]), True))
+    cands_hi = (
+        [(to_fraction(s["maximum"]), s.get("exclusiveMaximum") is True)] if "maximum" in s else []
+    )
+    if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
+        cands_hi.append((to_fraction(s["exclusiveMaximum"]), True))
+    if cands_lo:
+        lo, lo_strict = max(cands_lo, key=lambda x: (x[0], x[1]))
+    if cands_hi:
+        hi, hi_strict = min(cands_hi, key=lambda x: (x[0], not x[1]))
+    return lo, bool(lo_strict), hi, bool(hi_strict)
+
+
+def _int_lo(lo: Fraction | None, strict: bool) -> int | None:
+    """Smallest integer above (strict) or at the bound."""
+    if lo is None:
+        return None
+    return math.floor(lo) + 1 if strict else math.ceil(lo)
+
+
+def _int_hi(hi: Fraction | None, strict: bool) -> int | None:
+    if hi is None:
+        return None
+    return math.ceil(hi) - 1 if strict else math.floor(hi)
+
+
+def _two_five(m: int) -> tuple[int | None, int]:
+    a = b = 0
+    while m % 2 == 0:
+        m, a = m // 2, a + 1
+    while m % 5 == 0:
+        m, b = m // 5, b + 1
+    return (a, b) if m == 1 else (None, 0)
+
+
+def _decimal_places(m: Fraction) -> int | None:
+    for k in range(0, 20):
+        if (m * 10**k).denominator == 1:
+            return k
+    return None
+
+
+def _decimal_text(v: Fraction) -> str:
+    if v.denominator == 1:
+        return str(v.numerator)
+    k = _decimal_places(v) or 0
+    sign = "-" if v < 0 else ""
+    n = abs(v) * 10**k
+    digits = str(n.numerator).rjust(k + 1, "0")
+    return f"{sign}{digits[:-k]}.{digits[-k:]}"
+
+
