@@ -102,7 +102,7 @@ class CompileWorker:
         t = threading.Thread(target=talk, daemon=True)
         t.start()
         deadline = time.monotonic() + max(0.0, timeout_s)
-        cap = COMPILE_MEMORY_MB * 1024 * 1024
+        cap = self._memory_cap()
         while t.is_alive():
             t.join(min(self.POLL_S, max(0.0, deadline - time.monotonic())))
             if not t.is_alive():
@@ -186,6 +186,15 @@ class CompileWorker:
                 self._ask(("warm", backend, fp), 120.0, msg, recycle=False)
                 self._vocabs.add((fp, backend))
         self._set_up_bytes = max(self._set_up_bytes, rss_bytes(self._proc.pid))
+
+    def _memory_cap(self) -> int:
+        """A compile's memory cap: CFSM_COMPILE_MEMORY_MB, or what the worker held once set
+        up plus half of that, whichever is larger. The cap bounds what a compile adds; a
+        machine whose libraries alone come near it (torch's CUDA build, imported by
+        xgrammar, takes ~0.4 GB more than the CPU build) would otherwise refuse every
+        compile as `compile_memory`."""
+        setting = COMPILE_MEMORY_MB * 1024 * 1024
+        return max(setting, self._set_up_bytes + setting // 2)
 
     def _recycle_if_large(self) -> None:
         """Python rarely returns freed memory: a worker that grew past its limit is ended

@@ -215,3 +215,19 @@ def test_a_worker_over_its_memory_limit_after_setup_still_compiles(tmp_path):
         r = subprocess.run([*cmd, rx, "--text", text], env=env, cwd=root, capture_output=True)
         out = json.loads(r.stdout)
         assert r.returncode == 0 and out["accepted"], out
+
+
+def test_the_memory_cap_bounds_what_a_compile_adds_to_a_set_up_worker():
+    """Where the libraries alone come near CFSM_COMPILE_MEMORY_MB (torch's CUDA build on
+    Debian 13 refused every native compile as compile_memory), the cap is the set-up
+    worker's memory plus half the setting; a worker that holds little keeps the setting."""
+    from engine.limits import COMPILE_MEMORY_MB
+    from engine.serving.compile_cache import CompileWorker
+
+    w = CompileWorker()
+    mb = 1024 * 1024
+    assert w._memory_cap() == COMPILE_MEMORY_MB * mb  # nothing set up yet (a DFA worker)
+    w._set_up_bytes = 700 * mb
+    assert w._memory_cap() == 700 * mb + COMPILE_MEMORY_MB * mb // 2
+    w._set_up_bytes = 100 * mb
+    assert w._memory_cap() == COMPILE_MEMORY_MB * mb

@@ -232,7 +232,7 @@ def _walked(ctx) -> list[int]:
             "not both",
         ),
         (TriggerOptions(reasoning=True), None, "needs a constraint"),
-        (TriggerOptions(tools="[" * 5000), None, "nested too deeply"),
+        (TriggerOptions(tools="[" * 90_000 + "]" * 90_000), None, "nested too deeply"),
         (
             TriggerOptions(tools='[{"function": {"name": "f"}}]', tool_start="  "),
             None,
