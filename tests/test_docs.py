@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from app.presets import TOOLS  # the tools the docs show are the presets'
+from app.presets import ORDER_SCHEMA, PERSON_SCHEMA, TOOLS  # the docs show the presets'
 from cfsm.cli import bench_argv, build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,28 +65,7 @@ INVOICE = {
     },
     "required": ["id", "lines"],
 }
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 40},
-        "age": {"type": "integer", "minimum": 0, "maximum": 130},
-        "email": {"type": "string", "maxLength": 60},
-        "city": {"type": "string", "enum": ["Paris", "London", "Tokyo", "New York"]},
-    },
-    "required": ["name", "age", "email", "city"],
-    "additionalProperties": False,
-}
-ORDER = {
-    "type": "object",
-    "properties": {
-        "orderId": {"type": "integer", "minimum": 1, "maximum": 99999},
-        "status": {"type": "string", "enum": ["pending", "shipped", "delivered"]},
-        "express": {"type": "boolean"},
-        "items": {"type": "array", "items": {"type": "string", "maxLength": 24}, "maxItems": 3},
-    },
-    "required": ["orderId", "status", "express", "items"],
-    "additionalProperties": False,
-}
+PERSON, ORDER = PERSON_SCHEMA, ORDER_SCHEMA  # the presets' schemas
 ANSWER = {
     "type": "object",
     "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 100}},
