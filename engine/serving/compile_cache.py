@@ -87,7 +87,9 @@ class CompileWorker:
     def _ask(self, req: tuple, timeout_s: float, timeout_msg: str, recycle: bool = True):
         """One job, answered within `timeout_s` or ended by a kill; the caller holds the lock.
         `recycle` False for the setup jobs: a worker ended between its setup and the job it
-        was set up for would get that job with no vocabulary."""
+        was set up for would get that job with no vocabulary; nor does the memory cap apply
+        to them (they import the libraries and index the vocabulary, no user's input; the
+        time limit still does)."""
 
         proc = self._get()
         box: dict = {}
@@ -102,7 +104,7 @@ class CompileWorker:
         t = threading.Thread(target=talk, daemon=True)
         t.start()
         deadline = time.monotonic() + max(0.0, timeout_s)
-        cap = self._memory_cap()
+        cap = self._memory_cap() if recycle else float("inf")
         while t.is_alive():
             t.join(min(self.POLL_S, max(0.0, deadline - time.monotonic())))
             if not t.is_alive():
@@ -111,7 +113,8 @@ class CompileWorker:
                 self._kill()
                 raise CfsmError(
                     "compile_memory",
-                    f"compiling needed more than {COMPILE_MEMORY_MB} MB (CFSM_COMPILE_MEMORY_MB)",
+                    f"compiling needed more than {cap // 2**20:,} MB of memory "
+                    f"(CFSM_COMPILE_MEMORY_MB={COMPILE_MEMORY_MB}, above the set-up worker)",
                 )
             if time.monotonic() >= deadline:
                 self._kill()
