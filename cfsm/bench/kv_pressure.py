@@ -26,6 +26,7 @@ def pressure_run(eng: Engine, cells: int, reqs: list[GenerateRequest], comp) -> 
     runner = LlamaCppRunner(lm)
     runner.costs = base.runner.costs
     dec = Decoder(dataclasses.replace(base.lm, model=lm, runner=runner), ctx=base.ctx)
+
     def one(r):
         try:
             return dec.submit(r, comp)

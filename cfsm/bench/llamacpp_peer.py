@@ -1,82 +1,50 @@
-"""The llama.cpp peer of `cfsm bench --suite peers`: what a llama.cpp user runs (the engine
-of Ollama and llama-server), on the same GGUF and the same prompt ids.
+"""The in-process llama.cpp peers of `cfsm bench peers`, on the same GGUF and prompt ids as
+every other row, greedy, no jump-forward, sampling one of two ways:
 
-A grammar sampler (GBNF) in a greedy sampler chain, applied to the whole vocabulary at
-every step, no jump-forward. The GBNF of a regex task is xgrammar's printout of the regex
-(the same language the other adapters get); a schema task goes through the bindings' own
-JSON-schema converter (`llama_cpp_py_sync.constraints`), which refuses keywords it cannot
-express: those are dropped first and listed in the row (its output is validated against
-the full schema like every row). Like llama.cpp's `Llama` class, it keeps the previous
-prompt's common prefix in its cache; the report says so.
+- `server`: llama.cpp's `common_sampler`, what llama-server and llama-cli run: the chain
+  without the grammar picks a token, the grammar checks that one token, and only when it
+  rejects it is the grammar applied to the whole vocabulary and the token picked again;
+- `full`: the grammar sampler in the chain, applied to the whole vocabulary at every step
+  (llama-cpp-python's `Llama` class samples this way).
+
+Both keep the previous prompt's common prefix in the cache, as llama-server does
+(`cache_prompt`) and as cfsm's llama.cpp runner does. The grammars: llamacpp_grammar.py.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 
-RULE_NAME = re.compile(r"\broot(?:_\d+)+\b")
-REPEAT_SPACE = re.compile(r"\{(\d+), ?(\d*)\}")
-UNSUPPORTED = re.compile(r"constraint\(s\) for llama\.cpp GBNF: (.+)$")
+from engine.lazy import lazy_module
 
-
-def regex_gbnf(regex: str) -> str:
-    """A GBNF grammar for `regex` (already normalized), printed by xgrammar, in llama.cpp's
-    spelling: rule names without underscores (`root_1` -> `root-1`; its printout splits
-    literals into one-character strings, so no name can occur inside one) and repeat counts
-    without the space (`{1, 16}` -> `{1,16}`)."""
-    import xgrammar as xgr
-
-    text = RULE_NAME.sub(lambda m: m.group(0).replace("_", "-"), str(xgr.Grammar.from_regex(regex)))
-    return REPEAT_SPACE.sub(r"{\1,\2}", text)
-
-
-def schema_gbnf(schema: dict) -> tuple[str, list[str]]:
-    """(GBNF, keywords dropped because the converter refuses them)."""
-    from llama_cpp_py_sync.constraints import response_format_to_grammar
-
-    dropped: list[str] = []
-    doc = json.loads(json.dumps(schema))
-    for _ in range(10):
-        try:
-            fmt = {"type": "json_schema", "json_schema": {"name": "task", "schema": doc}}
-            return response_format_to_grammar(fmt), dropped
-        except ValueError as exc:
-            m = UNSUPPORTED.search(str(exc))
-            if not m:
-                raise
-            keys = [k.strip() for k in m.group(1).split(",")]
-            dropped += keys
-            doc = _without(doc, set(keys))
-    raise ValueError("the JSON-schema converter kept refusing the schema")
-
-
-def _without(node, keys: set[str]):
-    if isinstance(node, dict):
-        return {k: _without(v, keys) for k, v in node.items() if k not in keys}
-    if isinstance(node, list):
-        return [_without(v, keys) for v in node]
-    return node
+np = lazy_module("numpy")
+SAMPLING = ("server", "full")
+TOKEN_DATA = [("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]  # llama_token_data
 
 
 class LlamaCppGrammarPeer:
     """Its own llama.cpp context on the engine's loaded GGUF model, llama.cpp's default
-    context settings (flash attention as llama.cpp picks it), one sequence."""
+    context settings (flash attention as llama.cpp picks it), one sequence. `step_threads`:
+    threads for a one-token pass (llama.cpp's `n_threads`; a prompt uses every core)."""
 
-    def __init__(self, llm, n_ctx: int = 4096) -> None:
+    def __init__(self, llm, n_ctx: int = 4096, step_threads: int | None = None) -> None:
         self.llm = llm  # engine.runtimes.llamacpp_runner.LlamaModel
         lib, ffi = llm.lib, llm.ffi
         cp = lib.llama_context_default_params()
         cp.n_ctx, cp.n_batch, cp.n_seq_max = n_ctx, 512, 1
-        cp.n_threads = cp.n_threads_batch = llm.threads
+        cp.n_threads, cp.n_threads_batch = step_threads or llm.threads, llm.threads
+        self.step_threads = cp.n_threads
         self.ctx = lib.llama_init_from_model(llm.model, cp)
         if self.ctx == ffi.NULL:
             raise RuntimeError("llama.cpp could not create the peer's context")
         self.mem = lib.llama_get_memory(self.ctx)
         self.batch = lib.llama_batch_init(512, 0, 1)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(llm.vocab))
+        self._all = ffi.new("llama_token_data[]", self.n_vocab)  # the rejection path's array
+        self._one = ffi.new("llama_token_data[]", 1)
         self.cached: list[int] = []
         self.prefill_s = 0.0  # the last generate()'s prompt evaluation
+        self.rejections = 0  # server sampling: sampled tokens the grammar rejected
 
     def close(self) -> None:
         self.llm.lib.llama_batch_free(self.batch)
@@ -104,26 +72,60 @@ class LlamaCppGrammarPeer:
         self._eval(ids[keep:], keep)
         self.cached = list(ids)
 
-    def generate(self, ids: list[int], gbnf: str | None, max_new: int) -> list[int]:
-        """Greedy decoding, the grammar (if any) applied at every step; the output ids
-        without the end-of-generation token."""
+    def _grammar(self, gbnf: str):
         lib, ffi = self.llm.lib, self.llm.ffi
+        g = lib.llama_sampler_init_grammar(
+            self.llm.vocab, ffi.new("char[]", gbnf.encode()), ffi.new("char[]", b"root")
+        )
+        if g == ffi.NULL:
+            raise ValueError("llama.cpp could not parse the GBNF grammar")
+        return g
+
+    def _server_pick(self, chain, grammar) -> int:
+        """`common_sampler_sample`: the chain picks from the raw logits; the grammar checks
+        that token alone; on rejection it masks the whole vocabulary and the chain picks
+        again. The grammar then accepts the token."""
+        lib, ffi = self.llm.lib, self.llm.ffi
+        tok = int(lib.llama_sampler_sample(chain, self.ctx, -1))
+        one = ffi.new("llama_token_data_array *", (self._one, 1, -1, False))
+        self._one[0].id, self._one[0].logit, self._one[0].p = tok, 1.0, 0.0
+        lib.llama_sampler_apply(grammar, one)
+        if self._one[0].logit == float("-inf"):
+            self.rejections += 1
+            logits = lib.llama_get_logits_ith(self.ctx, -1)
+            arr = np.frombuffer(ffi.buffer(self._all), dtype=TOKEN_DATA)
+            arr["id"] = np.arange(self.n_vocab, dtype=np.int32)
+            arr["logit"] = np.frombuffer(ffi.buffer(logits, 4 * self.n_vocab), dtype=np.float32)
+            arr["p"] = 0.0
+            full = ffi.new("llama_token_data_array *", (self._all, self.n_vocab, -1, False))
+            lib.llama_sampler_apply(grammar, full)
+            lib.llama_sampler_apply(chain, full)
+            tok = int(self._all[full.selected].id)
+        lib.llama_sampler_accept(grammar, tok)
+        return tok
+
+    def generate(
+        self, ids: list[int], gbnf: str | None, max_new: int, sampling: str = "server"
+    ) -> list[int]:
+        """Greedy decoding under `gbnf` (none: unconstrained), sampled the `sampling` way;
+        the output ids without the end-of-generation token."""
+        lib = self.llm.lib
         chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        grammar = None if gbnf is None else self._grammar(gbnf)
         try:
-            if gbnf is not None:
-                g = lib.llama_sampler_init_grammar(
-                    self.llm.vocab, ffi.new("char[]", gbnf.encode()), ffi.new("char[]", b"root")
-                )
-                if g == ffi.NULL:
-                    raise ValueError("llama.cpp could not parse the GBNF grammar")
-                lib.llama_sampler_chain_add(chain, g)
+            if grammar is not None and sampling == "full":
+                lib.llama_sampler_chain_add(chain, grammar)  # the chain owns it now
+                grammar = None
             lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
             t0 = time.perf_counter()
             self._prefill(ids)
             self.prefill_s = time.perf_counter() - t0
             out: list[int] = []
             for _ in range(max_new):
-                tok = int(lib.llama_sampler_sample(chain, self.ctx, -1))
+                if grammar is None:
+                    tok = int(lib.llama_sampler_sample(chain, self.ctx, -1))
+                else:
+                    tok = self._server_pick(chain, grammar)
                 if lib.llama_vocab_is_eog(self.llm.vocab, tok):
                     break
                 out.append(tok)
@@ -132,3 +134,5 @@ class LlamaCppGrammarPeer:
             return out
         finally:
             lib.llama_sampler_free(chain)
+            if grammar is not None:
+                lib.llama_sampler_free(grammar)

@@ -7,14 +7,24 @@ max_new_tokens, compact JSON:
 - `transformers+xgrammar`: `model.generate` with xgrammar's HF logits processor;
 - `transformers+llguidance`: `model.generate` with a logits processor over llguidance's
   matcher and its torch bitmask helpers;
-- `llama.cpp+grammar`: llama.cpp's grammar sampler (GBNF) on the GGUF (llamacpp_peer.py);
+- `llama-server sampler`: llama.cpp's grammar (GBNF, llama.cpp's JSON-schema rules) sampled
+  the way llama-server samples (`common_sampler`: the grammar checks the sampled token and
+  masks the whole vocabulary only on rejection), in-process on the GGUF (llamacpp_peer.py);
+  also with llama.cpp's default optional whitespace (what `response_format` gets);
+- `llama.cpp+grammar, full vocabulary`: the grammar applied to the whole vocabulary at every
+  step (llama-cpp-python's `Llama` class);
+- `llama-server (HTTP)`: the real server where scripts/build_llama_server.sh built it, given
+  the compact grammar, and given the schema itself (its own converter);
 - `cfsm masked` and `cfsm jump` on the default backend, on each runtime;
 - `llama.cpp, no constraint`: a reference (its outputs are not expected to be valid), for
   the cost of masking on llama.cpp.
 Each system compiles each task's constraint once, cold, before its timed runs (compile time
-is reported apart); wall time is the sum over the task's prompts. No system reuses a cached
-prompt prefix across the timed prompts except llama.cpp's peer, which keeps the previous
-prompt's common prefix as llama.cpp's `Llama` class does."""
+is reported apart); wall time is the sum over the task's prompts. Every llama.cpp row (cfsm's
+too) keeps the previous prompt's common prefix, warm-up prompt included, as llama-server does
+by default; the transformers rows reuse nothing. One-token steps on llama.cpp run on the
+thread count measured fastest at the start (both counts are in the results); a prompt uses
+every core. Every compact row is compared like with like; the rows with optional whitespace
+write other (longer) outputs and are shown, not ranked."""
 
 from __future__ import annotations
 
@@ -35,7 +45,10 @@ from engine.regex.normalize import normalize_regex
 from engine.tokens.index import vocab_tokens
 
 from .decode import paper_items
-from .llamacpp_peer import LlamaCppGrammarPeer, regex_gbnf, schema_gbnf
+from .llama_server import LlamaServer, server_binary
+from .llamacpp_costs import LlamaCosts, limit_ms, measure_costs
+from .llamacpp_grammar import regex_gbnf, schema_gbnf
+from .llamacpp_peer import LlamaCppGrammarPeer
 from .peers_report import write_peers_report
 from .suite import Suite, names_flag, tokens_flag, with_engine
 
@@ -43,7 +56,11 @@ SYSTEMS = (
     "outlines",
     "transformers+xgrammar",
     "transformers+llguidance",
-    "llama.cpp+grammar",
+    "llama-server sampler",
+    "llama-server sampler, optional whitespace",
+    "llama.cpp+grammar, full vocabulary",
+    "llama-server (HTTP), grammar",
+    "llama-server (HTTP), json_schema",
     "cfsm masked (transformers)",
     "cfsm jump (transformers)",
     "cfsm masked (llama.cpp)",
@@ -51,6 +68,15 @@ SYSTEMS = (
     "llama.cpp, no constraint",
 )
 REFERENCE = "llama.cpp, no constraint"  # timed for comparison, not a constrained system
+# in-process llama.cpp peers: (sampling, whitespace of the schema's grammar)
+LLAMA_PEERS = {
+    "llama-server sampler": ("server", "compact"),
+    "llama-server sampler, optional whitespace": ("server", "llama.cpp default"),
+    "llama.cpp+grammar, full vocabulary": ("full", "compact"),
+    REFERENCE: ("server", "compact"),
+}
+HTTP_PEERS = ("llama-server (HTTP), grammar", "llama-server (HTTP), json_schema")
+NOT_COMPACT = {"llama-server sampler, optional whitespace", "llama-server (HTTP), json_schema"}
 CFSM_RUNTIMES = {"transformers": "transformers", "llama.cpp": "llamacpp"}
 
 COMPACT_PERSON = {
@@ -139,16 +165,45 @@ class PeerRunner:
         self._xgr_info = None
         self._llg_tok = None
         self._llama = None
-        self.dropped: dict[str, list[str]] = {}  # schema keywords the GBNF converter refused
+        self._server: LlamaServer | None = None
+        self.costs: LlamaCosts | None = None
+        self.limits: dict[str, float] = {}  # per task: cfsm jump's lower bound, summed
 
     # ------------------------------------------------------------------ prompts
     def prompt_ids(self, prompt: str) -> list[int]:
         return self.hf.prompt_ids(prompt, raw=False)
 
-    def llama_peer(self):
+    @property
+    def llm(self):
+        return self.eng.ensure_model("llamacpp").lm.model  # the loaded GGUF (LlamaModel)
+
+    def measure(self) -> LlamaCosts:
+        """The pass costs on llama.cpp, and both sides set to step on the faster thread
+        count (cfsm's runner through llama_set_n_threads)."""
+        llm = self.llm
+        self.costs = measure_costs(llm, self.prompt_ids("Hi"))
+        llm.step_threads = self.costs.best_threads
+        llm.lib.llama_set_n_threads(llm.ctx, llm.step_threads, llm.threads)
+        return self.costs
+
+    def llama_peer(self) -> LlamaCppGrammarPeer:
         if self._llama is None:
-            self._llama = LlamaCppGrammarPeer(self.eng.ensure_model("llamacpp").lm.model)
+            best = self.costs.best_threads if self.costs else None
+            self._llama = LlamaCppGrammarPeer(self.llm, step_threads=best)
         return self._llama
+
+    def llama_server(self) -> LlamaServer | None:
+        """The real llama-server where it is built (None: its rows are left out)."""
+        if self._server is None and (binary := server_binary()) is not None:
+            best = self.costs.best_threads if self.costs else self.llm.threads
+            self._server = LlamaServer(binary, self.llm.path, best, self.llm.threads)
+        return self._server
+
+    def close(self) -> None:
+        if self._llama is not None:
+            self._llama.close()
+        if self._server is not None:
+            self._server.close()
 
     def _hf_generate(self, ids: list[int], processor, max_new: int) -> tuple[str, int]:
         """(text, output tokens without the final EOS, as cfsm counts them)."""
@@ -225,16 +280,14 @@ class PeerRunner:
                 self._llg_tok, grammar
             )  # parses and checks the grammar; each run makes its own matcher
             return grammar
-        if system.startswith("llama.cpp"):
-
-            self.llama_peer()
+        if system in LLAMA_PEERS or system in HTTP_PEERS:
             if system == REFERENCE:
                 return None
             if c.kind == "regex":
                 return regex_gbnf(rx)
-            gbnf, self.dropped[task.name] = schema_gbnf(json.loads(c.text))
-            return gbnf
-
+            if system == HTTP_PEERS[1]:
+                return json.loads(c.text)  # the server converts it itself
+            return schema_gbnf(json.loads(c.text), LLAMA_PEERS.get(system, ("", "compact"))[1])
         return get_backend(GenerateRequest.backend).compile(c, self.eng.ctx)  # cold: no cache
 
     def warm(self, system: str, compiled, task: Task) -> None:
@@ -244,8 +297,6 @@ class PeerRunner:
         if system.startswith("cfsm"):
             self.eng.compile(task.constraint, GenerateRequest.backend)
         self.generate(system, compiled, task, task.prompts[0], max_new=4)
-        if system.startswith("llama.cpp"):
-            self.llama_peer().cached = []  # no prefix of the warm-up run in the timed runs
 
     def warm_model(self) -> None:
         """Untimed first passes through every decoding path (HF generate and the engine on
@@ -292,11 +343,17 @@ class PeerRunner:
             return self._hf_generate(
                 ids, LlguidanceProcessor(self._llg_tok, compiled, self.lm.vocab_size), max_new
             )
-        if system.startswith("llama.cpp"):
+        if system in LLAMA_PEERS:
             peer = self.llama_peer()
-            out = peer.generate(ids, compiled, max_new)
+            out = peer.generate(ids, compiled, max_new, LLAMA_PEERS[system][0])
             self.prefill_s = peer.prefill_s
             return self.lm.tokenizer.decode(out, skip_special_tokens=True), len(out)
+        if system in HTTP_PEERS:
+            key = "grammar" if isinstance(compiled, str) else "json_schema"
+            res = self.llama_server().complete(ids, max_new, **{key: compiled})
+            self.prefill_s = res["timings"]["prompt_ms"] / 1e3
+            text = res["content"]
+            return text, len(self.lm.tokenizer.encode(text, add_special_tokens=False))
         mode, rt = system.split()[1], system.split("(")[1].rstrip(")")
         tr = self.eng.generate(
             GenerateRequest(
@@ -309,6 +366,10 @@ class PeerRunner:
             )
         )
         self.prefill_s = tr["totals"]["prefill_ms"] / 1e3
+        if system == "cfsm jump (llama.cpp)" and self.costs and max_new == self.max_new:
+            self.limits[task.name] = self.limits.get(task.name, 0.0) + limit_ms(
+                tr["totals"], self.costs
+            )
         return tr["text"], tr["totals"]["output_tokens"]
 
 
@@ -345,6 +406,14 @@ def run_peers(
     log: Callable[[str], None] = print,
 ) -> dict:
     runner = PeerRunner(engine, max_new_tokens)
+    costs = runner.measure()
+    log(
+        f"llama.cpp one-token step by threads {costs.step_ms} ms: both sides step on "
+        f"{costs.best_threads}; a {costs.chunk_ms} ms pass of 16 tokens"
+    )
+    if runner.llama_server() is None:
+        systems = [s for s in systems if s not in HTTP_PEERS]
+        log("llama-server is not built (scripts/build_llama_server.sh): its rows are left out")
     runner.warm_model()
     rows = []
     for task in tasks:
@@ -382,6 +451,10 @@ def run_peers(
                 else round(1e3 * (wall - prefill) / max(tokens, 1), 2),
                 "valid": valid,
                 "runs": len(task.prompts),
+                "like_for_like": system not in NOT_COMPACT,
+                "prefix_reuse": system in LLAMA_PEERS
+                or system in HTTP_PEERS
+                or system.endswith("(llama.cpp)"),
                 "sample": texts[0][:200] if texts else "",
                 "texts": texts,
             }
@@ -395,16 +468,20 @@ def run_peers(
         if tasks and tasks[0].constraint.kind == "regex"
         else None
     )
-    if runner._llama is not None:
-        runner._llama.close()
+    runner.close()
+    for task, ms in runner.limits.items():
+        jump = next(r for r in rows if r["task"] == task and r["system"] == "cfsm jump (llama.cpp)")
+        jump["limit_s"] = round(ms / 1e3, 3)
+        jump["jump_vs_limit"] = _ratio(jump["wall_s"], ms / 1e3)
     return {
         "suite": "peers",
         "max_new_tokens": max_new_tokens,
         "model": engine.decoder.model_info(),
         "runtimes": {rt: engine.ensure_model(rt).model_info() for rt in CFSM_RUNTIMES.values()},
-        "llama_cpp_gbnf_dropped": runner.dropped,
-        "prefix_reuse": "llama.cpp+grammar keeps the previous prompt's common prefix (as "
-        "llama.cpp's Llama class does); no other system reuses prefixes across prompts",
+        "llama_cpp_costs": costs.to_json(),
+        "llama_server": str(server_binary() or ""),
+        "prefix_reuse": "every llama.cpp row (cfsm's and the peers') keeps the previous "
+        "prompt's common prefix, as llama-server does; the transformers rows reuse nothing",
         "rows": rows,
         "summary": summarize(rows),
         "compile": speed,
@@ -476,7 +553,11 @@ def summarize(rows: list[dict]) -> dict:
     out = {}
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = {r["system"]: r for r in rows if r["task"] == task}
-        peers = [r for s, r in mine.items() if not s.startswith("cfsm") and s != REFERENCE]
+        peers = [
+            r
+            for s, r in mine.items()
+            if not s.startswith("cfsm") and s != REFERENCE and r["like_for_like"]
+        ]
         jumps = [r for s, r in mine.items() if s.startswith("cfsm jump")]
         if not peers or not jumps:
             continue
@@ -496,10 +577,12 @@ def summarize(rows: list[dict]) -> dict:
                 r["valid"] == r["runs"] for s_, r in mine.items() if s_.startswith("cfsm")
             ),
         }
-        grammar, ref = mine.get("llama.cpp+grammar"), mine.get(REFERENCE)
+        grammar, ref = mine.get("llama-server sampler"), mine.get(REFERENCE)
         lj, lm = mine.get("cfsm jump (llama.cpp)"), mine.get("cfsm masked (llama.cpp)")
         if grammar and lj:
-            s["llamacpp_jump_vs_llamacpp_grammar"] = _ratio(grammar["wall_s"], lj["wall_s"])
+            s["llamacpp_jump_vs_llama_server_sampler"] = _ratio(grammar["wall_s"], lj["wall_s"])
+        if lj and "jump_vs_limit" in lj:
+            s["jump_vs_limit"] = lj["jump_vs_limit"]
         if ref and lm:
             # per token after the prompt's first pass: the outputs differ in length (the
             # unconstrained ones run to the limit), and the prompt's cost is not decoding
@@ -517,15 +600,25 @@ def _ratio(a: float, b: float) -> float:
 def format_table(res: dict) -> str:
     lines = [
         "| task | system | wall | output tokens | output chars | ms/char | decode ms/token "
-        "| compile | valid |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| compile | valid | limit (jump / limit) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
+        limit = f"{r['limit_s']:.2f} s ({r['jump_vs_limit']}x)" if "limit_s" in r else ""
         lines.append(
-            f"| {r['task']} | {r['system']} | {r['wall_s']:.2f} s | {r['output_tokens']} | "
+            f"| {r['task']} | {r['system']}{'' if r.get('like_for_like', True) else ' *'} | "
+            f"{r['wall_s']:.2f} s | {r['output_tokens']} | "
             f"{r['output_chars']} | {r['ms_per_char']} | {r['decode_ms_per_token'] or '-'} | "
-            f"{r['compile_s'] * 1e3:.1f} ms | "
-            f"{r['valid']}/{r['runs']} |"
+            f"{r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} | {limit} |"
+        )
+    costs = res.get("llama_cpp_costs")
+    if costs:
+        lines.append(
+            f"\n* optional whitespace (llama.cpp's default): other outputs, not ranked. "
+            f"llama.cpp one-token step by step threads {costs['step_ms']} ms: every llama.cpp "
+            f"row steps on {costs['best_threads']}; a 16-token pass {costs['chunk_ms']} ms. "
+            "limit: prefill + a step per picked token + each jumped token's share of a "
+            "16-token pass."
         )
     for task, s in res["summary"].items():
         lines.append(
@@ -534,18 +627,12 @@ def format_table(res: dict) -> str:
             f"output character; same outputs {s['same_outputs_as_fastest_peer']}; every cfsm "
             f"output valid: {s['cfsm_valid']}, every constrained output: {s['all_valid']}"
         )
-        if "llamacpp_jump_vs_llamacpp_grammar" in s:
+        if "llamacpp_jump_vs_llama_server_sampler" in s:
             lines.append(
-                f"  on llama.cpp: cfsm jump {s['llamacpp_jump_vs_llamacpp_grammar']}x "
-                "llama.cpp+grammar in wall time; cfsm masked costs "
+                f"  on llama.cpp: cfsm jump {s['llamacpp_jump_vs_llama_server_sampler']}x "
+                "the llama-server sampler in wall time; cfsm masked costs "
                 f"{s.get('llamacpp_masked_ms_per_token_vs_unconstrained')}x unconstrained "
                 "llama.cpp per output token"
-            )
-    for task, keys in (res.get("llama_cpp_gbnf_dropped") or {}).items():
-        if keys:
-            lines.append(
-                f"  llama.cpp's JSON-schema converter refused {', '.join(keys)} on {task}: "
-                "dropped from its grammar (its outputs are validated against the full schema)"
             )
     if res.get("compile"):
         lines += [

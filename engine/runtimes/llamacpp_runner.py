@@ -191,6 +191,7 @@ class LlamaModel:
     def __init__(self, path: str, n_threads: int | None = None, n_ctx: int = N_CTX) -> None:
         if SETTING_ERRORS:
             raise CfsmError("invalid_input", "; ".join(SETTING_ERRORS))
+        self.path = path  # the GGUF file (the peers benchmark starts llama-server on it)
         lib, ffi = self.lib, self.ffi = _lib()
         mp = lib.llama_model_default_params()
         mp.n_gpu_layers = 0

@@ -1,6 +1,7 @@
 """Benchmark plumbing on small inputs (the benchmarks themselves are run by `cfsm bench`)."""
 
 import json
+import re
 
 import pytest
 
@@ -117,7 +118,8 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     constrained output checked by the task's validator, compile times measured side by side."""
     import pytest
 
-    from cfsm.bench.peers import REFERENCE, SYSTEMS, Task, format_table, run_peers
+    from cfsm.bench.llama_server import server_binary
+    from cfsm.bench.peers import HTTP_PEERS, REFERENCE, SYSTEMS, Task, format_table, run_peers
 
     small = {
         "type": "object",
@@ -138,8 +140,9 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     assert tasks[0].valid("yes") and not tasks[0].valid("yes!") and tasks[1].valid('{"ok":true}')
     assert not tasks[1].valid('{"ok":1}')
     res = run_peers(engine, tasks, max_new_tokens=16, log=lambda *_: None)
+    systems = [s for s in SYSTEMS if server_binary() or s not in HTTP_PEERS]
     assert [(r["task"], r["system"]) for r in res["rows"]] == [
-        (t.name, s) for t in tasks for s in SYSTEMS
+        (t.name, s) for t in tasks for s in systems
     ]
     for r in res["rows"]:
         assert r["valid"] == r["runs"] == 1 or r["system"] == REFERENCE, r
@@ -158,7 +161,13 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     assert len(set(yes_no)) == 1, (
         yes_no
     )  # same prompt ids, greedy, same language: the same answer everywhere
-    assert all(s["llamacpp_jump_vs_llamacpp_grammar"] > 0 for s in res["summary"].values())
+    assert all(s["llamacpp_jump_vs_llama_server_sampler"] > 0 for s in res["summary"].values())
+    costs = res["llama_cpp_costs"]
+    assert set(costs["step_ms"]) == {1, engine.ensure_model("llamacpp").lm.model.threads}
+    assert costs["step_ms"][costs["best_threads"]] == min(costs["step_ms"].values())
+    jump = {r["task"]: r for r in res["rows"] if r["system"] == "cfsm jump (llama.cpp)"}
+    for task in tasks:  # the lower bound is below what the run took, and above nothing
+        assert 0 < jump[task.name]["limit_s"] <= jump[task.name]["wall_s"]
     assert res["runtimes"]["llamacpp"]["runtime"] == "llamacpp"
     speed = res["compile"]["seconds"]
     assert set(speed) == {
@@ -171,17 +180,18 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     }
     assert res["compile"]["vs_outlines_core"]["outlines-core Index"] == pytest.approx(1.0)
     assert "| yes/no (regex) | cfsm jump (llama.cpp) |" in format_table(res)
-    assert "| yes/no (regex) | llama.cpp+grammar |" in format_table(res)
+    assert "| yes/no (regex) | llama-server sampler |" in format_table(res)
+    assert "| yes/no (regex) | llama-server sampler, optional whitespace * |" in format_table(res)
     json.dumps(res)  # the --json line
 
 
 @pytest.mark.model
-def test_the_llamacpp_peer_gets_a_grammar_llamacpp_parses_for_every_default_task(
+def test_the_llamacpp_peers_get_grammars_llamacpp_parses_for_every_default_task(
     engine, paper_bench
 ):
-    """The peers benchmark's llama.cpp row: GBNF printed from each task's regex, or the
-    bindings' converter on its schema (keywords it refuses dropped and named)."""
-    from cfsm.bench.llamacpp_peer import regex_gbnf, schema_gbnf
+    """The peers benchmark's llama.cpp rows: GBNF printed from each task's regex, or
+    llama.cpp's JSON-schema rules on its schema, compact and with its optional whitespace."""
+    from cfsm.bench.llamacpp_grammar import WHITESPACE, regex_gbnf, schema_gbnf
     from cfsm.bench.peers import default_tasks
     from engine.regex.normalize import normalize_regex
 
@@ -189,16 +199,39 @@ def test_the_llamacpp_peer_gets_a_grammar_llamacpp_parses_for_every_default_task
     lib, ffi = llm.lib, llm.ffi
     for task in default_tasks(1):
         c = task.constraint
-        if c.kind == "regex":
-            gbnf, dropped = regex_gbnf(normalize_regex(c.text)), []
-        else:
-            gbnf, dropped = schema_gbnf(json.loads(c.text))
-        g = lib.llama_sampler_init_grammar(
-            llm.vocab, ffi.new("char[]", gbnf.encode()), ffi.new("char[]", b"root")
-        )
-        assert g != ffi.NULL, (task.name, gbnf[:200])
-        lib.llama_sampler_free(g)
-        assert set(dropped) <= {"minimum", "maximum"}, dropped
+        for ws in WHITESPACE:
+            if c.kind == "regex":
+                gbnf = regex_gbnf(normalize_regex(c.text))
+            else:
+                gbnf = schema_gbnf(json.loads(c.text), ws)
+            g = lib.llama_sampler_init_grammar(
+                llm.vocab, ffi.new("char[]", gbnf.encode()), ffi.new("char[]", b"root")
+            )
+            assert g != ffi.NULL, (task.name, ws, gbnf[:200])
+            lib.llama_sampler_free(g)
+
+
+@pytest.mark.model
+def test_the_llama_server_sampler_checks_the_sampled_token_and_resamples_on_rejection(engine):
+    """common_sampler's scheme: the grammar sees the greedy token first and masks the whole
+    vocabulary only when it rejects it; its output is the full-vocabulary sampler's output
+    (greedy, same grammar), and valid."""
+    from cfsm.bench.llamacpp_grammar import regex_gbnf
+    from cfsm.bench.llamacpp_peer import LlamaCppGrammarPeer
+
+    rt = engine.ensure_model("llamacpp")
+    peer = LlamaCppGrammarPeer(rt.lm.model)
+    try:
+        ids = rt.prompt_ids("Say hello.", raw=False)
+        gbnf = regex_gbnf("[0-9]{3}-[a-z]{2}")  # no greeting fits: the first token is rejected
+        server = peer.generate(ids, gbnf, 16, "server")
+        rejected = peer.rejections
+        full = peer.generate(ids, gbnf, 16, "full")
+    finally:
+        peer.close()
+    text = engine.ctx.tokenizer.decode(server)
+    assert rejected >= 1 and server == full
+    assert re.fullmatch("[0-9]{3}-[a-z]{2}", text), text
 
 
 @pytest.mark.model

@@ -295,10 +295,11 @@ def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_pat
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1
     res = json.loads(lines[0])
-    from cfsm.bench.peers import SYSTEMS
+    from cfsm.bench.llama_server import server_binary
+    from cfsm.bench.peers import HTTP_PEERS, SYSTEMS
 
-    systems = list(SYSTEMS)
-    assert "llama.cpp+grammar" in systems and "cfsm jump (llama.cpp)" in systems
+    systems = [s for s in SYSTEMS if server_binary() or s not in HTTP_PEERS]
+    assert "llama-server sampler" in systems and "cfsm jump (llama.cpp)" in systems
     assert [row["system"] for row in res["rows"]] == systems * 3
     assert {row["task"] for row in res["rows"]} == {
         "character (regex)",
