@@ -81,6 +81,31 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
     return demo
 
 
+def preset_after_edit(P: dict, name: str, field: str, text: str) -> str:
+    """The preset name once `field` (a constraint kind, or "prompt") holds `text`: kept while
+    the preset's own value is there, else "edited". A box of another kind than the preset's
+    does not run, so its edits keep the name."""
+    p = P.get(name)
+    if p is None:
+        return name
+    if field == "prompt":
+        return name if text == p["prompt"] else CUSTOM
+    return name if p["kind"] != field or text == p["text"] else CUSTOM
+
+
+def _follow_edits(box, preset, P: dict, field: str) -> None:
+    """Every change of the box (typing, backspace, paste, cut, a drop, a script) is
+    compared with the preset's value: Gradio's `input` event alone missed some."""
+    box.change(
+        lambda text, name: preset_after_edit(P, name, field, text),
+        [box, preset],
+        preset,
+        show_progress="hidden",
+        queue=False,
+        trigger_mode="always_last",
+    )
+
+
 def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
     def status_tick():
         """The model line, polled each second until it is final (ready or failed): an idle
@@ -104,7 +129,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
             queue=False,
             trigger_mode="always_last",
         )  # no backlog while typing
-        box.input(lambda: CUSTOM, None, ui.preset, queue=False)
+        _follow_edits(box, ui.preset, P, k)
     ui.backend.change(
         lambda text, w, b: live_check("grammar", text, w, b),
         [ui.gram, ui.ws, ui.backend],
@@ -112,7 +137,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         show_progress="hidden",
         queue=False,
     )
-    ui.prompt.input(lambda: CUSTOM, None, ui.preset, queue=False)
+    _follow_edits(ui.prompt, ui.preset, P, "prompt")
     ui.tab_rx.select(lambda: "regex", None, ui.kind, queue=False)
     ui.tab_sch.select(lambda: "schema", None, ui.kind, queue=False)
     ui.tab_g.select(lambda: "grammar", None, ui.kind, queue=False)
@@ -126,7 +151,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         queue=False,
         trigger_mode="always_last",
     )
-    ui.tools.input(lambda: CUSTOM, None, ui.preset, queue=False)
+    _follow_edits(ui.tools, ui.preset, P, "tools")
 
     def on_preset(name):
         p = P.get(name)

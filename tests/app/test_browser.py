@@ -452,6 +452,42 @@ def _pick_preset(page, name: str) -> None:
     page.get_by_role("option", name=name).click()
 
 
+def test_the_preset_name_follows_backspace_paste_and_cut(page):
+    """Every edit of the preset's text names it edited, not only a typed character."""
+    import json
+
+    from app.layout import CUSTOM
+
+    box, name = page.locator("#regex-input textarea"), "Date (regex)"
+
+    def shows(value: str) -> None:
+        page.wait_for_function(
+            f"document.querySelector('#preset input').value === {json.dumps(value)}",
+            timeout=10_000,
+        )
+
+    for edit in ("Backspace", "Control+X", "Control+V"):
+        _pick_preset(page, name)
+        page.wait_for_function(
+            "document.querySelector('#regex-input textarea').value.startsWith('(19|20)')",
+            timeout=10_000,
+        )
+        shows(name)
+        original = box.input_value()
+        box.click()
+        box.press("Control+End")
+        if edit == "Backspace":
+            box.press("Backspace")
+        else:
+            box.press("Control+A")
+            box.press("Control+C")
+            if edit == "Control+V":
+                box.press("Control+End")  # the copy pasted after itself
+            box.press(edit)
+        shows(CUSTOM)
+        assert box.input_value() != original
+
+
 def test_compare_masked_vs_jump(page):
     _pick_preset(page, "SGLang character (regex)")
     page.wait_for_function(
