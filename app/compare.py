@@ -1,5 +1,6 @@
 """The Compare tab: the Playground's inputs run twice, side A and side B (each its own
-mode, backend and whitespace), and the two runs set side by side."""
+mode, backend and whitespace; the whitespace follows the Playground's until changed here),
+and the two runs set side by side, outputs as text with their first difference marked."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
         except BaseException as exc:  # noqa: BLE001
             return error_line(exc), "", "", ""
 
+    # the Playground's whitespace is the one both sides start from (a preset's point, such
+    # as flexible against compact whitespace, carries over); each side can still change it
+    ui.ws.change(lambda w: (w, w), ui.ws, [cmp.ws_a, cmp.ws_b], queue=False)
     cmp.btn.click(
         do_compare,
         PageInputs.widgets(ui, *(x for side in sides for x in side)),

@@ -15,6 +15,7 @@ from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import MODES, TRIGGER_IMPLS, GenerateRequest
 from engine.errors import CfsmError
+from engine.lazy import lazy_module
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
 from engine.regex.compressed import CompressedFSM
 from engine.regex.dfa import build_char_dfa
@@ -30,6 +31,8 @@ from viz.summaries import skipped_jumps_line
 
 from .bench import DEFAULT_SUITE, SUITES
 from .bench.suite import open_engine, write_results
+
+app_main = lazy_module("app.main")  # the page: gradio takes seconds to import; `cfsm serve` only
 
 SPEC_HELP = (
     "read the schema as JSON Schema does: objects accept keys they do not list unless "
@@ -496,9 +499,7 @@ def _windows(items, size: int = REQUESTS_WINDOW):
 
 
 def cmd_serve(args) -> int:
-    from app.main import serve
-
-    serve(
+    app_main.serve(
         host=args.host,
         port=args.port,
         model=args.model,

@@ -17,6 +17,8 @@ Idempotent; exit code 0 when the bindings load afterwards.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import struct
 import subprocess
@@ -39,8 +41,6 @@ def loads() -> str | None:
 
 
 def glibc_version() -> tuple[int, int]:
-    import os
-
     major, minor = os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2]
     return int(major), int(minor)
 
@@ -117,8 +117,6 @@ def main() -> int:
     why = loads()
     if why is None:
         return 0
-    import importlib.util
-
     spec = importlib.util.find_spec("llama_cpp_py_sync")
     if spec is None or not spec.origin:
         print("llama_glibc_compat: llama-cpp-py-sync is not installed", file=sys.stderr)

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from gradio_client import Client
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -67,8 +69,6 @@ def run_one(c, i: int, mode: str = "jump", max_new: int = 96) -> tuple[int, floa
 
 
 def throughput(url: str, clients: int, per_client: int, deadline_s: float, mode: str) -> dict:
-    from gradio_client import Client
-
     toks, lat, errors, crosstalk = [], [], [], 0
     lock = threading.Lock()
     stop_at = time.time() + deadline_s
@@ -113,8 +113,6 @@ def throughput(url: str, clients: int, per_client: int, deadline_s: float, mode:
 
 def short_under_long(url: str) -> dict:
     """Latency of a short request alone, and while a long one decodes."""
-    from gradio_client import Client
-
     c = Client(url, verbose=False)
     solo = statistics.median(run_short(c) for _ in range(3))
     job = Client(url, verbose=False).submit(
@@ -159,8 +157,6 @@ def run_short(c) -> float:
 
 
 def dropped_run_then_alive(url: str) -> bool:
-    from gradio_client import Client
-
     job = Client(url, verbose=False).submit(
         "Write a long story.",
         "regex",
@@ -195,9 +191,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="also write the report (JSON) here")
     args = ap.parse_args()
     with served(args.url) as (url, _pid):
-        run_short(
-            __import__("gradio_client").Client(url, verbose=False)
-        )  # model loaded, caches warm
+        run_short(Client(url, verbose=False))  # model loaded, caches warm
         solo = throughput(url, 1, args.requests * 2, args.seconds, args.mode)
         together = throughput(url, args.clients, args.requests, args.seconds, args.mode)
         latency = short_under_long(url)

@@ -19,9 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
+import threading
 import time
 from pathlib import Path
+
+from gradio_client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,8 +57,6 @@ def _sample(pid: int, stop, peak: list) -> None:
 
 
 def _ordinary(url: str, stop, tally: dict) -> None:
-    from gradio_client import Client
-
     c = Client(url, verbose=False)
     while not stop.is_set():
         try:
@@ -76,12 +79,6 @@ def _ordinary(url: str, stop, tally: dict) -> None:
 
 
 def adversarial(out: str | None) -> int:
-    import os
-    import re
-    import threading
-
-    from gradio_client import Client
-
     corpus = [
         json.loads(x)
         for x in (Path(__file__).resolve().parent.parent / "tests" / "data" / "adversarial.jsonl")
@@ -166,8 +163,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.adversarial:
         return adversarial(args.out)
-    from gradio_client import Client
-
     samples = []
     with served(None) as (url, pid):
         c = Client(url, verbose=False)

@@ -10,14 +10,17 @@ import string
 
 CharSet = tuple[frozenset[str], bool]
 
+CONTROL = frozenset(chr(i) for i in range(32))
 GROUPS = (
+    ("control character", CONTROL),  # before whitespace, which it holds
     ("letter", frozenset(string.ascii_letters)),
     ("lowercase letter", frozenset(string.ascii_lowercase)),
     ("uppercase letter", frozenset(string.ascii_uppercase)),
     ("digit", frozenset(string.digits)),
     ("whitespace", frozenset(" \t\n\r\x0b\x0c")),
 )
-NAMES = {" ": "space", "\n": "newline", "\t": "tab", "\r": "carriage return"}
+# a graph label is underlined where it links, and an underscore vanished into the line
+NAMES = {" ": "space", "\n": "newline", "\t": "tab", "\r": "carriage return", "_": "underscore"}
 MAX_LISTED = 6  # more leftover characters than this are written as ranges
 
 
@@ -93,7 +96,8 @@ def describe(cs: CharSet) -> str:
         return describe_chars(chars) if chars else "nothing"
     if not chars:
         return "any character"
-    return "any character except " + describe_chars(chars).replace(" or ", " and ")
+    words = describe_chars(chars).replace(" or ", " and ")
+    return "any character except " + words.replace("control character", "control characters")
 
 
 def raw_label(cs: CharSet) -> str:

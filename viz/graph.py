@@ -13,7 +13,11 @@ import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from engine.lazy import lazy_module
+
 from .charclass import class_set, describe, raw_label, union
+
+graphviz = lazy_module("graphviz")
 
 CURRENT = "#f97316"
 PATH = "#2563eb"
@@ -24,7 +28,8 @@ WHOLE_LIMIT = 400  # beyond this, `dot` takes seconds and the drawing is a tangl
 _LAYOUTS: OrderedDict[str, str] = OrderedDict()
 _LAYOUT_CAP = 256
 
-# The marks a step applies, as CSS (the page's head and a downloaded SVG use the same).
+# The marks a step applies, as CSS (the page's head and a downloaded SVG use the same). An
+# accepting state's outer ring (the last ellipse of a double circle) is never filled.
 MARK_CSS = f"""
 g#graph0.graph text {{ font-family: Helvetica, sans-serif; }}
 g.node.path ellipse {{ fill: #dbeafe; stroke: {PATH}; }}
@@ -35,6 +40,8 @@ g.edge.jumped polygon {{ fill: {JUMP}; stroke: {JUMP}; }}
 g.edge.jumped text {{ fill: {JUMP}; font-weight: bold; }}
 g.node.current ellipse {{ fill: {CURRENT}; stroke: #9a3412; stroke-width: 2px; }}
 g.node.current text {{ fill: white; font-weight: bold; }}
+g.node.current ellipse:last-of-type:not(:first-of-type), \
+g.node.path ellipse:last-of-type:not(:first-of-type) {{ fill: none; }}
 g.edge.current path {{ stroke: {CURRENT}; stroke-width: 4px; }} \
 g.edge.current polygon {{ fill: {CURRENT}; stroke: {CURRENT}; }}
 g.edge.current text {{ fill: #9a3412; font-weight: bold; }}
@@ -57,6 +64,13 @@ class GraphView:
     hop_edge: dict[tuple[int, int], int] = field(default_factory=dict)  # (a, b) -> edge index
     succ: dict[int, list[int]] = field(default_factory=dict)
     pred: dict[int, list[int]] = field(default_factory=dict)
+    # a schema's automaton: state -> (JSON pointer, part), engine/schema/places.py
+    places: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+    def place(self, state: int | None) -> str:
+        """Where a state sits in the schema, in words ('' without places)."""
+        p = self.places.get(state) if state is not None else None
+        return f"in {p[0]}: {p[1]}" if p else ""
 
     def element(self, state: int | None) -> str | None:
         """The SVG id that stands for a state: its node, or the chain that hides it."""
@@ -138,6 +152,7 @@ def graph_view(automaton: dict, collapse: bool = True) -> GraphView:
         initial=automaton["initial"],
         inside=hidden,
         hop_edge=hop_edge,
+        places={int(k): (v[0], v[1]) for k, v in (automaton.get("places") or {}).items()},
     )
     for e in edges:
         view.succ.setdefault(e["from"], []).append(e["to"])
@@ -171,12 +186,19 @@ def focus_nodes(view: GraphView, seeds: list[int], limit: int = FOCUS_NODES) -> 
     forward), then what leads to them, breadth first, at most `limit` states."""
     keep = set(seeds)
     keep.update(view.succ.get(seeds[-1], ())[:6])  # what `covers` asks for comes first
+    home = view.places.get(seeds[-1], ("",))[0]
+
+    def order(ts: list[int]) -> list[int]:
+        # a schema's states: those of the current pointer first (the value being written,
+        # not the escape machinery of the string beside it)
+        return sorted(ts, key=lambda t: view.places.get(t, ("",))[0] != home) if home else ts
+
     for nbrs, share in ((view.succ, 0.7), (view.pred, 1.0)):
         q = deque(seeds)
         seen = set(seeds)
         while q and len(keep) < limit * share:
             s = q.popleft()
-            for t in nbrs.get(s, ()):
+            for t in order(nbrs.get(s, [])):
                 if t not in seen:
                     seen.add(t)
                     keep.add(t)
@@ -222,7 +244,10 @@ def plan_focus(
 
 def _esc_label(s: str, limit: int = 32, words: bool = False) -> str:
     """A DOT label: literal text shows its spaces and newlines (\u2423, \u21b5); a label in
-    words keeps plain spaces."""
+    words keeps plain spaces and is never cut (a cut left half an escape on every JSON
+    string's edge)."""
+    if words:
+        limit = max(limit, 200)
     vis = s.replace("\\", "\\\\")
     if not words:
         vis = vis.replace("\n", "\u21b5").replace("\t", "\u21e5").replace(" ", "\u2423")
@@ -249,9 +274,21 @@ def dot_source(view: GraphView, keep: set[int] | None = None, raw: bool = False)
             '__start [shape=point, width=0.08, label=""];',
             f'__start -> s{view.initial} [id="start"];',
         ]
+    clusters: dict[str, list[int]] = {}
     for s in states:
-        shape = "doublecircle" if s in view.accepting else "circle"
-        lines.append(f's{s} [id="s{s}", label="{s}", shape={shape}];')
+        clusters.setdefault(view.places.get(s, ("",))[0], []).append(s)
+    for i, (pointer, members) in enumerate(clusters.items()):
+        if pointer:  # a schema's states, boxed by the pointer they write
+            lines.append(
+                f'subgraph cluster_{i} {{ id="c{i}"; label="{_esc_label(pointer, words=True)}"; '
+                'fontsize=10; fontcolor="#475569"; style="rounded,filled"; '
+                'fillcolor="#f8fafc"; color="#cbd5e1";'
+            )
+        for s in members:
+            shape = "doublecircle" if s in view.accepting else "circle"
+            lines.append(f's{s} [id="s{s}", label="{s}", shape={shape}];')
+        if pointer:
+            lines.append("}")
     outside: dict[int, int] = {}
     for i, e in enumerate(view.edges):
         a, b = e["from"], e["to"]
@@ -287,8 +324,6 @@ def render_svg(dot: str) -> str:
     key = hashlib.sha1(dot.encode()).hexdigest()
     svg = _LAYOUTS.get(key)
     if svg is None:
-        import graphviz
-
         svg = graphviz.Source(dot).pipe(format="svg", engine="dot").decode("utf-8")
         svg = svg[svg.index("<svg") :]
         svg = re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)

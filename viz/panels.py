@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from engine.decoding.trace import time_saved
+
 from .segments import segment_label_html, segment_sentence, segments, token_segments, trigger_tokens
 from .text import esc, visible
 
@@ -65,6 +67,11 @@ overflow:auto;background:#f8fafc;padding:6px;margin:4px 0;}
 .cfsm-badge.bad{background:#fee2e2;color:#991b1b;} \
 .cfsm-badge.unk{background:#f1f5f9;color:#475569;}
 .cfsm-arow,.cfsm-trow{display:flex;align-items:center;gap:6px;font-size:12px;margin:1px 0;}
+#schema-outline{margin:4px 0;}
+.cfsm-orow{display:flex;align-items:center;gap:8px;font-size:12px;padding:0 4px;border-radius:4px;}
+.cfsm-orow.current{background:#ffedd5;outline:1px solid #f97316;}
+.cfsm-obar{display:inline-flex;width:80px;height:8px;background:#e2e8f0;border-radius:3px;overflow:hidden;}
+.cfsm-obar .j{background:#16a34a;} .cfsm-obar .f{background:#86efac;}
 .cfsm-p{color:#475569;min-width:34px;font-size:11px;}
 .cfsm-trow .bar{display:inline-block;height:10px;border-radius:2px;} .bar.raw{background:#94a3b8;} \
 .bar.msk{background:#2563eb;}
@@ -510,11 +517,10 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
             totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
         )
         cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
-    if totals.get("est_masked_ms"):
-        saved = 1 - totals["est_forward_ms"] / totals["est_masked_ms"]
-        cards.append(
-            ("decode time saved vs masked (this runtime's costs)", f"{100 * saved:.0f}%", saved)
-        )
+    saved = time_saved(totals)
+    if saved is not None:
+        clock = "this run's clock" if totals.get("run_masked_ms") else "this runtime's costs"
+        cards.append((f"decode time saved vs masked ({clock})", f"{100 * saved:.0f}%", saved))
     if "compile_s" in totals:
         # a cached constraint: its once-paid compile time, said so (not this run's)
         label = "compile (cached: none this run)" if totals.get("compile_cached") else "compile"

@@ -7,7 +7,12 @@ import zlib
 
 import numpy as np
 
+from engine.lazy import lazy_module
+
 from .segments import free_spans
+
+go = lazy_module("plotly.graph_objects")
+plotly_subplots = lazy_module("plotly.subplots")
 
 
 def decode_mask(blob: str, vocab_size: int) -> np.ndarray:
@@ -17,13 +22,10 @@ def decode_mask(blob: str, vocab_size: int) -> np.ndarray:
 
 def timeline(trace: dict, step: int | None = None):
     """Per-step forward ms, mask us, allowed count and feasible mass."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     steps = trace.get("steps", [])
     x = [s["index"] for s in steps]
     mode = "lines" if len(steps) > 2 else "lines+markers"  # a line of one point draws nothing
-    fig = make_subplots(
+    fig = plotly_subplots.make_subplots(
         rows=2,
         cols=1,
         shared_xaxes=True,

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.lazy import lazy_module
+
 from .graph import (
     MARK_CSS,
     MAX_FULL_NODES,
@@ -43,6 +45,8 @@ from .plots import decode_mask
 from .segments import segment_note
 from .text import esc, visible
 
+pil_image = lazy_module("PIL.Image")
+
 MASK_WIDTH = 256
 ALLOWED_SHOWN = 32
 
@@ -50,14 +54,12 @@ ALLOWED_SHOWN = 32
 @functools.lru_cache(maxsize=1024)  # ~6 KB each: a mask is drawn once, whatever run shows it
 def mask_png(blob: str | None, vocab: int, allowed_all: bool = False) -> str:
     """The allowed-token mask as a 256-wide PNG data URI, one pixel per token id."""
-    from PIL import Image
-
     rows = -(-vocab // MASK_WIDTH)
     grid = np.full(rows * MASK_WIDTH, 2, dtype=np.uint8)
     grid[:vocab] = 1 if allowed_all else 0
     if blob is not None:
         grid[:vocab] = decode_mask(blob, vocab)
-    img = Image.frombytes("P", (MASK_WIDTH, rows), grid.tobytes())
+    img = pil_image.frombytes("P", (MASK_WIDTH, rows), grid.tobytes())
     img.putpalette([0xE2, 0xE8, 0xF0, 0x25, 0x63, 0xEB, 0xFF, 0xFF, 0xFF])
     buf = io.BytesIO()
     img.save(buf, format="PNG")  # `optimize` took twice as long for a few % of size
@@ -161,6 +163,8 @@ def _step_entry(
             el=view.element(state),
             state=state,
             pos=view.position(state),
+            at=view.place(state),
+            ptr=view.places.get(state, ("",))[0] if state is not None else "",
             L=which[k],
             t=upto[min(rel, len(upto) - 1)],
         )
@@ -184,6 +188,27 @@ def _step_entry(
             e["sn"] = note  # outside any constrained segment: grammar inactive
             e["nf"] = "mask_key" not in s  # free text: no mask recorded, nothing masked
     return e
+
+
+ORIGIN_COLUMN = {"model": 1, "forced": 2, "jump": 3}
+
+
+def schema_outline(trace: dict, view: GraphView | None) -> list[list]:
+    """A schema run's pointers in the order the output writes them, each with the output
+    characters written there by the model, forced (one allowed token) and jumped:
+    [[pointer, model, forced, jumped], ...]; [] without places."""
+    auto = trace.get("automaton") or {}
+    if view is None or not view.places or auto.get("path_offset"):
+        return []
+    path, offs = auto.get("path") or [], token_offsets(trace)
+    rows: dict[str, list] = {}
+    for i, t in enumerate(trace.get("tokens", [])):
+        col = ORIGIN_COLUMN.get(t.get("origin", "model"), 1)
+        for c in range(offs[i], min(offs[i + 1], len(path) - 1)):
+            ptr = view.places.get(path[c], ("",))[0]  # the state before the character
+            if ptr:
+                rows.setdefault(ptr, [ptr, 0, 0, 0])[col] += 1
+    return list(rows.values())
 
 
 def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False) -> dict:
@@ -222,6 +247,7 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
         "jumps": jumps,
         "masks": masks,
         "noJump": _no_jump(trace),
+        "outline": schema_outline(trace, view),
         "markCss": MARK_CSS,
         "steps": [_step_entry(trace, k, pos, view, upto, which) for k, pos in enumerate(where)],
     }
@@ -331,7 +357,8 @@ def _view_html(trace: dict, b: dict) -> str:
         "</a> (a choice, a chain, a jump, a re-tokenization)</div>"
         '<div id="caption" class="cfsm-caption"></div>'
         '<div class="cfsm-row"><div class="cfsm-col-graph">'
-        '<div id="graph-where" class="cfsm-muted"></div><div id="graph-note" '
+        '<div id="graph-where" class="cfsm-muted"></div><div id="schema-outline"></div>'
+        '<div id="graph-note" '
         f'class="cfsm-muted">{esc(b["note"])}</div>{graph}</div><div '
         f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div><div '
         f'id="allowed-html"></div></div></div><div id="strip-html">{token_strip(trace)}</div>'

@@ -6,11 +6,15 @@ from __future__ import annotations
 import html
 from dataclasses import asdict
 
-from engine.decoding.trace import StepEvent, WaitEvent
+from engine.decoding.trace import StepEvent, WaitEvent, time_saved
+from engine.lazy import lazy_module
 from viz.highlight import regex_span_html, schema_node_html
 
 from .doctor_text import UNBOUNDED_WHY
 from .panels import plural
+from .text import GLYPHS
+
+go = lazy_module("plotly.graph_objects")
 
 
 def summary_md(trace: dict) -> str:
@@ -84,17 +88,37 @@ def waiting_line(ev: WaitEvent) -> str:
 
 
 def time_saved_line(t: dict) -> str:
-    """Passes saved as time saved on the runtime that decoded (its costs measured at
-    load): on llama.cpp a k-token prefill costs about k/2 steps, so fewer passes save less
-    time than on the PyTorch path, where 32 tokens cost about 2 steps."""
-    if not t.get("est_masked_ms"):
+    """Passes saved as time saved, on this run's own clock: its forward passes as measured,
+    against the same output decoded masked, timed with this run's prefill and its median
+    one-token pass (on llama.cpp a k-token pass costs far more than one step, so fewer
+    passes save less time than on the PyTorch path). Older traces: the load-time costs."""
+    saved = time_saved(t)
+    if saved is None:
         return ""
     rt = t.get("runtime") or "this runtime"
     shared = t.get("prompt_cached_tokens") or 0
+    if t.get("run_masked_ms"):
+        step = "its" if t.get("clock") == "this run" else "the load-time model's"
+        head = (
+            f"On this run's clock ({rt}): {t['run_forward_ms'] / 1e3:.2f} s of forward passes "
+            "against "
+            f"{t['run_masked_ms'] / 1e3:.2f} s for the same output decoded masked (its "
+            f"prefill, then {step} {t['run_step_ms']:.1f} ms one-token step per token; "
+            "both count one-token passes at that median): "
+        )
+    else:
+        head = (
+            f"On {rt}'s measured costs: {t['est_forward_ms'] / 1e3:.2f} s of forward passes "
+            f"against {t['est_masked_ms'] / 1e3:.2f} s for the same output decoded masked: "
+        )
+    verdict = (
+        f"{100 * saved:.0f}% of the time saved."
+        if saved >= 0
+        else f"{100 * -saved:.0f}% more time than masked."
+    )
     return (
-        f"On {rt}'s measured costs: {t['est_forward_ms'] / 1e3:.2f} s of forward passes "
-        f"against {t['est_masked_ms'] / 1e3:.2f} s for the same output decoded masked "
-        f"({100 * (1 - t['est_forward_ms'] / t['est_masked_ms']):.0f}% of the time saved)."
+        head
+        + verdict
         + (
             f" {shared} of the prompt's {t.get('prompt_tokens', '?')} tokens were shared "
             "from the previous request's cache, not computed (both figures count that)."
@@ -196,15 +220,44 @@ def _times(ratio: float, more: str, less: str) -> str:
     return f"{inv:.2f}x {less}" if inv < 10 else f"{inv:.1f}x {less}"
 
 
+def first_difference(a: str, b: str) -> int | None:
+    """The index of the first character where two texts part (None: equal)."""
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def _code(text: str) -> str:
+    """Text as a code span inside a table cell: whitespace as glyphs; a backquote or a bar
+    would end the span or the cell, so they are spelled with look-alikes."""
+    shown = "".join(GLYPHS.get(ch, ch) for ch in text).replace("`", "ˋ").replace("|", "∣")
+    return f"`{shown}`" if shown else ""
+
+
+def _output_cell(text: str, part: int | None, keep: int = 40, show: int = 60) -> str:
+    """An output as text (no Python quoting): `keep` characters of the shared start, then
+    the part after the first difference in bold behind a marker."""
+    if part is None:
+        return (_code(text[: keep + show]) or "*(empty)*") + (
+            "…" if len(text) > keep + show else ""
+        )
+    head = ("…" if part > keep else "") + _code(text[max(0, part - keep) : part])
+    rest = text[part : part + show]
+    tail = f"**{_code(rest)}**" if rest else "*(ends here)*"
+    return f"{head} ▶ {tail}" + ("…" if len(text) > part + show else "")
+
+
 def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
     """A vs B with the caveats a reader needs: unfinished runs, different outputs, sampling."""
     ta, tb = a["totals"], b["totals"]
+    part = first_difference(a["text"], b["text"])
     speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
     rows = [
         "| | A | B |",
         "|---|---|---|",
         f"| config | {cfg_a} | {cfg_b} |",
-        f"| output | `{a['text'][:80]!r}` | `{b['text'][:80]!r}` |",
+        "| output | " + " | ".join(_output_cell(x, part) for x in (a["text"], b["text"])) + " |",
         f"| tokens | {ta['output_tokens']} | {tb['output_tokens']} |",
         f"| forward passes | {ta['forward_passes']} | {tb['forward_passes']} |",
         f"| wall time | {ta['wall_s']} s | {tb['wall_s']} s |",
@@ -216,8 +269,10 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         for n, t in (("A", ta), ("B", tb))
         if not t["finished"]
     ]
-    if a["text"] != b["text"]:
-        caveats.append("the outputs differ, so the runs did different work")
+    if part is not None:
+        caveats.append(
+            f"the outputs differ from character {part} on (▶), so the runs did different work"
+        )
     if temperature > 0:
         caveats.append(
             f"both were sampled (temperature {temperature:g}, seed {seed}); another seed gives "
@@ -246,7 +301,8 @@ def _doctor_time(t: dict | None) -> list[str]:
     return [
         "",
         f"As decode time on **{t['runtime'] or 'this runtime'}**: the ideal is "
-        f"**{t['ideal_time_reduction']}x** faster than masked decoding (a step costs "
+        f"**{_times(t['ideal_time_reduction'], 'faster', 'slower')}** than masked decoding "
+        "(a step costs "
         f"{t['step_ms']:.1f} ms, a forced token inside a prefill {t['forced_token_ms']:.2f} ms, "
         "measured at load).",
     ]
@@ -279,7 +335,6 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"{b['suggestion']}"
     )
     if rep.get("unbounded"):
-
         out += ["", "#### Runs may not end", UNBOUNDED_WHY, "", "| where | what | to bound it |"]
         bar = "\\|"  # a pipe inside a table cell
         out += ["|---|---|---|"] + [
@@ -300,7 +355,6 @@ def doctor_md(rep: dict, source: str = "") -> str:
         (c for c in rep["causes"] if c["places"] and c["places"][0] not in ("end", "/")), None
     )
     if top is not None and source:
-
         place = top["places"][0]
         mark = (
             schema_node_html(source, place)
@@ -320,8 +374,6 @@ def doctor_md(rep: dict, source: str = "") -> str:
 
 
 def doctor_plot(rep: dict):
-    import plotly.graph_objects as go
-
     cs = rep["causes"]
     fig = go.Figure(
         go.Bar(

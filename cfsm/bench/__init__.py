@@ -8,6 +8,7 @@ from . import (
     check_requests,
     conformance,
     decode,
+    figures,
     jsonschemabench,
     kv_pressure,
     page_run,
@@ -34,6 +35,7 @@ SUITES: dict[str, Suite] = {
         page_run.SUITE,
         kv_pressure.SUITE,
         check_requests.SUITE,
+        figures.SUITE,
     )
 }
 DEFAULT_SUITE = "paper-character"

@@ -41,6 +41,7 @@ from engine.backends.outlines_backend import token_groups
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
+from engine.lazy import lazy_module
 from engine.regex.normalize import normalize_regex
 from engine.tokens.index import vocab_tokens
 
@@ -51,6 +52,15 @@ from .llamacpp_grammar import regex_gbnf, schema_gbnf
 from .llamacpp_peer import LlamaCppGrammarPeer
 from .peers_report import write_peers_report
 from .suite import Suite, names_flag, tokens_flag, with_engine
+
+jsonschema = lazy_module("jsonschema")
+torch = lazy_module("torch")
+outlines = lazy_module("outlines")  # the `peers` extra
+xgr = lazy_module("xgrammar")
+llguidance = lazy_module("llguidance")
+llg_hf = lazy_module("llguidance.hf")
+llg_torch = lazy_module("llguidance.torch")
+outlines_core = lazy_module("outlines_core")
 
 SYSTEMS = (
     "outlines",
@@ -119,7 +129,6 @@ class Task:
     def valid(self, text: str) -> bool:
         if self.constraint.kind == "regex":
             return re.fullmatch(self.constraint.text, text) is not None
-        import jsonschema
 
         try:
             jsonschema.validate(json.loads(text), json.loads(self.constraint.text))
@@ -207,7 +216,6 @@ class PeerRunner:
 
     def _hf_generate(self, ids: list[int], processor, max_new: int) -> tuple[str, int]:
         """(text, output tokens without the final EOS, as cfsm counts them)."""
-        import torch
 
         x = torch.tensor([ids], device=self.lm.device)
         out = self.lm.model.generate(
@@ -231,8 +239,6 @@ class PeerRunner:
             normalize_regex(c.text) if c.kind == "regex" else c.text
         )  # the language every adapter hands over
         if system == "outlines":
-            import outlines
-
             if self._outlines_model is None:
                 self._outlines_model = outlines.from_transformers(self.lm.model, self.lm.tokenizer)
             out_type = (
@@ -242,8 +248,6 @@ class PeerRunner:
             )
             return outlines.Generator(self._outlines_model, out_type)
         if system == "transformers+xgrammar":
-            import xgrammar as xgr
-
             if self._xgr_info is None:
                 self._xgr_info = xgr.TokenizerInfo.from_huggingface(
                     self.lm.tokenizer, vocab_size=self.lm.vocab_size
@@ -255,19 +259,16 @@ class PeerRunner:
                 c.text, any_whitespace=False, separators=(",", ":"), strict_mode=True
             )
         if system == "transformers+llguidance":
-            from llguidance import LLMatcher
-            from llguidance.hf import from_tokenizer
-
             if self._llg_tok is None:
-                self._llg_tok = from_tokenizer(
+                self._llg_tok = llg_hf.from_tokenizer(
                     self.lm.tokenizer,
                     n_vocab=self.lm.vocab_size,
                     eos_token=self.eng.ctx.eos_token_id,
                 )
             grammar = (
-                LLMatcher.grammar_from_regex(rx)
+                llguidance.LLMatcher.grammar_from_regex(rx)
                 if c.kind == "regex"
-                else LLMatcher.grammar_from_json_schema(
+                else llguidance.LLMatcher.grammar_from_json_schema(
                     json.loads(c.text),
                     overrides={
                         "item_separator": ",",
@@ -276,7 +277,7 @@ class PeerRunner:
                     },
                 )
             )
-            LLMatcher(
+            llguidance.LLMatcher(
                 self._llg_tok, grammar
             )  # parses and checks the grammar; each run makes its own matcher
             return grammar
@@ -301,7 +302,6 @@ class PeerRunner:
     def warm_model(self) -> None:
         """Untimed first passes through every decoding path (HF generate and the engine on
         each runtime)."""
-        import torch
 
         x = torch.tensor([self.prompt_ids("Hi")], device=self.lm.device)
         self.lm.model.generate(
@@ -336,8 +336,6 @@ class PeerRunner:
             text = compiled(text_prompt, max_new_tokens=max_new, do_sample=False)
             return text, len(self.lm.tokenizer.encode(text, add_special_tokens=False))
         if system == "transformers+xgrammar":
-            import xgrammar as xgr
-
             return self._hf_generate(ids, xgr.contrib.hf.LogitsProcessor(compiled), max_new)
         if system == "transformers+llguidance":
             return self._hf_generate(
@@ -378,23 +376,20 @@ class LlguidanceProcessor:
     and apply the bitmask); one per generate() call."""
 
     def __init__(self, tokenizer, grammar: str, vocab_size: int) -> None:
-        from llguidance import LLMatcher
-        from llguidance.torch import allocate_token_bitmask
 
-        self.m = LLMatcher(tokenizer, grammar)
-        self.mask = allocate_token_bitmask(1, vocab_size)
+        self.m = llguidance.LLMatcher(tokenizer, grammar)
+        self.mask = llg_torch.allocate_token_bitmask(1, vocab_size)
         self.started = False
 
     def __call__(self, input_ids, scores):
-        from llguidance.torch import apply_token_bitmask_inplace, fill_next_token_bitmask
 
         if self.started and not self.m.consume_token(int(input_ids[0, -1])):
             raise CfsmError(
                 "dead_end", f"llguidance rejected a token it had allowed: {self.m.get_error()}"
             )
         self.started = True
-        fill_next_token_bitmask(self.m, self.mask, 0)
-        apply_token_bitmask_inplace(scores, self.mask.to(scores.device))
+        llg_torch.fill_next_token_bitmask(self.m, self.mask, 0)
+        llg_torch.apply_token_bitmask_inplace(scores, self.mask.to(scores.device))
         return scores
 
 
@@ -495,19 +490,17 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
     outlines-core's Index, the default backend (fsm: DFA plus lazy token index), xgrammar,
     llguidance, and a cached compile through the engine."""
 
-    import xgrammar as xgr
-    from llguidance import LLMatcher
-    from llguidance.hf import from_tokenizer
-    from outlines_core import Index, Vocabulary
-
     ctx, c = engine.ctx, Constraint("regex", regex)
     regex = normalize_regex(
         regex
     )  # what every adapter hands its library (\w as the engine reads it)
     t = time.perf_counter()
-    oc_vocab = Vocabulary(ctx.eos_token_id, token_groups(ctx))  # without the adapter's end marker
+    # without the adapter's end marker
+    oc_vocab = outlines_core.Vocabulary(ctx.eos_token_id, token_groups(ctx))
     xgr_info = xgr.TokenizerInfo.from_huggingface(ctx.tokenizer, vocab_size=ctx.vocab_size)
-    llg_tok = from_tokenizer(ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
+    llg_tok = llg_hf.from_tokenizer(
+        ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id
+    )
     vocab_tokens(ctx.vocab)
     setup_s = time.perf_counter() - t
 
@@ -525,7 +518,7 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
             index.allowed_ids(s)
 
     res = {
-        "outlines-core Index": timed(lambda: Index(regex, oc_vocab)),
+        "outlines-core Index": timed(lambda: outlines_core.Index(regex, oc_vocab)),
         "fsm (default backend; lazy: states indexed as decoding reaches them)": timed(
             lambda: get_backend("fsm").compile(c, ctx)
         ),
@@ -533,7 +526,9 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
         "xgrammar": timed(
             lambda: xgr.GrammarCompiler(xgr_info, cache_enabled=False).compile_regex(regex)
         ),
-        "llguidance": timed(lambda: LLMatcher(llg_tok, LLMatcher.grammar_from_regex(regex))),
+        "llguidance": timed(
+            lambda: llguidance.LLMatcher(llg_tok, llguidance.LLMatcher.grammar_from_regex(regex))
+        ),
     }
     engine.compile(c, "fsm")
     res["fsm, cached (engine compile cache)"] = timed(lambda: engine.compile(c, "fsm"))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.lazy import lazy_module
+
+go = lazy_module("plotly.graph_objects")
+
 
 def _page(title: str, figs: list, notes: str = "") -> str:
     parts = [
@@ -18,8 +22,6 @@ def _page(title: str, figs: list, notes: str = "") -> str:
 
 
 def paper_figures(result: dict) -> list:
-    import plotly.graph_objects as go
-
     s = result["summary"]
     b = list(s)
     fp = go.Figure(
@@ -46,8 +48,6 @@ def paper_figures(result: dict) -> list:
 
 
 def jsb_figures(result: dict) -> list:
-    import plotly.graph_objects as go
-
     s = result["summary"]
     b = list(s)
     cov = go.Figure(
@@ -78,8 +78,6 @@ def jsb_figures(result: dict) -> list:
 
 
 def batch_figures(result: dict) -> list:
-    import plotly.graph_objects as go
-
     rows = result["rows"]
     x = [str(r["batch_size"]) for r in rows]
     thr = go.Figure(

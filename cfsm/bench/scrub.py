@@ -17,11 +17,18 @@ from engine.analysis.doctor import synthesize
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.decoding.trace import StepRecord, Totals, Trace, encode_mask
+from engine.lazy import lazy_module
 from engine.regex.compressed import CompressedFSM
 from engine.regex.dfa import build_char_dfa
 from engine.serving.service import Engine, automaton_json
 
 from .suite import Suite
+
+# the page (app.main imports gradio: seconds) and the browser driver (a test extra) only
+# when the suite runs; `cfsm` itself imports this module
+app_main = lazy_module("app.main")
+app_presets = lazy_module("app.presets")
+playwright_sync = lazy_module("playwright.sync_api")
 
 CHROMIUM = "/usr/bin/chromium"
 PROBE = """() => {
@@ -126,9 +133,7 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
 
 def character_trace() -> dict:
     """A real run of the SGLang character preset on the embedded model."""
-    from app.presets import presets
-
-    p = presets()["SGLang character (regex)"]
+    p = app_presets.presets()["SGLang character (regex)"]
     eng = Engine()
     try:
         return eng.generate(
@@ -206,13 +211,9 @@ CASES = [
 @contextmanager
 def served_page(port: int):
     """The app served here and one Debian Chromium page on it (1440x900), closed after."""
-    from playwright.sync_api import sync_playwright
-
-    from app.main import serve
-
-    demo, _hub = serve(port=port, prevent_thread_lock=True)
+    demo, _hub = app_main.serve(port=port, prevent_thread_lock=True)
     try:
-        with sync_playwright() as p:
+        with playwright_sync.sync_playwright() as p:
             browser = p.chromium.launch(
                 executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
             )

@@ -9,6 +9,17 @@ import json
 import random
 from pathlib import Path
 
+from engine.lazy import lazy_module
+
+hf_tokenizers = lazy_module("tokenizers")  # the library (cfsm.bench.tokenizers is a sibling)
+decoders = lazy_module("tokenizers.decoders")
+models = lazy_module("tokenizers.models")
+normalizers = lazy_module("tokenizers.normalizers")
+pre_tokenizers = lazy_module("tokenizers.pre_tokenizers")
+trainers = lazy_module("tokenizers.trainers")
+tf = lazy_module("transformers")
+torch = lazy_module("torch")
+
 FAMILIES = ("byte_level", "sp_prepend", "sp_metaspace", "sp_no_prefix", "unigram", "added_tokens")
 FAMILY_TITLES = {
     "byte_level": "byte-level BPE (GPT-2 / Llama-3 / Qwen style)",
@@ -69,10 +80,8 @@ def _byte_fallback_vocab(vocab: dict[str, int]) -> dict[str, int]:
 
 
 def _sp_bpe(family: str, vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
     # train on text already spelt with the meta symbol, as SentencePiece sees it
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok = hf_tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False
@@ -84,7 +93,9 @@ def _sp_bpe(family: str, vocab_size: int):
         tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in data["model"]["merges"]
     ]
     merges = [m for m in merges if m[0] in vocab and m[1] in vocab and m[0] + m[1] in vocab]
-    out = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    out = hf_tokenizers.Tokenizer(
+        models.BPE(vocab, merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True)
+    )
     if family == "sp_prepend":
         out.normalizer = normalizers.Sequence(
             [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
@@ -103,9 +114,7 @@ def _sp_bpe(family: str, vocab_size: int):
 
 
 def _unigram(vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.Unigram())
+    tok = hf_tokenizers.Tokenizer(models.Unigram())
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(
         vocab_size=vocab_size, special_tokens=SPECIALS, unk_token="<unk>", show_progress=False
@@ -114,7 +123,7 @@ def _unigram(vocab_size: int):
     data = json.loads(tok.to_str())
     pieces = [(p, s) for p, s in data["model"]["vocab"] if p not in SPECIALS]
     vocab = [(t, 0.0) for t in SPECIALS] + [(f"<0x{b:02X}>", -100.0) for b in range(256)] + pieces
-    out = Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=True))
+    out = hf_tokenizers.Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=True))
     out.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
     out.decoder = decoders.Sequence(
         [
@@ -128,9 +137,7 @@ def _unigram(vocab_size: int):
 
 
 def _byte_level(vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
+    tok = hf_tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -145,8 +152,6 @@ def _byte_level(vocab_size: int):
 
 def build_tokenizer(family: str, vocab_size: int = 600):
     """A transformers fast tokenizer of `family` (see FAMILIES)."""
-    from transformers import PreTrainedTokenizerFast
-
     if family not in FAMILIES:
         raise ValueError(
             f"unknown tokenizer family {family!r}; choose one of {', '.join(FAMILIES)}"
@@ -157,7 +162,7 @@ def build_tokenizer(family: str, vocab_size: int = 600):
     else:
         tok = _unigram(vocab_size) if family == "unigram" else _sp_bpe(family, vocab_size)
         kw = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, **kw)
+    fast = tf.PreTrainedTokenizerFast(tokenizer_object=tok, **kw)
     if family == "added_tokens":
         fast.add_special_tokens({"additional_special_tokens": CHAT_MARKERS})
         fast.add_tokens(PLAIN_ADDED)
@@ -165,8 +170,6 @@ def build_tokenizer(family: str, vocab_size: int = 600):
 
 
 def _config(arch: str, vocab: int, tok):
-    import transformers as tf
-
     common = dict(
         vocab_size=vocab,
         hidden_size=32,
@@ -212,9 +215,6 @@ def build_model(
 ) -> Path:
     """Save a tokenizer of `family` and random tiny `arch` weights into `folder`; returns it.
     The output layer has 8 rows more than the tokenizer (as real models pad theirs)."""
-    import torch
-    import transformers as tf
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(family, vocab_size)

@@ -15,24 +15,23 @@ from engine.backends.base import GrammarBackend
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
+from engine.lazy import lazy_module
 from engine.serving.service import Engine
 
 from .suite import Suite, backends_flag, backends_of, names_flag, tokens_flag
+
+app_presets = lazy_module("app.presets")  # the page's package: not imported by `cfsm` itself
 
 CITIES = ("Paris", "Tokyo", "Berlin", "Rome", "Cairo", "Lima", "Oslo", "Delhi")
 QUESTIONS = ("3 apples and 4 more", "10 pears minus 6", "2 boxes of 5 apples", "7 pears and 8")
 
 
 def _tools_text() -> str:
-    from app.presets import TOOLS
-
-    return json.dumps(TOOLS)
+    return json.dumps(app_presets.TOOLS)
 
 
 def _answer() -> Constraint:
-    from app.presets import ANSWER_SCHEMA
-
-    return Constraint("schema", json.dumps(ANSWER_SCHEMA))
+    return Constraint("schema", json.dumps(app_presets.ANSWER_SCHEMA))
 
 
 def tasks(n: int) -> dict[str, list[tuple[str, Constraint | None, dict]]]:

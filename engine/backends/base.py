@@ -12,10 +12,13 @@ import numpy as np
 
 from ..constraint import Constraint
 from ..errors import CfsmError, native_message
+from ..lazy import lazy_module
 from ..regex.dfa import CharDFA, build_char_dfa
 from ..tokens.continuation import ContinuationEncoder
 from ..tokens.vocab import TokenVocab, build_vocab, vocab_from_bytes
 from .audit import audit
+
+torch = lazy_module("torch")
 
 
 class TokenizerContext:
@@ -226,8 +229,6 @@ class BitmaskMatcher(Matcher):
         return self._fill()
 
     def mask(self, device: str):
-        import torch
-
         self._fill()
         return torch.from_numpy(self._bits).to(device)
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..constraint import Constraint
 from ..errors import CfsmError, native_message
+from ..lazy import lazy_module
 from ..regex.dfa import normalize_regex
 from ..tokens.text_tables import special_ids
 from .audit import LLGUIDANCE_GAPS
@@ -13,24 +14,23 @@ from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, T
 from .json_options import llguidance_json_overrides
 from .llguidance_triggers import lark_for_plan
 
+llg = lazy_module("llguidance")
+llg_numpy = lazy_module("llguidance.numpy")
+
 
 class LlguidanceMatcher(BitmaskMatcher):
     backend = "llguidance"
 
     def __init__(self, c: LlguidanceCompiled) -> None:
-        from llguidance import LLMatcher
-
         super().__init__()
         self.c = c
-        self.m = LLMatcher(c.tokenizer, c.grammar, log_level=0)
+        self.m = llg.LLMatcher(c.tokenizer, c.grammar, log_level=0)
         if self.m.is_error():
             raise CfsmError("invalid_grammar", f"llguidance: {self.m.get_error()}")
         self.bitmask = np.full((1, (c.vocab_size + 31) // 32), -1, dtype=np.int32)
 
     def _fill_bitmask(self) -> np.ndarray:
-        from llguidance.numpy import fill_next_token_bitmask
-
-        fill_next_token_bitmask(self.m, self.bitmask)
+        llg_numpy.fill_next_token_bitmask(self.m, self.bitmask)
         return self.bitmask[0]
 
     def _accept(self, token_id: int) -> bool:
@@ -80,8 +80,6 @@ class LlguidanceBackend(GrammarBackend):
         return None if text is None else Constraint("grammar", text)
 
     def check_grammar(self, text: str) -> None:
-        import llguidance as llg
-
         msg = llg.LLMatcher.validate_grammar(llg.grammar_from("lark", text))
         if msg:
             raise CfsmError("invalid_grammar", f"llguidance (Lark): {native_message(msg)}")
@@ -95,14 +93,12 @@ class LlguidanceBackend(GrammarBackend):
         that JSON, builds the same one."""
 
         def build():
-            from llguidance import LLTokenizer
-
             text = ctx.tokenizer_json()
             if text is None:
                 raise CfsmError(
                     "unsupported_feature", "llguidance needs a fast (Rust) Hugging Face tokenizer"
                 )
-            return LLTokenizer(text, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
+            return llg.LLTokenizer(text, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id)
 
         return ctx.view("llguidance", build)
 
@@ -120,22 +116,20 @@ class LlguidanceBackend(GrammarBackend):
         )
 
     def compile_native(self, constraint: Constraint, ctx: TokenizerContext, **_):
-        from llguidance import LLMatcher
-
         tok = self._tokenizer(ctx)
         if constraint.kind == "regex":
-            grammar = LLMatcher.grammar_from_regex(normalize_regex(constraint.text))
+            grammar = llg.LLMatcher.grammar_from_regex(normalize_regex(constraint.text))
         elif constraint.kind == "schema":
             obj = constraint.schema_obj()
             try:
-                grammar = LLMatcher.grammar_from_json_schema(
+                grammar = llg.LLMatcher.grammar_from_json_schema(
                     obj, overrides=llguidance_json_overrides(constraint)
                 )
             except Exception as exc:  # noqa: BLE001
                 raise CfsmError("invalid_schema", f"llguidance: {exc}") from exc
         else:
-            grammar = LLMatcher.grammar_from_lark(constraint.text)
-        msg = LLMatcher.validate_grammar(grammar, tok)
+            grammar = llg.LLMatcher.grammar_from_lark(constraint.text)
+        msg = llg.LLMatcher.validate_grammar(grammar, tok)
         if msg:
             raise self.compile_error(constraint, msg)
         return LlguidanceCompiled(constraint, tok, grammar, ctx.vocab_size, ctx.emittable)

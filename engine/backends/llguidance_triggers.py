@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 
 from ..constraint import Constraint
+from ..lazy import lazy_module
 from ..regex.dfa import normalize_regex
 from ..triggers.plan import Plan, TriggerOptions
 from .json_options import llguidance_json_overrides
+
+llg = lazy_module("llguidance")
 
 
 def _lit(text: str) -> str:
@@ -19,14 +22,12 @@ def _lit(text: str) -> str:
 
 def content_rule(c: Constraint) -> str | None:
     """A constraint as the right-hand side of a Lark rule (None: a grammar answer)."""
-    from llguidance import LLMatcher
-
     if c.kind == "regex":
-        top = json.loads(LLMatcher.grammar_from_regex(normalize_regex(c.text)))
+        top = json.loads(llg.LLMatcher.grammar_from_regex(normalize_regex(c.text)))
         return top["grammars"][0]["lark_grammar"].removeprefix("start: ")
     if c.kind == "schema":
         opts = llguidance_json_overrides(c)
-        top = json.loads(LLMatcher.grammar_from_json_schema(c.schema_obj(), overrides=opts))
+        top = json.loads(llg.LLMatcher.grammar_from_json_schema(c.schema_obj(), overrides=opts))
         return "%json " + json.dumps(top["grammars"][0]["json_schema"], ensure_ascii=False)
     return None
 

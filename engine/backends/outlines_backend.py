@@ -20,9 +20,13 @@ import numpy as np
 
 from ..constraint import Constraint
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..regex.compressed import compressed_of
 from ..regex.dfa import CharDFA, normalize_regex
 from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
+
+outlines_core = lazy_module("outlines_core")
+torch = lazy_module("torch")
 
 END_MARKER = "\U0010fffd"
 MARKER_BYTES = END_MARKER.encode("utf-8")
@@ -41,8 +45,6 @@ def token_groups(ctx: TokenizerContext) -> dict[bytes, list[int]]:
 def _vocabulary(ctx: TokenizerContext):
     """outlines-core's vocabulary plus the end-marker token (id = vocabulary size), and the
     ids of tokens that end in the marker's first bytes; built once per tokenizer."""
-    from outlines_core import Vocabulary
-
     groups = token_groups(ctx)
     prefix_ids = set()
     for b, ids in groups.items():
@@ -53,7 +55,7 @@ def _vocabulary(ctx: TokenizerContext):
         if any(b.endswith(MARKER_BYTES[:i]) for i in range(1, len(MARKER_BYTES))):
             prefix_ids.update(ids)
     groups[MARKER_BYTES] = [ctx.vocab_size]
-    return Vocabulary(ctx.eos_token_id, groups), frozenset(prefix_ids)
+    return outlines_core.Vocabulary(ctx.eos_token_id, groups), frozenset(prefix_ids)
 
 
 class OutlinesMatcher(StackMatcher):
@@ -82,8 +84,6 @@ class OutlinesMatcher(StackMatcher):
         return got
 
     def mask(self, device: str):
-        import torch
-
         state = self.stack[-1][0]
         key = (state, device)
         m = self.c.mask_cache.get(key)
@@ -232,12 +232,12 @@ class OutlinesBackend(GrammarBackend):
     def compile_native(
         self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
     ):
-        from outlines_core import Index
-
         dfa = self.automaton(constraint, dfa)
         vocab, marker_prefix_ids = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
         try:
-            index = Index(f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab)
+            index = outlines_core.Index(
+                f"({normalize_regex(constraint.regex() or '')}){END_MARKER}", vocab
+            )
         except Exception as exc:  # noqa: BLE001
             raise CfsmError(
                 "unsupported_feature", f"outlines-core cannot compile this regex: {exc}"

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..constraint import Constraint
 from ..errors import CfsmError, native_message
+from ..lazy import lazy_module
 from ..limits import CACHE_BUDGET_MB
 from ..regex.dfa import normalize_regex
 from ..schema import WHITESPACE_POLICIES
@@ -17,13 +18,13 @@ from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, T
 from .json_options import xgrammar_json_options
 from .xgrammar_triggers import structural_tag_ebnf
 
+xgr = lazy_module("xgrammar")
+
 
 class XgrammarMatcher(BitmaskMatcher):
     backend = "xgrammar"
 
     def __init__(self, c: XgrammarCompiled) -> None:
-        import xgrammar as xgr
-
         super().__init__()
         self.c = c
         self.m = xgr.GrammarMatcher(c.grammar)
@@ -88,8 +89,6 @@ class XgrammarBackend(GrammarBackend):
             ) from None
 
     def check_grammar(self, text: str) -> None:
-        import xgrammar as xgr
-
         try:
             xgr.Grammar.from_ebnf(text)
         except Exception as exc:  # noqa: BLE001 - the parser's message is the answer
@@ -102,8 +101,6 @@ class XgrammarBackend(GrammarBackend):
         """Our token bytes, as a raw vocabulary: xgrammar then reads every tokenizer family
         exactly as the other backends do (its own detection treats a prefix-space
         tokenizer's first token specially, while outputs here are continuations)."""
-        import xgrammar as xgr
-
         return ctx.view(
             "xgrammar-info",
             lambda: xgr.TokenizerInfo(
@@ -145,14 +142,10 @@ class XgrammarBackend(GrammarBackend):
         return compiled.constraint.kind != "schema" and quick
 
     def load_compiled(self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **_):
-        import xgrammar as xgr
-
         grammar = xgr.CompiledGrammar.deserialize_json(payload.decode("utf-8"), self._info(ctx))
         return XgrammarCompiled(constraint, grammar, ctx.vocab_size, ctx.emittable)
 
     def _compiler(self, ctx: TokenizerContext):
-        import xgrammar as xgr
-
         # xgrammar's own compile cache is unbounded by default: give it a share of the budget
         return ctx.view(
             "xgrammar",

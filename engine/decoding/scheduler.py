@@ -18,9 +18,12 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from ..lazy import lazy_module
 from ..runtimes.base import Runner
 from .sampling import SamplePack
 from .sequence import Sequence
+
+torch = lazy_module("torch")
 
 MERGE_PADDED_TOKENS = 64
 
@@ -55,8 +58,6 @@ def _run_group(runner: Runner, seqs: list[Sequence]) -> None:
 
 def step(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
     """Advance every live sequence by one sampling decision or one forward pass."""
-    import torch
-
     staged = []
     for s in seqs:
         if s.done or not s.queue:
@@ -135,9 +136,14 @@ class ContinuousBatcher:
         self._closed = False
         self._gate = threading.Lock()  # submit vs close: nothing slips in after the last item
         self._abort = False
+        self.n_active = 0  # requests decoding after the last step (read without the lock)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="cfsm-batcher")
         self._thread.start()
         atexit.register(self.shutdown)
+
+    def idle(self) -> bool:
+        """Nothing decoding and nothing waiting (a moment's answer, without the lock)."""
+        return not self.n_active and self._inbox.empty()
 
     def submit(self, seq: Sequence) -> Future:
         fut: Future = Future()
@@ -235,6 +241,7 @@ class ContinuousBatcher:
                     s.fail(exc)
             for s in [s for s in active if s.done]:
                 active.pop(s).set_result(s)
+            self.n_active = len(active)
             if not active:
                 with self.lock:
                     self.runner.release()  # idle: the last stacked cache is not kept

@@ -12,6 +12,7 @@ re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the tra
 from __future__ import annotations
 
 import re
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..backends import Matcher, TokenizerContext
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
 from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
@@ -26,6 +28,7 @@ from .trace import (
     JumpRecord,
     JumpSkip,
     LiveToken,
+    RunClock,
     StepEvent,
     StepRecord,
     Trace,
@@ -33,6 +36,8 @@ from .trace import (
     WaitEvent,
 )
 from .validate import validate_output
+
+torch = lazy_module("torch")
 
 EventFn = Callable[[str, Any], None]  # ("start", dict), ("step", StepEvent), ("wait", WaitEvent),
 # ("end", dict)
@@ -145,8 +150,6 @@ class Sequence:
         on_event: EventFn | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> None:
-        import torch
-
         self.req = req
         self.compiled = compiled
         self.ctx = ctx
@@ -210,6 +213,8 @@ class Sequence:
         shared = self.runner.cached_prefix(self.cache) if first else 0
         if self.runner.costs is not None:
             self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens) - shared)
+        if not first:
+            (self.n.step_ms if len(f.tokens) == 1 else self.n.multi_ms).append(forward_s * 1e3)
         if first:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
             # the first feed may carry a jump's tokens after the prompt: count the prompt's
@@ -544,6 +549,25 @@ class Sequence:
         steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
         return c.pass_ms(prompt) + c.step_ms * steps
 
+    def _run_clock(self) -> RunClock:
+        """This run's passes on its own clock: its measured prefill, its one-token passes at
+        their median (one stalled pass on a busy machine does not swing the figure), its
+        many-token passes (jumps) as measured; and the same output decoded masked timed
+        alike: the prefill, then one median step per further token (and one for a stop the
+        model chose), as `_est_masked_ms` counts passes. A run without a one-token pass
+        takes the step from the load-time cost model."""
+        n = self.n
+        if n.step_ms:
+            step, source = statistics.median(n.step_ms), "this run"
+        elif self.runner.costs is not None:
+            step, source = self.runner.costs.step_ms, "load-time model"
+        else:
+            return RunClock()
+        prefill = n.prefill_ms or 0.0
+        steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
+        forward = prefill + step * len(n.step_ms) + sum(n.multi_ms)
+        return RunClock(step, forward, prefill + step * steps, source)
+
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""
         self.truncate(self.req.max_new_tokens)
@@ -561,6 +585,7 @@ class Sequence:
             queue_s=self.t_start - self.t_created,
             est_masked_ms=self._est_masked_ms(),
             runtime=self.runner.name,
+            run_clock=self._run_clock(),
         )
         text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
         valid, why, segments = self._validate(text)

@@ -22,6 +22,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
+
+np = lazy_module("numpy")  # viz and app read traces without numpy otherwise
 
 TRACE_VERSION = 4
 MAX_SKIPS_IN_TRACE = 200  # every skip is counted in the totals; the first ones are listed
@@ -186,6 +189,32 @@ class Totals:
     # tokens computed again after the runtime evicted every request to make room
     kv_held_passes: int = 0
     recomputed_tokens: int = 0
+    # this run's own clock (Sequence._run_clock): the median of its one-token passes, its
+    # passes at that median (jumps as measured), and the same output decoded masked timed
+    # alike; `clock` says where the step came from ("this run", or "load-time model" for a
+    # run that made no one-token pass). Time saved = 1 - run_forward_ms / run_masked_ms.
+    run_step_ms: float = 0.0
+    run_forward_ms: float = 0.0
+    run_masked_ms: float = 0.0
+    clock: str = ""
+
+
+@dataclass
+class RunClock:
+    step_ms: float = 0.0
+    forward_ms: float = 0.0
+    masked_ms: float = 0.0
+    source: str = ""
+
+
+def time_saved(totals: dict) -> float | None:
+    """Jump-forward's decode time saved against the same output decoded masked, on this
+    run's own clock (older traces: on the load-time cost model); None without figures."""
+    if totals.get("run_masked_ms"):
+        return 1 - totals["run_forward_ms"] / totals["run_masked_ms"]
+    if totals.get("est_masked_ms"):
+        return 1 - totals["est_forward_ms"] / totals["est_masked_ms"]
+    return None
 
 
 @dataclass
@@ -263,6 +292,8 @@ class Counters:
     prompt_cached_tokens: int = 0
     kv_held_passes: int = 0
     recomputed_tokens: int = 0
+    step_ms: list[float] = field(default_factory=list)  # this run's one-token passes
+    multi_ms: list[float] = field(default_factory=list)  # its later many-token passes (jumps)
 
 
 class TraceRecorder:
@@ -315,9 +346,11 @@ class TraceRecorder:
         queue_s: float,
         est_masked_ms: float = 0.0,
         runtime: str = "",
+        run_clock: RunClock | None = None,
     ) -> Totals:
         n, steps = self.n, self.steps
         n_steps = max(1, len(steps))
+        clock = run_clock or RunClock()
         return Totals(
             forward_passes=n.forward_passes,
             output_tokens=output_tokens,
@@ -349,6 +382,10 @@ class TraceRecorder:
             runtime=runtime,
             kv_held_passes=n.kv_held_passes,
             recomputed_tokens=n.recomputed_tokens,
+            run_step_ms=round(clock.step_ms, 3),
+            run_forward_ms=round(clock.forward_ms, 3),
+            run_masked_ms=round(clock.masked_ms, 3),
+            clock=clock.source,
         )
 
     def build(
@@ -447,8 +484,6 @@ def validate_trace(obj) -> dict:
 def encode_mask(ids, vocab_size: int) -> str:
     """Allowed ids -> base64(zlib(packbits)): a 49k-token mask takes ~100 bytes-2 KB.
     viz.plots.decode_mask reads it back."""
-
-    import numpy as np
 
     bits = np.zeros(vocab_size, dtype=bool)
     bits[np.asarray(ids, dtype=np.int64)] = True

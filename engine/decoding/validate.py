@@ -13,7 +13,10 @@ import json
 import re
 
 from ..constraint import Constraint
+from ..lazy import lazy_module
 from ..schema.ecma import ecma_schema
+
+jsonschema = lazy_module("jsonschema")
 
 _TIME = re.compile(r"(\d\d):(\d\d):(\d\d)(\.\d+)?([zZ]|([+-])(\d\d):(\d\d))", re.ASCII)
 
@@ -53,8 +56,6 @@ def rfc3339_date_time(text: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def format_checker():
-    import jsonschema
-
     checker = jsonschema.FormatChecker()  # every format jsonschema can check with what is installed
     checker.checks("time")(lambda x: not isinstance(x, str) or rfc3339_time(x))
     checker.checks("date-time")(lambda x: not isinstance(x, str) or rfc3339_date_time(x))
@@ -90,8 +91,6 @@ def validate_output(
 
 
 def _check_schema(constraint: Constraint, text: str) -> tuple[bool, str]:
-    import jsonschema
-
     try:
         doc = json.loads(text)
     except (

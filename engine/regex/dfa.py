@@ -12,11 +12,15 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..limits import MAX_REGEX_CHARS
 from ..limits import MAX_STATES as DEFAULT_MAX_STATES
 from .automaton import Neutral, TooManyStates, Unsupported, build_neutral
 from .normalize import normalize_regex  # noqa: F401 - re-exported: backends read regexes through it
 from .sets import sre_parse
+
+interegular = lazy_module("interegular")
+interegular_fsm = lazy_module("interegular.fsm")
 
 
 @dataclass
@@ -207,13 +211,9 @@ def build_char_dfa(
 def _interegular_neutral(norm: str, max_states: int):
     """The same automaton through interegular: the fallback for constructs outside
     regex_automaton's core, and the oracle its tests compare against."""
-    import interegular
-    from interegular.fsm import anything_else
-    from interegular.patterns import Unsupported
-
     try:
         fsm = interegular.parse_pattern(norm).to_fsm()
-    except Unsupported as exc:
+    except interegular.Unsupported as exc:
         raise CfsmError("unsupported_feature", f"unsupported regex construct: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - interegular raises bare Exceptions
         raise CfsmError("invalid_regex", f"cannot compile regex: {exc}") from exc
@@ -223,6 +223,7 @@ def _interegular_neutral(norm: str, max_states: int):
     by_class: dict[int, list] = {}
     for sym, k in fsm.alphabet._symbol_mapping.items():
         by_class.setdefault(k, []).append(sym)
+    anything_else = interegular_fsm.anything_else
     chars, other = {}, None
     for k, syms in by_class.items():
         if any(s is anything_else for s in syms):

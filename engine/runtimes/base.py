@@ -12,10 +12,13 @@ import statistics
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
+
+torch = lazy_module("torch")
 
 
 class KVCache(Protocol):
@@ -44,6 +47,19 @@ class CostModel:
 
     step_ms: float
     prefill_ms: dict[int, float]  # k -> ms for k new tokens in one pass
+    # per pass size ("1" for the step): the lowest and highest of the rounds' medians
+    spread: dict[str, list[float]] = field(default_factory=dict)
+    remeasured: int = 0  # times a run's own steps disagreed and the model was measured again
+
+    # a run whose median one-token pass differs from step_ms by more than this factor
+    # (either way) has the model measured again
+    DISAGREE = 2.0
+
+    def disagrees(self, observed_step_ms: float) -> bool:
+        if observed_step_ms <= 0 or self.step_ms <= 0:
+            return False
+        r = observed_step_ms / self.step_ms
+        return r > self.DISAGREE or r < 1 / self.DISAGREE
 
     def __post_init__(self) -> None:
         # the measured points, once (pass_ms runs at every forward pass of every request)
@@ -70,7 +86,12 @@ class CostModel:
     def from_json(cls, d: dict | None) -> CostModel | None:
         if not d:
             return None
-        return cls(float(d["step_ms"]), {int(k): float(v) for k, v in d["prefill_ms"].items()})
+        return cls(
+            float(d["step_ms"]),
+            {int(k): float(v) for k, v in d["prefill_ms"].items()},
+            d.get("spread") or {},
+            int(d.get("remeasured", 0)),
+        )
 
 
 def logprob_diffs(fresh, rows: dict, tol: float, why: str) -> dict[str, float]:
@@ -78,8 +99,6 @@ def logprob_diffs(fresh, rows: dict, tol: float, why: str) -> dict[str, float]:
     prefill's row, over the fresh row's top 20 tokens (what greedy and top-k sampling
     read); raises `unsupported_model` naming the first row past `tol`, with `why` (the
     runtime's words for what that means)."""
-    import torch
-
     ref = torch.log_softmax(fresh.float(), -1)
     top = torch.topk(ref, 20).indices
     diffs = {}
@@ -165,9 +184,13 @@ class Runner(ABC):
         prefill's logits; raises CfsmError('unsupported_model') otherwise. Leaves no
         cache behind."""
 
-    def measure_costs(self, prompt_ids: list[int], ks: tuple[int, ...] = (8, 32)) -> CostModel:
-        """Time a one-token step and k-token prefills on top of a short prompt (medians
-        of a few runs), and keep them as `costs`."""
+    def measure_costs(
+        self, prompt_ids: list[int], ks: tuple[int, ...] = (8, 32), rounds: int = 3
+    ) -> CostModel:
+        """Time a one-token step and k-token prefills on top of a short prompt, in
+        `rounds` interleaved rounds of a few runs each, and keep the median of the rounds'
+        medians as `costs`, with their spread: one busy moment of the machine moves one
+        round, not the model."""
         ids = (list(prompt_ids) * (1 + max(ks) // max(1, len(prompt_ids))))[: max(ks) + 8]
         base = ids[:8]
 
@@ -185,5 +208,15 @@ class Runner(ABC):
             return round(statistics.median(out), 3)
 
         timed(1, 1)  # warm-up
-        self.costs = CostModel(timed(1, 5), {k: timed(k, 3) for k in ks})
+        sizes = (1, *ks)
+        runs = [[timed(k, 5 if k == 1 else 3) for k in sizes] for _ in range(rounds)]
+        per = {k: sorted(r[i] for r in runs) for i, k in enumerate(sizes)}
+        mid = {k: round(statistics.median(v), 3) for k, v in per.items()}
+        before = self.costs.remeasured + 1 if self.costs is not None else 0
+        self.costs = CostModel(
+            mid[1],
+            {k: mid[k] for k in ks},
+            {str(k): [v[0], v[-1]] for k, v in per.items()},
+            before,
+        )
         return self.costs

@@ -20,6 +20,10 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..lazy import lazy_module
+
+torch = lazy_module("torch")
+
 
 def _set_openmp_threads(n: int) -> None:
     try:
@@ -37,8 +41,6 @@ def torch_ops_on_one_thread() -> Iterator[bool]:
     theirs; `torch.set_num_threads` would also change the default of every thread started
     later. Yields whether it applied (False where torch does not run on GNU's libgomp);
     never raises."""
-    import torch
-
     # torch reads its thread count into each thread once, on first use: read it here first,
     # or that first use would overwrite the setting made here
     before = torch.get_num_threads()

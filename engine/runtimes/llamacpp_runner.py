@@ -21,8 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
 from .host_threads import torch_ops_on_one_thread, usable_cpus
+
+np = lazy_module("numpy")
+torch = lazy_module("torch")
+# optional: the wheel exists for x86_64 Linux only (pyproject.toml); a read raises ImportError
+llama_cpp = lazy_module("llama_cpp_py_sync")
+llama_cffi = lazy_module("llama_cpp_py_sync._cffi_bindings")
 
 SETTING_ERRORS: list[str] = []  # refused environment settings: loading a model says so
 
@@ -89,9 +96,7 @@ _HOOKS: dict = {}  # the log callback, kept alive for as long as the library
 
 def bindings_version() -> str:
     try:
-        import llama_cpp_py_sync as m
-
-        return f"{m.__version__} (llama.cpp {m.__llama_cpp_tag__})"
+        return f"{llama_cpp.__version__} (llama.cpp {llama_cpp.__llama_cpp_tag__})"
     except Exception:  # noqa: BLE001
         return "unavailable"
 
@@ -143,9 +148,7 @@ def _lib():
     if "lib" in _HOOKS:
         return _HOOKS["lib"], _HOOKS["ffi"]
     try:
-        from llama_cpp_py_sync._cffi_bindings import get_ffi, get_lib
-
-        lib, ffi = get_lib(), get_ffi()
+        lib, ffi = llama_cffi.get_lib(), llama_cffi.get_ffi()
     except Exception as exc:  # noqa: BLE001
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise CfsmError(
@@ -402,8 +405,6 @@ class LlamaCppRunner(Runner):
         has no room for now comes back as None (held: nothing changed), one that could
         never fit as its CfsmError; an evicted request's pass computes its tokens again
         first."""
-        import torch
-
         t0 = time.perf_counter()
         if any(len(f.tokens) < f.keep for f in feeds):
             raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
@@ -483,9 +484,6 @@ class LlamaCppRunner(Runner):
         return cache.reused
 
     def _decode(self, chunk: list[tuple]) -> None:
-        import numpy as np
-        import torch
-
         lib, b = self.lm.lib, self.lm.batch
         b.n_tokens = len(chunk)
         for i, (out, _, sid, pos, tok) in enumerate(chunk):
@@ -500,11 +498,12 @@ class LlamaCppRunner(Runner):
                 + (f" (no room in the KV cache of {self.n_ctx} cells)" if rc == 1 else ""),
             )
         n = self.lm.n_vocab
+        from_numpy, frombuffer, f32 = torch.from_numpy, np.frombuffer, np.float32  # once a pass
         for i, (out, row, _, _, _) in enumerate(chunk):
             if out is not None:
                 ptr = lib.llama_get_logits_ith(self.lm.ctx, i)
                 buf = self.lm.ffi.buffer(ptr, 4 * n)
-                out[row] = torch.from_numpy(np.frombuffer(buf, dtype=np.float32))
+                out[row] = from_numpy(frombuffer(buf, dtype=f32))
 
     def _split_check(self, ids: list[int], n: int, why: str) -> dict[str, float]:
         """An `n`-token pass against `n - 1` tokens and a one-token step: a jump prefills

@@ -14,15 +14,18 @@ import time
 from typing import Any
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
+
+torch = lazy_module("torch")
+transformers = lazy_module("transformers")
+cache_utils = lazy_module("transformers.cache_utils")
 
 CACHE_ARG_NAMES = ("cache", "past_key_values")
 
 
 def transformers_version() -> str:
     try:
-        import transformers
-
         return transformers.__version__
     except Exception:  # noqa: BLE001
         return "unknown"
@@ -87,13 +90,10 @@ class ModelRunner(Runner):
         a sliding layer drops positions past the window and cannot be cropped once full
         (jump-forward crops), while the model masks its window itself, so a full layer
         gives the same logits (tested past the window), crops and stacks."""
-        from transformers import DynamicCache
-        from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
-
-        cache = DynamicCache(config=self.model.config)
+        cache = transformers.DynamicCache(config=self.model.config)
         for i, layer in enumerate(cache.layers):
-            if type(layer) is DynamicSlidingWindowLayer:
-                cache.layers[i] = DynamicLayer()
+            if type(layer) is cache_utils.DynamicSlidingWindowLayer:
+                cache.layers[i] = cache_utils.DynamicLayer()
         return cache
 
     def crop(self, cache, keep_len: int) -> None:
@@ -114,8 +114,6 @@ class ModelRunner(Runner):
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:
         """One forward pass for all `feeds` (each on its own cache, which it extends).
         Returns each feed's last `keep` logits rows (on the device) and the pass time."""
-        import torch
-
         t0 = time.perf_counter()
         # grad mode is per thread: a scheduler thread would otherwise record autograd graphs
         with torch.inference_mode():
@@ -133,8 +131,6 @@ class ModelRunner(Runner):
         return rows, time.perf_counter() - t0
 
     def _forward_one(self, f: Feed):
-        import torch
-
         x = torch.tensor([f.tokens], dtype=torch.long, device=self.device)
         out = self._call(input_ids=x, kv=f.cache, logits_to_keep=f.keep)
         return out.logits[0, -f.keep :]  # the last rows, even if a model ignores logits_to_keep
@@ -149,8 +145,6 @@ class ModelRunner(Runner):
         Afterwards each request's cache holds views into the stacked cache (no copy back),
         and when the next pass feeds one token to the very same requests whose caches are
         untouched since, the stacked cache is reused as it is (`_Stacked`)."""
-        import torch
-
         news = [len(f.tokens) for f in feeds]
         if any(m < f.keep for f, m in zip(feeds, news, strict=True)):
             raise ValueError("a feed must hold at least as many tokens as the logits it keeps")
@@ -228,8 +222,6 @@ class ModelRunner(Runner):
         """Prefill, then one cached step, against a fresh prefill of the same tokens (and
         the same through a stacked batch of two). Raises `unsupported_model` when the
         cache is not filled or the logits differ: the model cannot be decoded correctly."""
-        import torch
-
         ids = list(prompt_ids)[:16]
         if len(ids) < 3:
             raise ValueError("self_check needs at least 3 prompt tokens")

@@ -8,11 +8,14 @@ import json
 import re
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..regex.algebra import TooLarge, combine
 from .ecma import ecma_schema, to_python
 from .numbers import alt
 from .refs import merge_all, pointer_join
 from .strings import RAW, PatternTranslator, literal_text
+
+jsonschema = lazy_module("jsonschema")
 
 
 def key_not_in(words: set[str]) -> str:
@@ -111,8 +114,6 @@ class ObjectCompiler:
                 names.append(r)
         pn = self.s.get("propertyNames")
         if pn is not None and pn is not True:
-            import jsonschema
-
             if '"$ref"' in json.dumps(pn):
                 self.c.refuse(
                     "propertyNames",

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..limits import MAX_SCHEMA_CHARS
+
+jsonschema = lazy_module("jsonschema")  # format checkers, referencing: ~0.3 s to import
 
 
 def load_json(text: str, what: str, kind: str):
@@ -28,8 +31,6 @@ def parse_schema(text: str) -> dict | bool:
     obj = load_json(text, "schema", "invalid_schema")
     if not isinstance(obj, (dict, bool)):
         raise CfsmError("invalid_schema", "a JSON schema must be an object or a boolean")
-    import jsonschema  # heavy (format checkers, referencing): only when a schema is read
-
     try:
         jsonschema.validators.validator_for(obj).check_schema(obj)
     except jsonschema.SchemaError as exc:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import CfsmError
+from ..lazy import lazy_module
 from ..regex.sets import sre_parse
 from .ecma import ecma_schema
 from .formats import FORMATS
@@ -32,6 +33,8 @@ from .objects import ObjectCompiler, extra_schema_of
 from .refs import RefResolver, json_equal, merge_all, pointer_join
 from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
 from .whitespace import WhitespacePolicy
+
+jsonschema = lazy_module("jsonschema")
 
 ANY_DEPTH = 1  # nesting of values a schema leaves untyped
 REF_DEPTH = 3  # how many times one recursive $ref is expanded
@@ -292,8 +295,6 @@ class SchemaCompiler(NumberKeywords):
         return self.any_of({**{k: v for k, v in s.items() if k != "oneOf"}, "anyOf": live}, ptr)
 
     def enumerated(self, s: dict, ptr: str) -> str | None:
-        import jsonschema
-
         values = [s["const"]] if "const" in s else list(s["enum"])
         if "const" in s and "enum" in s:
             values = [v for v in values if any(json_equal(v, e) for e in s["enum"])]

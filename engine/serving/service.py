@@ -15,6 +15,7 @@ from ..decoding.trace import Trace
 from ..errors import CfsmError
 from ..regex.compressed import compressed_of
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA
+from ..schema.places import places_for_view
 from ..triggers.matcher import TriggeredConstraint
 from ..triggers.native import NativeTriggeredConstraint
 from ..triggers.plan import build_plan
@@ -269,6 +270,8 @@ class Engine:
         if res.dfa is None:
             return
         trace.automaton = automaton_json(res.dfa)
+        if req.constraint is not None and req.constraint.kind == "schema":
+            trace.automaton["places"] = places_for_view(res.dfa)
         path = [res.dfa.initial]
         for ch in trace.text:
             nxt = res.dfa.step(path[-1], ch)

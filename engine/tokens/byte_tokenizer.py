@@ -6,21 +6,22 @@ from __future__ import annotations
 
 import functools
 
+from ..lazy import lazy_module
 from .vocab import gpt2_byte_decoder
+
+tokenizers = lazy_module("tokenizers")
+transformers = lazy_module("transformers")
 
 EOS = "<|eos|>"
 
 
 @functools.lru_cache(maxsize=1)
 def byte_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     vocab = dict(gpt2_byte_decoder())  # GPT-2's stand-in character -> its byte, used as the id
-    assert set(vocab) == set(pre_tokenizers.ByteLevel.alphabet())
+    assert set(vocab) == set(tokenizers.pre_tokenizers.ByteLevel.alphabet())
     vocab[EOS] = 256
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
     tok.add_special_tokens([EOS])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS)

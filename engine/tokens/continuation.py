@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from ..lazy import lazy_module
 from .vocab import TokenVocab
+
+tokenizers = lazy_module("tokenizers")
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,7 @@ class ContinuationEncoder:
         data = json.loads(backend.to_str()) if backend is not None else {}
         self.traits, patched = self._describe(data)
         if patched is not None:
-            from tokenizers import Tokenizer
-
-            self._fast = Tokenizer.from_str(json.dumps(patched))
+            self._fast = tokenizers.Tokenizer.from_str(json.dumps(patched))
 
     def _describe(self, data: dict) -> tuple[TokenizerTraits, dict | None]:
         by: list[str] = []

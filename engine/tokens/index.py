@@ -20,8 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..lazy import lazy_module
 from ..regex.dfa import CharDFA
 from .vocab import TokenVocab
+
+torch = lazy_module("torch")
 
 
 def _utf8_len(lead: int) -> int:
@@ -366,8 +369,6 @@ class TokenIndex:
         key = (tstate, device)
         m = self._masks.get(key)
         if m is None:
-            import torch
-
             m = torch.zeros(self.vocab.size, dtype=torch.bool)
             ids = self.allowed_ids(tstate)
             if len(ids):

@@ -11,8 +11,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..lazy import lazy_module
+
 if TYPE_CHECKING:  # the context holds these tables: a type only, no import at run time
     from ..backends.base import TokenizerContext
+
+torch = lazy_module("torch")
 
 
 def special_ids(ctx: TokenizerContext, texts: list[str]) -> dict[str, int]:
@@ -120,8 +124,6 @@ class TriggerScanner:
         mask)."""
         t = self.tables(state, may_end)
         if device not in t.masks:
-            import torch
-
             t.masks[device] = torch.from_numpy(t.excluded).to(device) if len(t.excluded) else None
         return t.masks[device]
 
@@ -161,8 +163,6 @@ class TagTable:
     def mask(self, pos: int, device: str, may_end: bool = False):
         key = (pos, device, may_end)
         if key not in self._masks:
-            import torch
-
             m = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)
             m[torch.from_numpy(self.allowed_ids(pos, may_end))] = True
             self._masks[key] = m.to(device)

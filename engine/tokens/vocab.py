@@ -10,6 +10,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ..lazy import lazy_module
+
+np = lazy_module("numpy")  # `cfsm check` reads vocabularies without it
+
 
 @lru_cache(maxsize=1)
 def gpt2_byte_decoder() -> dict[str, int]:
@@ -55,8 +59,6 @@ class TokenVocab:
 
     def _sorted_view(self):
         if self._sorted is None:
-            import numpy as np
-
             pairs = sorted((b, i) for i, b in enumerate(self.token_bytes) if b)
             self._sorted = ([b for b, _ in pairs], np.array([i for _, i in pairs], dtype=np.int64))
         return self._sorted

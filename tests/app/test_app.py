@@ -323,3 +323,18 @@ def test_page_inputs_build_the_runs_request_and_constraint():
     assert req.max_new_tokens == 9 and req.prompt == "Wet?"
     assert PageInputs(kind="tools", tools="[]").run_constraint() is None
     assert PageInputs(kind="regex", rx="a", mode="free").run_constraint() is None
+
+
+def test_compare_shows_outputs_as_text_with_their_first_difference_marked():
+    """Text, not Python reprs: a newline is a glyph, not `\\n`, and two outputs that share a
+    long start show where they part, not two identical cut prefixes."""
+    shared = '{"name": "Harry",\n "city": "'
+    a, b = _run(shared + 'London"}', 1.0, 4), _run(shared + 'Paris"}', 1.0, 4)
+    md = compare_md(a, b, "A", "B", 0.0, 0)
+    row = next(line for line in md.splitlines() if line.startswith("| output |"))
+    assert "\\n" not in row and "\u21b5" in row  # the newline as a glyph, in the text
+    assert row.count("▶") == 2 and "**`London\"}`**" in row and "**`Paris\"}`**" in row
+    assert f"from character {len(shared)} on" in md
+    same = compare_md(_run("a|b`c", 1.0, 4), _run("a|b`c", 1.0, 4), "A", "B", 0.0, 0)
+    out = next(line for line in same.splitlines() if line.startswith("| output |"))
+    assert out.count(" | ") == 2 and "▶" not in out  # a bar in the text does not split the row

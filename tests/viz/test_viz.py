@@ -490,22 +490,27 @@ def test_small_shares_and_long_durations_read_as_a_person_would_write_them():
 
 
 def test_edges_read_in_words_with_the_exact_class_on_hover_and_in_raw_mode():
-    """The character preset's name edges read 'letter, digit, whitespace or _' (not the
-    partition's '[\\t\\x0b-\\rBCEF…]'), merged parallel edges read as one set ('digit' for
-    [0-24-9]|3), a negated class reads 'any character except ...', and the exact class is
-    the hover text, or the label in raw mode."""
+    """The character preset's name edges read 'letter, digit, whitespace or underscore' (not
+    the
+    partition's '[\\t\\x0b-\\rBCEF…]'; an underscore vanished into a link's underline),
+    merged parallel edges read as one set ('digit' for [0-24-9]|3), a negated class reads
+    'any character except ...' (control characters named, not escaped and cut), and the
+    exact class is the hover text, or the label in raw mode."""
     from engine.regex.dfa import build_char_dfa
     from engine.serving.service import automaton_json
     from viz.graph import dot_source, graph_view
 
     v = graph_view(automaton_json(build_char_dfa(r'"[\w\d\s]{1,16}"')))
     labels = {e["label"] for e in v.edges if not e["chain"]}
-    assert "letter, digit, whitespace or _" in labels
+    assert "letter, digit, whitespace or underscore" in labels
     assert not any(lb.startswith("[") for lb in labels)
     v = graph_view(automaton_json(build_char_dfa(r'"[^"\\]*"|[0-24-9]|3')))
     pairs = {(e["label"], e["raw"]) for e in v.edges if not e["chain"]}
     assert ("digit", "[0-9]") in pairs
     assert ('any character except " and \\', '[^"\\\\]') in pairs
+    json_string = graph_view(automaton_json(build_char_dfa(r'"[^"\\\x00-\x1f]*"')))
+    words = {e["label"] for e in json_string.edges if not e["chain"]}
+    assert 'any character except control characters, " and \\' in words, words
     dot = dot_source(v)
     assert 'label="digit", tooltip="[0-9]"' in dot
     assert 'label="[0-9]"' in dot_source(v, raw=True)

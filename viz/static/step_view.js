@@ -119,8 +119,23 @@ window.cfsm = (() => {
     for (let i = 0; i < e.J; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
     if (e.el) add(e.el, "current");
     $("#graph-where").innerHTML = e.sn ? `<span id="grammar-inactive">${esc(e.sn)}</span>` :
-      (e.el ? `Current state <b>${esc(e.state)}</b>${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
+      (e.el ? `Current state <b>${esc(e.state)}</b>${e.at ? ` <span id="graph-place">${esc(e.at)}</span>` : ""}${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
+    outline(e);
     centreOn(e.el, true);
+  }
+  function outline(e) {
+    // a schema run: the pointers in writing order, the current one marked, each shaded by
+    // the share of its characters forced or jumped (not chosen by the model)
+    const host = $("#schema-outline");
+    if (!host || !(B.outline || []).length) return;
+    host.innerHTML = `<div class="cfsm-muted">Schema outline: where the output is, and how much of each part the model chose</div>` +
+      B.outline.map(([ptr, model, forced, jumped]) => {
+        const all = Math.max(1, model + forced + jumped), auto = (forced + jumped) / all;
+        return `<div class="cfsm-orow${ptr === e.ptr ? " current" : ""}" data-ptr="${esc(ptr)}">` +
+          `<code>${esc(ptr)}</code><span class="cfsm-obar" title="${esc(model)} chosen, ${esc(forced)} forced, ${esc(jumped)} jumped">` +
+          `<span style="width:${(100 * jumped / all).toFixed(0)}%" class="j"></span><span style="width:${(100 * forced / all).toFixed(0)}%" class="f"></span></span>` +
+          `<span class="cfsm-muted">${(100 * auto).toFixed(0)}% forced or jumped</span></div>`;
+      }).join("");
   }
   function allowedHtml(e) {
     if (e.a === undefined) return "";

@@ -4,6 +4,7 @@ advice)."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from ...regex.compressed import CompressedFSM, compressed_of
@@ -75,6 +76,14 @@ BOUNDARY = (
 )
 
 
+_ESCAPE_TAIL = re.compile(r"(?<!\\)(?:\\\\)*\\(?:u[0-9a-fA-F]{0,3})?$")
+
+
+def _in_escape(text: str, pos: int) -> bool:
+    """Whether `pos` is inside a string escape (after its backslash, or in a u-escape's hex)."""
+    return _ESCAPE_TAIL.search(text[:pos]) is not None
+
+
 def _classify(
     dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_schema: bool, threshold: int
 ) -> str:
@@ -95,10 +104,13 @@ def _classify(
         return "stop_decision"
     if is_schema:
         ctx = _json_context(text, pos)
-        if (
-            ctx == "string"
-        ):  # inside a value string: its content is the choice, whatever else is allowed
-            return "free_text" if other or len(chars) > 12 else "enum_alternatives"
+        if ctx == "string":
+            # inside a value string: its content is the choice, whatever else is allowed; an
+            # escape's few characters (after a backslash, the hex digits of \u) are part of
+            # a free string, not alternatives the schema lists
+            if other or len(chars) > 12 or _in_escape(text, pos):
+                return "free_text"
+            return "enum_alternatives"
         if ctx == "key":
             return "optional_or_order"
         if "]" in non_ws:

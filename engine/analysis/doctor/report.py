@@ -105,7 +105,7 @@ def diagnose(
         "places": [],
     }
     measure = (tokenizer, token_bytes, n, seed, threshold, source == "synthesized")
-    what_if = _schema_what_ifs(constraint, texts, res, measure) if is_schema else []
+    what_if = _schema_what_ifs(constraint, texts, res, measure, causes) if is_schema else []
 
     return DoctorReport(
         constraint={"kind": constraint.kind, "whitespace": constraint.whitespace},

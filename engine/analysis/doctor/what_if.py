@@ -54,6 +54,124 @@ def _what_if_schema(schema: dict, fix: str) -> dict | None:
     return s if changed else None
 
 
+def _node_at(schema: dict, pointer: str) -> dict | None:
+    """The schema node a doctor place names (`/properties/a/items`), or None."""
+    node, parts = schema, [p for p in pointer.strip("/").split("/") if p]
+    i = 0
+    while i < len(parts):
+        if not isinstance(node, dict):
+            return None
+        if parts[i] == "properties" and i + 1 < len(parts):
+            name = parts[i + 1].replace("~1", "/").replace("~0", "~")
+            node, i = (node.get("properties") or {}).get(name), i + 2
+        elif parts[i] == "items":
+            node, i = node.get("items"), i + 1
+        else:
+            return None
+    return node if isinstance(node, dict) else None
+
+
+def _values_at(docs: list, pointer: str) -> list:
+    """The values the sample documents hold at a doctor place (every item of an array)."""
+    found = list(docs)
+    parts = [p for p in pointer.strip("/").split("/") if p]
+    i = 0
+    while i < len(parts):
+        if parts[i] == "properties" and i + 1 < len(parts):
+            name = parts[i + 1].replace("~1", "/").replace("~0", "~")
+            found = [d[name] for d in found if isinstance(d, dict) and name in d]
+            i += 2
+        else:  # items
+            found = [v for d in found if isinstance(d, list) for v in d]
+            i += 1
+    return found
+
+
+MAX_ENUM = 16  # an enum of the sampled values is offered up to this many distinct values
+
+
+def _applied(schema: dict, pointers: list[str], change) -> dict | None:
+    """A copy of `schema` with `change(node, pointer)` applied at each pointer that names a
+    node (`change` returns False where it does not apply); None when nothing changed."""
+    s, changed = copy.deepcopy(schema), False
+    for ptr in pointers:
+        node = _node_at(s, ptr)
+        if node is not None and change(node, ptr):
+            changed = True
+    return s if changed else None
+
+
+def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[tuple[str, dict]]:
+    """Each named cause's advice applied at the places it names, as (label, schema): an
+    `enum` or a `maxLength` from what the samples wrote on free-text strings, tight bounds
+    on numbers, `const` for alternatives, a fixed length on arrays."""
+    docs = []
+    for t in texts:
+        try:
+            docs.append(json.loads(t))
+        except ValueError:
+            continue
+    by_cause = {c["cause"]: [p for p in c["places"] if p.startswith("/")] for c in causes}
+    out: list[tuple[str, dict | None]] = []
+
+    def where(ptrs: list[str]) -> str:
+        return ", ".join(ptrs[:3]) + (" …" if len(ptrs) > 3 else "")
+
+    def enum_of(node: dict, ptr: str) -> bool:
+        vals = list(dict.fromkeys(json.dumps(v) for v in _values_at(docs, ptr)))
+        if not vals or len(vals) > MAX_ENUM or "enum" in node or "const" in node:
+            return False
+        node["enum"] = [json.loads(v) for v in vals]
+        return True
+
+    def max_length(node: dict, ptr: str) -> bool:
+        lens = [len(v) for v in _values_at(docs, ptr) if isinstance(v, str)]
+        if not lens or node.get("maxLength", 10**9) <= max(lens):
+            return False
+        node["maxLength"] = max(lens)
+        return True
+
+    def bounds(node: dict, ptr: str) -> bool:
+        nums = [v for v in _values_at(docs, ptr) if isinstance(v, int | float)]
+        if not nums or node.get("type") != "integer":
+            return False
+        node["minimum"], node["maximum"] = min(nums), max(nums)
+        return True
+
+    def const(node: dict, ptr: str) -> bool:
+        vals = [json.dumps(v) for v in _values_at(docs, ptr)]
+        if not vals or "const" in node:
+            return False
+        node.pop("enum", None)
+        node["const"] = json.loads(max(set(vals), key=vals.count))
+        return True
+
+    def fixed_length(node: dict, ptr: str) -> bool:
+        lens = [len(v) for v in _values_at(docs, ptr) if isinstance(v, list)]
+        if not lens or node.get("type") != "array":
+            return False
+        n = max(set(lens), key=lens.count) if "maxItems" not in node else node["maxItems"]
+        if node.get("minItems") == n == node.get("maxItems"):
+            return False
+        node["minItems"] = node["maxItems"] = n
+        return True
+
+    for cause, label, change in (
+        ("free_text", "enum of the values the samples wrote at", enum_of),
+        ("free_text", "maxLength = the longest value the samples wrote at", max_length),
+        ("numbers", "minimum/maximum = the samples' range at", bounds),
+        ("enum_alternatives", "const = the value most samples chose at", const),
+        ("array_lengths", "minItems = maxItems (the samples' usual length) at", fixed_length),
+    ):
+        ptrs = by_cause.get(cause) or []
+        if cause == "array_lengths":  # the choice sits after an item: its array is the parent
+            ptrs = list(dict.fromkeys(p.removesuffix("/items") or "/" for p in ptrs))
+        fixed = _applied(schema, ptrs, change) if ptrs else None
+        if fixed is not None:
+            out.append((f"{label} {where(ptrs)}", fixed))
+    return out
+
+
 def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
     try:
         return dump_as_generated(json.loads(text), schema, ws)
@@ -61,14 +179,19 @@ def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
         return None
 
 
-def _schema_what_ifs(constraint: Constraint, texts: list[str], res: dict, ctx: tuple) -> list[dict]:
+def _schema_what_ifs(
+    constraint: Constraint, texts: list[str], res: dict, ctx: tuple, causes: list[dict]
+) -> list[dict]:
     """The mechanical suggestions applied, each measured (`_measure_what_if`; `ctx`:
     tokenizer, token bytes, n, seed, threshold, whether the samples are synthesized), with
-    a verdict."""
+    a verdict: every named cause's own advice at its places first, then the general ones."""
     what_if: list[dict] = []
     schema = parse_schema(constraint.text)
     spec, ws0 = constraint.spec, constraint.whitespace
-    variants = []
+    variants = [
+        (label, json.dumps(fixed), ws0, fixed, spec)
+        for label, fixed in advice_variants(schema, causes, texts)
+    ]
     if ws0 == "flexible":
         variants.append(("compact separators", constraint.text, "compact", None, spec))
     fixed = _what_if_schema(schema, "required_ordered")

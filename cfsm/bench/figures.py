@@ -1,0 +1,104 @@
+"""`cfsm bench figures`: do the page's figures agree with the clock? Per preset (regex and
+schema presets, the Doctor's kinds), on the page's runtime, side by side in one run: the
+jump run's card ("decode time saved vs masked", this run's own clock), Compare's verdict
+(masked wall time over jump wall time) and the Doctor's ideal as time (its load-time cost
+model). Each preset is run masked then jump, twice, after one untimed run; a figure agrees
+when it says the same (faster or slower) as the wall time."""
+
+from __future__ import annotations
+
+import statistics
+
+from app.presets import presets
+from engine.constraint import Constraint
+from engine.decoding.request import GenerateRequest
+from engine.decoding.trace import time_saved
+
+from .suite import Flag, Suite, with_engine
+
+KINDS = ("regex", "schema")
+
+
+def _preset_row(eng, name: str, p: dict, repeats: int) -> dict:
+    c = Constraint(p["kind"], p["text"], p["whitespace"])
+
+    def run(mode: str, max_new: int = 256) -> dict:
+        req = GenerateRequest(
+            prompt=p["prompt"], constraint=c, mode=mode, max_new_tokens=max_new, trace_detail=False
+        )
+        return eng.generate(req)["totals"]
+
+    run("jump", 8)  # untimed: compile and first passes
+    walls: dict[str, list[float]] = {"masked": [], "jump": []}
+    saved = []
+    for _ in range(repeats):
+        for mode in ("masked", "jump"):
+            t = run(mode)
+            walls[mode].append(t["wall_s"])
+            if mode == "jump":
+                saved.append(time_saved(t))
+    compare = statistics.median(walls["masked"]) / max(statistics.median(walls["jump"]), 1e-9)
+    card = statistics.median(saved)
+    doctor = (eng.diagnose(c).get("time") or {}).get("ideal_time_reduction")
+    faster = compare > 1
+    return {
+        "preset": name,
+        "card_time_saved": round(card, 3),
+        "compare_masked_over_jump": round(compare, 3),
+        "doctor_ideal_over_masked": doctor,
+        "card_agrees": (card > 0) == faster,
+        "doctor_agrees": None if doctor is None else (doctor > 1) == faster,
+        "runtime": t["runtime"],
+        "clock": t["clock"],
+    }
+
+
+def run_figures(eng, repeats: int = 2, log=print) -> dict:
+    rows = []
+    for name, p in presets().items():
+        if p["kind"] not in KINDS or p.get("reasoning"):
+            continue
+        rows.append(_preset_row(eng, name, p, repeats))
+        r = rows[-1]
+        log(
+            f"{name:45s} card {100 * r['card_time_saved']:6.1f}%  compare "
+            f"{r['compare_masked_over_jump']:5.2f}x  doctor {r['doctor_ideal_over_masked']}x"
+        )
+    return {
+        "suite": "figures",
+        "repeats": repeats,
+        "rows": rows,
+        "card_agrees": sum(r["card_agrees"] for r in rows),
+        "doctor_agrees": sum(bool(r["doctor_agrees"]) for r in rows),
+        "presets": len(rows),
+    }
+
+
+def format_table(res: dict) -> str:
+    lines = [
+        "| preset | card: time saved (this run's clock) | Compare: masked / jump wall | "
+        "Doctor: ideal vs masked | card agrees | Doctor agrees |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for r in res["rows"]:
+        lines.append(
+            f"| {r['preset']} | {100 * r['card_time_saved']:.0f}% | "
+            f"{r['compare_masked_over_jump']:.2f}x | {r['doctor_ideal_over_masked']}x | "
+            f"{'yes' if r['card_agrees'] else 'NO'} | "
+            f"{'yes' if r['doctor_agrees'] else 'NO' if r['doctor_agrees'] is False else '-'} |"
+        )
+    lines.append(
+        f"\ncard agrees with the wall time on {res['card_agrees']}/{res['presets']} presets, "
+        f"the Doctor on {res['doctor_agrees']}/{res['presets']}"
+    )
+    return "\n".join(lines)
+
+
+SUITE = Suite(
+    "figures",
+    "per preset: the card's time saved, Compare's wall-time verdict and the Doctor's ideal, "
+    "side by side (do they agree in sign?)",
+    lambda args, log: with_engine(args, lambda eng: run_figures(eng, args.repeats, log)),
+    format_table,
+    (Flag("--repeats", {"type": int, "default": 2, "help": "masked/jump pairs per preset"}),),
+)

@@ -1,0 +1,66 @@
+"""Time saved from the run's own clock (issue: a card said -397% while Compare said 3x
+faster): the measured forward passes against the same output decoded masked, timed with the
+run's measured prefill and median one-token step; the load-time model only where the run
+made no one-token pass, and measured again when a run disagrees with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.decoding.trace import time_saved
+from engine.runtimes.base import CostModel
+
+
+def test_time_saved_comes_from_the_run_and_agrees_with_its_wall_time():
+    # 10 one-token steps of 7 ms in the run, a 60 ms prefill, 40 output tokens, ended by EOS;
+    # the load-time model had a 32-token prefill at 53x a step (the issue's server)
+    totals = {
+        "run_forward_ms": 60 + 7 * 10 + 50,  # prefill, steps at their median, a jump pass
+        "run_masked_ms": 60 + 7 * 40,
+        "est_forward_ms": 2114.0,
+        "est_masked_ms": 425.0,
+    }
+    assert time_saved(totals) == pytest.approx(1 - 180 / 340)
+    assert time_saved(totals) > 0  # the jump run took fewer passes and less time
+    old = {k: totals[k] for k in ("est_forward_ms", "est_masked_ms")}
+    assert time_saved(old) == pytest.approx(1 - 2114 / 425)  # older traces: the model's
+    assert time_saved({}) is None
+
+
+def test_the_cost_model_is_measured_again_when_a_run_disagrees_by_more_than_its_factor():
+    m = CostModel(7.0, {8: 12.0, 32: 371.0})
+    assert not m.disagrees(7.5) and not m.disagrees(13.9) and not m.disagrees(3.6)
+    assert m.disagrees(14.1) and m.disagrees(3.4) and not m.disagrees(0.0)
+    back = CostModel.from_json(m.to_json())
+    assert back.step_ms == 7.0 and back.prefill_ms == {8: 12.0, 32: 371.0}
+
+
+@pytest.mark.model
+def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
+    """The character preset, jump: the card and the summary show the same time saved, the
+    one computed from this run's passes (the load-time model is not used where the run
+    made one-token passes), and both word a loss as a loss. Whether the figures agree in
+    sign with Compare's wall time and the Doctor on a quiet machine is measured per preset
+    by `cfsm bench figures` (a wall-clock comparison, not a test)."""
+    from app.presets import presets
+    from engine.constraint import Constraint
+    from engine.decoding.decoder import GenerateRequest
+    from viz.panels import stat_cards
+    from viz.summaries import time_saved_line
+
+    p = presets()["SGLang character (regex)"]
+    c = Constraint(p["kind"], p["text"], p["whitespace"])
+    t = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump"))["totals"]
+    assert t["clock"] == "this run" and t["run_step_ms"] > 0 and t["jumps"] > 0
+    steps = t["forward_passes"] - 1 - t["jumps"]  # the prefill and the jumps' passes aside
+    assert t["run_masked_ms"] == pytest.approx(
+        t["prefill_ms"] + t["run_step_ms"] * t["output_tokens"], rel=0.02
+    )
+    assert t["run_forward_ms"] >= t["prefill_ms"] + t["run_step_ms"] * steps - 1
+    pct = f"{100 * abs(time_saved(t)):.0f}%"
+    assert f">{pct}<" in stat_cards(t).replace(" ", "") or f">-{pct}<" in stat_cards(t)
+    line = time_saved_line(t)
+    assert pct in line and "this run's clock" in line
+    assert ("of the time saved" in line) == (time_saved(t) >= 0)
+    lost = dict(t, run_forward_ms=2 * t["run_masked_ms"])
+    assert "100% more time than masked" in time_saved_line(lost)

@@ -1,0 +1,62 @@
+"""The graph in the schema's terms: on the person and order presets every position names
+its JSON pointer, the graph boxes states by pointer, the outline follows the output, and no
+edge label shows a raw escape."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.presets import presets
+from engine.constraint import Constraint
+from engine.decoding.decoder import GenerateRequest
+from viz.graph import dot_source, graph_view
+from viz.step_bundle import step_bundle
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "name", ["Person (JSON schema)", "Same order, compact separators (JSON schema)"]
+)
+def test_every_position_of_a_schema_run_names_its_pointer(engine, name):
+    p = presets()[name]
+    c = Constraint(p["kind"], p["text"], p["whitespace"])
+    tr = engine.generate(
+        GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump", max_new_tokens=96)
+    )
+    b = step_bundle(tr)
+    places = tr["automaton"]["places"]
+    for e in b["steps"]:
+        where = places[str(e["state"])]
+        assert e["at"] == f"in {where[0]}: {where[1]}" and e["ptr"] == where[0]
+    mid = [e["at"] for e in b["steps"][1:-1]]
+    assert any("/properties/" in a for a in mid)
+    # the outline lists the pointers the output wrote, in order, each character counted once
+    written = [r[0] for r in b["outline"]]
+    assert written[0] == "/" and len(set(written)) == len(written)
+    assert sum(sum(r[1:]) for r in b["outline"]) == len(tr["automaton"]["path"]) - 1
+    labels = [t for svg in b["layouts"] for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    assert any(re.fullmatch(r"/properties/\w+", t) for t in labels)  # a cluster's label
+    assert not [t for t in labels if "\\x" in t or "\\u00" in t or t.endswith("\u2026")]
+
+
+def test_clusters_and_the_accepting_ring_in_the_dot_source():
+    auto = {
+        "num_states": 3,
+        "initial": 0,
+        "accepting": [2],
+        "transitions": [
+            {"from": 0, "to": 1, "label": '"', "class": 0},
+            {"from": 1, "to": 1, "label": "a", "class": 1},
+            {"from": 1, "to": 2, "label": '"', "class": 0},
+        ],
+        "classes": ['"', "a"],
+        "chains": [],
+        "places": {"0": ["/", "start"], "1": ["/properties/a", "string value"], "2": ["/", "x"]},
+    }
+    view = graph_view(auto)
+    dot = dot_source(view)
+    assert 'label="/properties/a"' in dot and dot.count("subgraph cluster_") == 2
+    assert view.place(1) == "in /properties/a: string value" and view.place(None) == ""
+    assert "s2 [id=\"s2\", label=\"2\", shape=doublecircle]" in dot
