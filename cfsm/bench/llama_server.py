@@ -5,8 +5,11 @@ on (its default), on the same prompt token ids as every other row."""
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -23,6 +26,14 @@ def server_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (prctl PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass  # not glibc Linux: `atexit` alone
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -37,9 +48,12 @@ class LlamaServer:
         self.url = f"http://127.0.0.1:{self.port}"
         args = [str(binary), "-m", gguf, "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["-t", str(threads), "-tb", str(batch_threads), "-c", "4096", "-np", "1"]
+        # closed at exit whatever happens before `close`, and on Linux ended by the kernel
+        # when this process dies without exiting (a killed benchmark leaves no server)
         self.proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent
         )
+        atexit.register(self.close)
         self._wait_ready(120.0)
 
     def _wait_ready(self, limit_s: float) -> None:
