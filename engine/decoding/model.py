@@ -371,6 +371,9 @@ def checked_runner(lm: LoadedModel):
         runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
     check = runner.self_check(ids)
     check["costs"] = runner.measure_costs(ids).to_json()
+    if getattr(runner, "step_ms_by_threads", None):  # llama.cpp: the step threads measured
+        check["step_threads"] = runner.lm.step_threads
+        check["step_ms_by_threads"] = runner.step_ms_by_threads
     check["prefix_reuse"] = runner.enable_prefix_reuse()  # after the timed passes
     return runner, check
 

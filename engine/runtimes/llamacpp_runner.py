@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import os
 import platform
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -77,16 +78,18 @@ PREFIX_SEQ = N_SEQ_MAX - 1
 GRAVE_SEQ = N_SEQ_MAX - 2
 REQUEST_SEQS = N_SEQ_MAX - 2
 # Threads for a pass of one token (llama.cpp's `n_threads`; passes of more tokens, a
-# prefill, a jump or a batch of requests, use every core: `n_threads_batch`). A one-token
-# step of the embedded model is no faster on two threads than on one here (6.8-8.3 ms
-# against 7.1-7.5 ms, 2 cores), and a second thread meets the first at every operation's
-# barrier: where the page's own work (the browser, the web server) takes a core, the step
-# waits for it. One thread has no barrier to wait at, so OpenMP's workers are left to
-# spin briefly at the barriers of the longer passes (its default): told to sleep instead
+# prefill, a jump or a batch of requests, use every core: `n_threads_batch`). Which count
+# steps faster depends on the machine, so it is measured at load (`tune_step_threads`: one
+# thread against every core, medians of interleaved rounds) unless CFSM_STEP_THREADS names
+# it. On this project's 2-core machines it has gone both ways: one thread 7.1-7.5 ms
+# against 6.8-8.3 ms for two (2026-11), and 18.5 ms against 11.2 ms (2026-12-03, the
+# person task 1.68 s against 1.34 s). A second thread meets the first at every operation's
+# barrier, so where the page's own work takes a core the step waits for it; OpenMP's
+# workers spin briefly at the barriers (its default): told to sleep instead
 # (`OMP_WAIT_POLICY=PASSIVE`, this runtime's setting before), an 8-token pass took 42-47
-# ms against 22-29 ms, and the character preset on the served page 1.15-1.22 s against
-# 0.93-1.00 s (`cfsm bench --suite page-run`'s run, medians of 5).
-STEP_THREADS = max(1, int(os.environ.get("CFSM_STEP_THREADS", "1")))
+# ms against 22-29 ms.
+STEP_THREADS_SET = os.environ.get("CFSM_STEP_THREADS")
+STEP_THREADS = max(1, int(STEP_THREADS_SET or "1"))
 PREFIX_REUSE = os.environ.get("CFSM_PREFIX_REUSE", "1") != "0"
 
 
@@ -397,6 +400,35 @@ class LlamaCppRunner(Runner):
                 c.held += 1
                 c.ahead = sum(o.ticket < c.ticket for o in self._live.values())
         return plan
+
+    def tune_step_threads(self, prompt_ids: list[int], rounds: int = 3) -> dict[int, float]:
+        """Time one-token passes on one thread and on every core (interleaved rounds, the
+        median of each), and step on the faster from now on; CFSM_STEP_THREADS, when set,
+        decides instead. Returns the medians by thread count. Leaves no cache behind."""
+        lm = self.lm
+        counts = sorted({1, lm.threads})
+        if STEP_THREADS_SET or len(counts) == 1:
+            return {}
+        ids = (list(prompt_ids) * 9)[:8]
+        times: dict[int, list[float]] = {n: [] for n in counts}
+        for _ in range(rounds):
+            for n in counts:
+                lm.lib.llama_set_n_threads(lm.ctx, n, lm.threads)
+                cache = self.new_cache()
+                try:
+                    self.forward([Feed(cache, ids)])
+                    for t in range(5):
+                        times[n].append(self.forward([Feed(cache, [ids[t]])])[1] * 1e3)
+                finally:
+                    self.free(cache)
+        med = {n: round(statistics.median(v), 3) for n, v in times.items()}
+        lm.step_threads = min(med, key=med.get)
+        lm.lib.llama_set_n_threads(lm.ctx, lm.step_threads, lm.threads)
+        return med
+
+    def measure_costs(self, prompt_ids: list[int], ks=(8, 32), rounds: int = 3):
+        self.step_ms_by_threads = self.tune_step_threads(prompt_ids)
+        return super().measure_costs(prompt_ids, ks, rounds)
 
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:
         """All feeds' tokens in one batch (split every N_BATCH tokens); logits are asked
