@@ -3,7 +3,8 @@ schema presets, the Doctor's kinds), on the page's runtime, side by side in one 
 jump run's card ("decode time saved vs masked", this run's own clock), Compare's verdict
 (masked wall time over jump wall time) and the Doctor's ideal as time (its load-time cost
 model). Each preset is run masked then jump, twice, after one untimed run; a figure agrees
-when it says the same (faster or slower) as the wall time."""
+when it says what the wall time says: faster, slower, or no clear difference (within 5% of
+none, as for a regex that leaves nothing to jump)."""
 
 from __future__ import annotations
 
@@ -40,16 +41,33 @@ def _preset_row(eng, name: str, p: dict, repeats: int) -> dict:
     compare = statistics.median(walls["masked"]) / max(statistics.median(walls["jump"]), 1e-9)
     card = statistics.median(saved)
     doctor = (eng.diagnose(c).get("time") or {}).get("ideal_time_reduction")
-    faster = compare > 1
-    return {
+    row = {
         "preset": name,
         "card_time_saved": round(card, 3),
         "compare_masked_over_jump": round(compare, 3),
         "doctor_ideal_over_masked": doctor,
-        "card_agrees": (card > 0) == faster,
-        "doctor_agrees": None if doctor is None else (doctor > 1) == faster,
         "runtime": t["runtime"],
         "clock": t["clock"],
+    }
+    return row | agreement(row)
+
+
+TOLERANCE = 0.05  # within 5% of no change, a figure says "no clear difference"
+
+
+def _says(x: float) -> int:
+    """+1 faster (or time saved), -1 slower, 0 within TOLERANCE of no change."""
+    return 0 if abs(x) <= TOLERANCE else (1 if x > 0 else -1)
+
+
+def agreement(row: dict) -> dict:
+    """Does the card (time saved) and the Doctor (ideal over masked) say what the wall time
+    says: jump faster, slower, or no clear difference?"""
+    wall = _says(row["compare_masked_over_jump"] - 1)
+    doctor = row["doctor_ideal_over_masked"]
+    return {
+        "card_agrees": _says(row["card_time_saved"]) == wall,
+        "doctor_agrees": None if doctor is None else _says(doctor - 1) == wall,
     }
 
 

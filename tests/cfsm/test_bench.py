@@ -283,3 +283,24 @@ def test_the_real_llama_server_decodes_like_the_in_process_llama_server_sampler(
     finally:
         runner.close()
     assert out[a] == out[b] and out[a][0] in ("yes", "no")
+
+
+def test_the_figures_suite_reads_no_clear_difference_as_agreeing_with_a_tie():
+    """A regex with nothing to jump: card 0%, Compare 1.01x, Doctor 1.0x all say 'no clear
+    difference'; a card saying time saved while the wall time says slower disagrees."""
+    from cfsm.bench.figures import agreement
+
+    tie = {
+        "card_time_saved": 0.0,
+        "compare_masked_over_jump": 1.01,
+        "doctor_ideal_over_masked": 1.0,
+    }
+    assert agreement(tie) == {"card_agrees": True, "doctor_agrees": True}
+    wrong = {
+        "card_time_saved": -3.97,
+        "compare_masked_over_jump": 3.03,
+        "doctor_ideal_over_masked": 0.86,
+    }
+    assert agreement(wrong) == {"card_agrees": False, "doctor_agrees": False}
+    right = dict(wrong, card_time_saved=0.51, doctor_ideal_over_masked=2.2)
+    assert agreement(right) == {"card_agrees": True, "doctor_agrees": True}
