@@ -216,6 +216,9 @@ def _run_settings(modes, backends, wss) -> dict:
         w["ws"] = gr.Radio(
             wss, value="compact", label="JSON whitespace policy", elem_id="whitespace"
         )
+    # the two reading options on a row of their own: beside the whitespace radio, a
+    # 1024-px page wrapped their labels a word per line
+    with gr.Row():
         w["lenient"] = gr.Checkbox(
             False,
             label="Lenient: compile schema keywords the backend cannot enforce, with a warning",

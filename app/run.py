@@ -79,7 +79,9 @@ def draw_timeline(trace: dict):
     return timeline(trace)
 
 
-STOP_OUTPUTS = Row("stop_msg", "view", "summary", "live", "timeline", "view_rest", "dl_trace")
+STOP_OUTPUTS = Row(
+    "stop_msg", "view", "summary", "cards", "live", "timeline", "view_rest", "dl_trace"
+)
 
 
 def stop_reply(h: RunHandle | None, trace, collapse: bool, whole: bool, raw: bool) -> list:
@@ -102,8 +104,15 @@ def stop_reply(h: RunHandle | None, trace, collapse: bool, whole: bool, raw: boo
         )
     line = h.stop()
     view = step_view_html(trace, collapse, whole, raw) if trace else empty_view(NO_RUN)
-    below = " The view below is the previous run's." if trace else ""
-    return STOP_OUTPUTS.set(stop_msg=line, view=view, summary=f"**{line}**{below}", live="")
+    below = " The view and figures below are the previous run's." if trace else ""
+    return STOP_OUTPUTS.set(
+        stop_msg=line, view=view, summary=f"**{line}**{below}", cards=_cards_of(trace), live=""
+    )
+
+
+def _cards_of(trace: dict | None) -> str:
+    """The cards of the run the view shows (the streamed ones were the stopped run's)."""
+    return stat_cards(trace["totals"]) if trace else ""
 
 
 def live_update(ev: StepEvent | WaitEvent) -> dict:
@@ -157,6 +166,7 @@ def run_streamer(ui, hub: EngineHub):
             yield out.set(
                 error=error_line(exc),
                 summary=previous_run_note(prev),
+                cards=_cards_of(prev),
                 live="",
                 view=step_view_html(prev, inp.collapse, inp.whole, inp.raw)
                 if prev

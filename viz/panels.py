@@ -87,6 +87,7 @@ border-radius:6px;padding:8px 10px;box-shadow:0 4px 14px rgba(0,0,0,.15);font-si
 .cfsm-tour{position:fixed;right:16px;bottom:16px;z-index:30;max-width:440px;background:#eff6ff;\
 border:1px solid #2563eb;border-radius:6px;padding:8px 12px;font-size:14px;\
 box-shadow:0 4px 14px rgba(0,0,0,.2);}
+.cfsm-tour.left{right:auto;left:16px;}
 .cfsm-tour button{margin-left:6px;padding:0 8px;border:1px solid #93c5fd;border-radius:4px;}
 .cfsm-tour-start{font-size:12px;}
 .tour-focus{outline:3px solid #f59e0b;outline-offset:2px;}
@@ -249,7 +250,9 @@ def _one_jump_panel(j: dict, index: int) -> str:
         f"({len(j['string'])} chars)</h4>",
         f'<div class="cfsm-what" id="what-happened{suffix}">{esc(what_happened(j))}</div>',
         f'<div class="cfsm-muted">before (last tokens){more}</div>'
-        f"<div>{_tok_row(before[tail:], marks_before)}</div>",
+        f"<div>{_tok_row(before[tail:], marks_before)}</div>"
+        if before[tail:]
+        else '<div class="cfsm-muted">before: no output yet (the jump starts the output)</div>',
         f'<div class="cfsm-muted">after re-tokenizing the output{more}</div>'
         f"<div>{_tok_row(after[tail:], marks_after)}</div>",
         f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in '

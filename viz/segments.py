@@ -53,8 +53,8 @@ def segment_sentence(trace: dict, s: dict, step: int) -> str | None:
         nxt = _next_constrained(trace, seg)
         then = f" The constraint starts at the trigger ({esc(nxt)})." if nxt else ""
         return (
-            f"Step {step}: free text ({esc(seg['label'])}), no constraint in this segment: "
-            f"nothing is masked or jumped; the model picked {tok} "
+            f"Step {step}: free text ({esc(seg['label'])}), no constraint in this segment, so "
+            f"nothing is masked; the model picked {tok} "
             f"(p={s.get('prob', 0):.2f}).{then}"
         )
     return (
@@ -86,10 +86,13 @@ def segment_note(trace: dict, step: dict) -> str:
         )
     if seg["kind"] == "free":
         return (
-            f"Grammar inactive: free text ({seg['label']}). No constraint in this segment; the "
-            "automaton is entered at the trigger."
+            f"No constraint here: free text ({seg['label']}). The automaton is entered at the "
+            "trigger."
         )
-    return f"Grammar inactive: the tag {seg['text'] or seg['label']!r} ({seg['label']})."
+    return (
+        f"The tag {seg['text'] or seg['label']!r} ({seg['label']}): only tokens that spell it "
+        "are allowed; the constraint's automaton is not in use here."
+    )
 
 
 def segment_label_html(seg: dict) -> str:

@@ -253,6 +253,7 @@ def test_stop_while_decoding_brings_back_the_previous_runs_view():
     from app.run import STOP_OUTPUTS, stop_reply
     from app.state import RunHandle
     from cfsm.bench.scrub import synthetic_trace
+    from viz.panels import stat_cards
 
     prev = synthetic_trace("(yes|no)", steps=1)
     h = RunHandle()
@@ -261,6 +262,12 @@ def test_stop_while_decoding_brings_back_the_previous_runs_view():
     assert got["stop_msg"].startswith("Stopped after") and h.event.is_set()
     assert 'id="step-view"' in got["view"] and "previous run's" in got["summary"]
     assert got["live"] == "" and _is_skip(got["view_rest"]) and _is_skip(got["dl_trace"])
+    # the figures are the shown run's, not the stopped run's streamed ones
+    assert got["cards"] == stat_cards(prev["totals"]) and got["cards"]
+    h2 = RunHandle()
+    h2.set_phase("decoding")
+    first = dict(zip(STOP_OUTPUTS.names, stop_reply(h2, None, True, False, False), strict=True))
+    assert first["cards"] == "" and "previous run's" not in first["summary"]
 
 
 def test_a_run_waiting_for_kv_cells_says_so_in_the_status_line():

@@ -332,7 +332,18 @@ def test_one_step_and_cjk_runs_show_their_steps_and_text(page, app_url):
     legend = page.locator("#mask-few").inner_text()
     assert f"The {a} allowed ids, ringed" in legend
     assert all(f"{row[0]} " in legend for row in trace["steps"][0]["allowed_sample"])
-    assert page.locator("#mask-panel .cfsm-allowed-ring").count() == a - 1  # and the chosen one
+    # one ring per run of adjacent ids on a row of the picture (the digits' ids share one),
+    # none for the chosen id alone (it has its own mark)
+    ids = sorted(int(r[0]) for r in trace["steps"][0]["allowed_sample"])
+    runs = [[ids[0], ids[0]]]
+    for i in ids[1:]:
+        if i == runs[-1][1] + 1 and i // 256 == runs[-1][0] // 256:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    chosen = trace["steps"][0]["token_id"]
+    expected = sum(1 for r in runs if r != [chosen, chosen])
+    assert page.locator("#mask-panel .cfsm-allowed-ring").count() == expected
     # the chosen id's ring sits on its pixel, also where the picture is drawn smaller
     size = page.viewport_size
     try:
@@ -443,6 +454,16 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
     assert page.locator("#output-text").inner_text() == tr["text"]
     page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
     page.wait_for_selector("#step-slider", timeout=60_000)
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    """Whether two bounding boxes overlap."""
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
 
 
 def _pick_preset(page, name: str) -> None:
@@ -920,12 +941,22 @@ def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page,
                 ].replace(",", "")
             )
             assert n > 1, (k, n)
+            allowed = page.locator("#allowed-panel").bounding_box()
+            assert not _overlap(at, allowed), (at, allowed)  # the box covers none of the list
         elif "A chain" in text:
             assert page.evaluate(focus) == "fsm-graph"
             assert (
                 page.locator("#fsm-graph svg g.edge.current, #fsm-graph svg g.node.current").count()
                 == 1
             )
+            # the jumped chain is drawn inside the graph's panel, not off to its side
+            panel = page.locator("#fsm-graph").bounding_box()
+            chains = page.locator("#fsm-graph svg g.edge.jumped")
+            assert chains.count() >= 1
+            box = chains.first.bounding_box()
+            mid = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            assert panel["x"] <= mid[0] <= panel["x"] + panel["width"], (mid, panel)
+            assert panel["y"] <= mid[1] <= panel["y"] + panel["height"], (mid, panel)
         elif "A jump" in text:
             assert page.evaluate(focus) == "jump-html"
             assert "What just happened" in page.locator("#jump-panel").inner_text()
@@ -993,7 +1024,7 @@ def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_gramma
     assert trig.count() == 1 and "trigger" in trig.get_attribute("title")
     free = next(s["index"] for s in trace["steps"] if s["segment"] == 0 and s["index"] > 0)
     _show_step(page, free)
-    assert "Grammar inactive: free text" in page.locator("#grammar-inactive").inner_text()
+    assert "No constraint here: free text" in page.locator("#grammar-inactive").inner_text()
     assert "No constraint in this segment" in page.locator("#mask-none").inner_text()
     assert page.locator("#fsm-graph svg g.current").count() == 0
     assert "no constraint in this segment" in page.locator("#caption").inner_text()

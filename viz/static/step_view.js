@@ -162,8 +162,18 @@ window.cfsm = (() => {
     const list = e.s || [];
     // a handful of allowed ids are 2 px dots on a grey field: ring each one and name it
     const few = !e.free && e.a > 0 && e.a <= FEW_ALLOWED && list.length === e.a;
-    const rings = few ? list.filter((r) => r[0] !== k).map((r) =>
-      `<span class="cfsm-allowed-ring" title="id ${esc(r[0])}" style="${spot(r[0], 7)}"></span>`).join("") : "";
+    // adjacent ids (a run on one row of the picture, such as the digits) share one
+    // stretched ring: single rings 2 px apart merged into one blob
+    const runs = [];
+    if (few) [...list.map((r) => Number(r[0]))].sort((a, b) => a - b).forEach((id) => {
+      const last = runs[runs.length - 1];
+      if (last && id === last[1] + 1 && Math.floor(id / w) === Math.floor(last[0] / w)) last[1] = id;
+      else runs.push([id, id]);
+    });
+    const rings = runs.filter(([a, b]) => a !== b || a !== k).map(([a, b]) => a === b ?
+      `<span class="cfsm-allowed-ring" title="id ${esc(a)}" style="${spot(a, 7)}"></span>` :
+      `<span class="cfsm-allowed-ring run" title="ids ${esc(a)}-${esc(b)}" style="${spot(a, 7)};` +
+      `width:calc(${(100 * (b - a) / w).toFixed(3)}% + 10px);border-radius:7px"></span>`).join("");
     const legend = few ? `<div class="cfsm-muted" id="mask-few">The ${esc(e.a)} allowed id${e.a === 1 ? "" : "s"}, ringed: ` +
       list.map((r) => `${esc(r[0])} <span class="cfsm-tok">${esc(r[1])}</span>`).join(", ") + "</div>" : "";
     return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} (chosen id ${esc(k)})</h4>` +
@@ -274,9 +284,15 @@ window.cfsm = (() => {
     if (!box) { box = document.createElement("div"); box.id = "tour-box"; box.className = "cfsm-tour"; root.prepend(box); }
     const n = tour.stops.length, done = tour.i >= n;
     if (!done) {
-      const [k, sel] = tour.stops[tour.i];
+      const [k, sel, title] = tour.stops[tour.i];
       setSlider(k);
       const el = $(sel); if (el) { el.classList.add("tour-focus"); el.scrollIntoView({block: "nearest"}); }
+      // the chain stop: the jumped chain in the middle of the panel, not only the state
+      const chain = title === "A chain" ? (B.jumps[(B.steps[k].J || 0) - 1] || []) : [];
+      if (chain.length) centreOn(chain[0], false);
+      // the box sits on the side away from what the stop points at, so it covers none of it
+      const r = el ? el.getBoundingClientRect() : null;
+      box.classList.toggle("left", !!r && r.left + r.width / 2 > window.innerWidth / 2);
     }
     const [, , title, text] = done ? [0, "", "End of the tour", "Scrub the slider to see every step; the terms in blue open the glossary."] : tour.stops[tour.i];
     const miss = done && tour.missing.length ? ` (not in this run: ${tour.missing.join(", ").toLowerCase()})` : "";
