@@ -187,9 +187,18 @@ def _costs_line(costs: dict | None) -> str:
     """The runtime's measured pass costs: what a jump-forward prefill costs in steps."""
     if not costs:
         return ""
+    spread = costs.get("spread") or {}
+
+    def span(k: str) -> str:  # the rounds' lowest and highest medians, where measured
+        lo_hi = spread.get(k)
+        return f" ({lo_hi[0]:.1f}-{lo_hi[1]:.1f})" if lo_hi else ""
+
+    again = f", measured again {costs['remeasured']}x" if costs.get("remeasured") else ""
     return (
-        f"step {costs['step_ms']:.1f} ms, a 32-token prefill "
+        f"step {costs['step_ms']:.1f} ms{span('1')}, a 32-token prefill "
+        f"{costs['prefill_ms'].get('32', 0):.1f} ms{span('32')} = "
         f"{costs.get('prefill_32_in_steps', '?')}x a step"
+        + (f" (medians of 3 rounds{again})" if spread else "")
     )
 
 

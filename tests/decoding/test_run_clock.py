@@ -64,3 +64,19 @@ def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
     assert ("of the time saved" in line) == (time_saved(t) >= 0)
     lost = dict(t, run_forward_ms=2 * t["run_masked_ms"])
     assert "100% more time than masked" in time_saved_line(lost)
+
+
+def test_the_model_card_shows_the_cost_model_with_its_spread():
+    from viz.summaries import _costs_line
+
+    line = _costs_line(
+        {
+            "step_ms": 11.349,
+            "prefill_ms": {"8": 32.4, "32": 108.9},
+            "spread": {"1": [11.331, 11.612], "32": [108.1, 109.0]},
+            "remeasured": 1,
+            "prefill_32_in_steps": 9.6,
+        }
+    )
+    assert "step 11.3 ms (11.3-11.6)" in line and "108.9 ms (108.1-109.0)" in line
+    assert "measured again 1x" in line

@@ -4,6 +4,7 @@ window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
   let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null, passed = null, cur = -1;
   let tour = null;  // the tour in progress: {stops, i, missing}
+  let tourCentre = null;  // [step, edge ids]: the tour's chain stop centres the graph on one
   const zoomed = new WeakSet();
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -29,7 +30,7 @@ window.cfsm = (() => {
     if (!B) return;
     chars = Array.from(B.text);
     chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
-    tour = null; passed = null;
+    tour = null; passed = null; tourCentre = null;
     show(sliderValue());
     mergeRest();
     if (window.cfsmTourPending && B.n > 0) { window.cfsmTourPending = false; startTour(); }
@@ -121,7 +122,9 @@ window.cfsm = (() => {
     $("#graph-where").innerHTML = e.sn ? `<span id="grammar-inactive">${esc(e.sn)}</span>` :
       (e.el ? `Current state <b>${esc(e.state)}</b>${e.at ? ` <span id="graph-place">${esc(e.at)}</span>` : ""}${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
     outline(e);
-    centreOn(e.el, true);
+    // the tour's chain stop: the first of the jump's edges this layout draws
+    if (!(tourCentre && tourCentre[0] === cur && tourCentre[1].some((id) => centreOn(id, false))))
+      centreOn(e.el, true);
   }
   function outline(e) {
     // a schema run: the pointers in writing order, the current one marked, each shaded by
@@ -278,6 +281,7 @@ window.cfsm = (() => {
     tourStop();
   }
   function tourStop() {
+    tourCentre = null;
     root.querySelectorAll(".tour-focus").forEach((x) => x.classList.remove("tour-focus"));
     let box = root.querySelector("#tour-box");
     if (!tour) { if (box) box.remove(); return; }
@@ -285,11 +289,12 @@ window.cfsm = (() => {
     const n = tour.stops.length, done = tour.i >= n;
     if (!done) {
       const [k, sel, title] = tour.stops[tour.i];
+      // the chain stop: the jumped chain in the middle of the panel, not only the state
+      // (mark() reads this when the slider's step is drawn, whenever that happens)
+      const chain = title === "A chain" ? (B.jumps[(B.steps[k].J || 0) - 1] || []) : [];
+      tourCentre = chain.length ? [k, chain] : null;
       setSlider(k);
       const el = $(sel); if (el) { el.classList.add("tour-focus"); el.scrollIntoView({block: "nearest"}); }
-      // the chain stop: the jumped chain in the middle of the panel, not only the state
-      const chain = title === "A chain" ? (B.jumps[(B.steps[k].J || 0) - 1] || []) : [];
-      if (chain.length) centreOn(chain[0], false);
       // the box sits on the side away from what the stop points at, so it covers none of it
       const r = el ? el.getBoundingClientRect() : null;
       box.classList.toggle("left", !!r && r.left + r.width / 2 > window.innerWidth / 2);
