@@ -117,7 +117,8 @@ class Decoder:
         if seq.error is not None:
             raise seq.error
         trace = seq.finish(self.model_info(), scheduler)
-        self._check_costs(trace.totals.run_step_ms, trace.totals.clock, seq.prompt_ids)
+        if not seq.n.batched_passes:  # a batch's passes cost more than one request's
+            self._check_costs(trace.totals.run_step_ms, trace.totals.clock, seq.prompt_ids)
         return trace
 
     def _check_costs(self, step_ms: float, clock: str, prompt_ids: list[int]) -> None:

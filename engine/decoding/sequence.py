@@ -215,6 +215,7 @@ class Sequence:
             self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens) - shared)
         if not first:
             (self.n.step_ms if len(f.tokens) == 1 else self.n.multi_ms).append(forward_s * 1e3)
+        self.n.batched_passes += batch_size > 1
         if first:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
             # the first feed may carry a jump's tokens after the prompt: count the prompt's

@@ -294,6 +294,7 @@ class Counters:
     recomputed_tokens: int = 0
     step_ms: list[float] = field(default_factory=list)  # this run's one-token passes
     multi_ms: list[float] = field(default_factory=list)  # its later many-token passes (jumps)
+    batched_passes: int = 0  # passes shared with other requests (they cost more than alone)
 
 
 class TraceRecorder:

@@ -80,3 +80,19 @@ def test_the_model_card_shows_the_cost_model_with_its_spread():
     )
     assert "step 11.3 ms (11.3-11.6)" in line and "108.9 ms (108.1-109.0)" in line
     assert "measured again 1x" in line
+
+
+@pytest.mark.model
+def test_a_run_that_disagrees_with_the_cost_model_has_it_measured_again(engine):
+    """A cost model measured on a busy machine (a step 50x too slow): the next run alone,
+    whose own steps disagree by more than 2x, has it measured again at once."""
+    from engine.decoding.decoder import GenerateRequest
+
+    runner = engine.decoder.runner
+    good = runner.costs
+    runner.costs = CostModel(good.step_ms * 50, dict(good.prefill_ms), {}, good.remeasured)
+    t = engine.generate(GenerateRequest(prompt="Count to twenty.", mode="free", max_new_tokens=12))
+    assert t["totals"]["clock"] == "this run"
+    assert runner.costs.remeasured == good.remeasured + 1
+    assert not runner.costs.disagrees(t["totals"]["run_step_ms"])
+    assert runner.costs.spread["1"][0] <= runner.costs.step_ms <= runner.costs.spread["1"][1]
