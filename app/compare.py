@@ -1,5 +1,6 @@
 """The Compare tab: the Playground's inputs run twice, side A and side B (each its own
-mode, backend and whitespace; the whitespace follows the Playground's until changed here),
+mode, backend and whitespace; both whitespace settings take the Playground's whenever it
+changes, and either can then be set here),
 and the two runs set side by side, outputs as text with their first difference marked."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a pass costs on llama.cpp, measured at the start of `cfsm bench peers`, and the lower
 bound it puts on a constrained run: no decoder on this runtime can produce a run's output
 faster than its prompt's prefill, one one-token pass per token the model picks (after the
-first), and each jumped token at the per-token cost of a many-token pass.
+first), and each jumped or forced token at the per-token cost of a many-token pass.
 
 The one-token step is timed on 1 thread and on every core, and the faster count is the one
 both sides (the llama.cpp peers and cfsm's llama.cpp runner) step on."""
@@ -69,14 +69,17 @@ def measure_costs(llm, ids: list[int], steps: int = 48, chunks: int = 9) -> Llam
     return LlamaCosts(step_ms, best, round(chunk_ms, 3), round(chunk_ms / CHUNK, 3))
 
 
-def limit_ms(totals: dict, costs: LlamaCosts) -> float:
-    """The lower bound for one cfsm run (its trace totals): its measured prefill, one
-    one-token step for each token the model picked after the first (the prefill's logits
-    pick the first; a jump's pass gives the logits for the pick after it), and each jumped
-    token's share of a many-token pass."""
-    steps = max(0, totals["model_steps"] - 1 - totals["jumps"])
+def limit_ms(trace: dict, costs: LlamaCosts) -> float:
+    """The lower bound for one cfsm run (its trace): its measured prefill, one one-token
+    step for each token the model picked after the first (the prefill's logits pick the
+    first; a jump made after a step gives the logits for the pick after it; a jump before
+    the first step rides in the prefill), and each jumped or forced token at its share of a
+    many-token pass."""
+    t = trace["totals"]
+    later_jumps = sum(1 for j in trace.get("jumps", []) if j.get("step", -1) >= 0)
+    steps = max(0, t["model_steps"] - 1 - later_jumps)
     return (
-        totals["prefill_ms"]
+        t["prefill_ms"]
         + steps * costs.step_ms[costs.best_threads]
-        + totals["jumped_tokens"] * costs.per_token_ms
+        + (t["jumped_tokens"] + t["forced_steps"]) * costs.per_token_ms
     )

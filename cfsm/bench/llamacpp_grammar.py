@@ -98,8 +98,9 @@ def _object(s: dict, name: str, rules: dict[str, str]) -> str:
     if set(props) - set(required) or s.get("additionalProperties", True) is not False:
         raise ValueError("optional or additional properties are not covered here")
     pairs = []
-    for key, sub in props.items():
-        rule = f"{name}-{re.sub(r'[^A-Za-z0-9-]', '-', key)}"
+    for i, (key, sub) in enumerate(props.items()):
+        # keys that differ only in other characters (`a_b`, `a.b`) get rules of their own
+        rule = f"{name}-{re.sub(r'[^A-Za-z0-9-]', '-', key)}-{i}"
         rules[f"{rule}-kv"] = (
             f'{_literal(json.dumps(key))} space ":" space {_value(sub, rule, rules)}'
         )

@@ -177,6 +177,8 @@ class PeerRunner:
         self._server: LlamaServer | None = None
         self.costs: LlamaCosts | None = None
         self.limits: dict[str, float] = {}  # per task: cfsm jump's lower bound, summed
+        for rt in CFSM_RUNTIMES.values():  # no cost re-measure inside a timed call
+            engine.ensure_model(rt).remeasure_costs = False
 
     # ------------------------------------------------------------------ prompts
     def prompt_ids(self, prompt: str) -> list[int]:
@@ -365,9 +367,7 @@ class PeerRunner:
         )
         self.prefill_s = tr["totals"]["prefill_ms"] / 1e3
         if system == "cfsm jump (llama.cpp)" and self.costs and max_new == self.max_new:
-            self.limits[task.name] = self.limits.get(task.name, 0.0) + limit_ms(
-                tr["totals"], self.costs
-            )
+            self.limits[task.name] = self.limits.get(task.name, 0.0) + limit_ms(tr, self.costs)
         return tr["text"], tr["totals"]["output_tokens"]
 
 
@@ -406,9 +406,15 @@ def run_peers(
         f"llama.cpp one-token step by threads {costs.step_ms} ms: both sides step on "
         f"{costs.best_threads}; a {costs.chunk_ms} ms pass of 16 tokens"
     )
-    if runner.llama_server() is None:
-        systems = [s for s in systems if s not in HTTP_PEERS]
-        log("llama-server is not built (scripts/build_llama_server.sh): its rows are left out")
+    if any(s in HTTP_PEERS for s in systems):
+        try:
+            server = runner.llama_server()
+            why = "is not built (scripts/build_llama_server.sh)"
+        except RuntimeError as exc:  # it exited or was not ready at start
+            server, why = None, f"did not start ({exc})"
+        if server is None:
+            systems = [s for s in systems if s not in HTTP_PEERS]
+            log(f"llama-server {why}: its rows are left out")
     runner.warm_model()
     rows = []
     for task in tasks:

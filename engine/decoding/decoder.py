@@ -5,15 +5,19 @@ scheduler. `run` decodes one request (a batch of one), `run_many` a fixed batch,
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from ..backends import CompiledConstraint, TokenizerContext
 from ..errors import CfsmError
+from ..runtimes.base import Runner
 from .model import LoadedModel
 from .request import GenerateRequest
 from .scheduler import ContinuousBatcher, PassCounts, run_to_completion
 from .sequence import Sequence, TokenText
 from .trace import Trace
+
+REMEASURE_EVERY_S = 60.0  # the cost model is measured again at most this often
 
 
 class Decoder:
@@ -27,6 +31,10 @@ class Decoder:
             threading.Lock()
         )  # one scheduler step (or one whole run) on the model at a time
         self._batcher: ContinuousBatcher | None = None
+        # a disagreeing run has the cost model measured again (at most every
+        # REMEASURE_EVERY_S); a benchmark that times whole calls turns it off
+        self.remeasure_costs = True
+        self._next_measure = 0.0
 
     def prompt_ids(self, prompt: str, raw: bool) -> list[int]:
         tok = self.lm.tokenizer
@@ -48,7 +56,10 @@ class Decoder:
             "architecture": self.lm.architecture,
             "runtime": self.runner.name,
             "runtime_note": self.lm.runtime_note,
-            "costs": (self.lm.self_check or {}).get("costs"),
+            # the runner's current model (measured again after a disagreeing run)
+            "costs": self.runner.costs.to_json()
+            if self.runner.costs is not None
+            else (self.lm.self_check or {}).get("costs"),
             "tokenizer": self.ctx.continuation.traits.to_json(),
         }
 
@@ -126,13 +137,17 @@ class Decoder:
         disagree with it by more than CostModel.DISAGREE (a busy machine at load skews it),
         at once if the runtime is idle (never waiting for a running batch)."""
         costs = self.runner.costs
-        if costs is None or clock != "this run" or not costs.disagrees(step_ms):
+        if not self.remeasure_costs or costs is None or clock != "this run":
+            return
+        if not costs.disagrees(step_ms) or time.monotonic() < self._next_measure:
             return
         if self._batcher is not None and not self._batcher.idle():
             return  # others are decoding: their passes are not this one's to time
         if self._lock.acquire(blocking=False):
             try:
-                self.runner.measure_costs(prompt_ids[:8] or [0])
+                # the costs only: the step's thread count stays as measured at load
+                Runner.measure_costs(self.runner, prompt_ids[:8] or [0])
+                self._next_measure = time.monotonic() + REMEASURE_EVERY_S
             finally:
                 self._lock.release()
 

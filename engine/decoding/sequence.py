@@ -218,6 +218,7 @@ class Sequence:
         self.n.batched_passes += batch_size > 1
         if first:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
+            self.n.first_feed_new = len(f.tokens) - shared  # an initial jump's tokens too
             # the first feed may carry a jump's tokens after the prompt: count the prompt's
             self.n.prompt_cached_tokens = min(shared, len(self.prompt_ids))
             self.t_decode = time.perf_counter()
@@ -567,7 +568,19 @@ class Sequence:
         prefill = n.prefill_ms or 0.0
         steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
         forward = prefill + step * len(n.step_ms) + sum(n.multi_ms)
-        return RunClock(step, forward, prefill + step * steps, source)
+        return RunClock(step, forward, self._prompt_only(prefill) + step * steps, source)
+
+    def _prompt_only(self, prefill_ms: float) -> float:
+        """The first pass's time for the prompt alone: a jump made before the first step
+        rides in that pass, and masked decoding would pay for its tokens as steps instead
+        (scaled by the cost model's pass times, else by token counts)."""
+        new = self.n.first_feed_new
+        prompt = len(self.prompt_ids) - self.n.prompt_cached_tokens
+        if new <= prompt or prompt <= 0:
+            return prefill_ms
+        c = self.runner.costs
+        share = c.pass_ms(prompt) / c.pass_ms(new) if c is not None else prompt / new
+        return prefill_ms * min(1.0, share)
 
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""

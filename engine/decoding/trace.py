@@ -295,6 +295,7 @@ class Counters:
     step_ms: list[float] = field(default_factory=list)  # this run's one-token passes
     multi_ms: list[float] = field(default_factory=list)  # its later many-token passes (jumps)
     batched_passes: int = 0  # passes shared with other requests (they cost more than alone)
+    first_feed_new: int = 0  # tokens the first pass computed (an initial jump's included)
 
 
 class TraceRecorder:

@@ -18,7 +18,7 @@ from ..regex.dfa import CharDFA
 
 MAX_STATES = 5_000  # larger automata get no places (a second of scanning at most)
 _PREFERRED = "a0 .-e"  # representatives that keep a prefix readable (a letter, a digit...)
-_ESCAPE_U = re.compile(r"\\u[0-9a-fA-F]{0,3}$")
+_ESCAPE_U = re.compile(r"(?<!\\)(?:\\\\)*\\u[0-9a-fA-F]{0,3}$")
 _ODD_BACKSLASHES = re.compile(r"(?<!\\)(?:\\\\)*\\$")
 
 
@@ -26,7 +26,7 @@ def _representative(dfa: CharDFA, k: int) -> str:
     chars = dfa.classes[k] if k != dfa.other_class else ""
     if not chars:  # the other class: any character no class lists
         listed = dfa.char_class
-        return next(c for c in "abcdefghijklmnopqrstuvwxyz0123456789~" if c not in listed)
+        return next(chr(i) for i in range(0x20, 0x110000) if chr(i) not in listed)
     return next((c for c in _PREFERRED if c in chars), chars[0])
 
 
@@ -83,9 +83,10 @@ def place_of(dfa: CharDFA, state: int, prefix: str) -> dict:
     if sc.in_str and sc.str_is_key:
         start = prefix.rfind('"') + 1
         tail = _forced_tail(dfa, state, '"')
-        key = None if tail is None else prefix[start:] + tail
-        part = "key" if key is not None else "key (which one is the model's choice)"
-        return {"pointer": _pointer(sc.stack, key), "part": part}
+        if tail is None:  # which key is the model's choice: the place is the object
+            stack = [*sc.stack[:-1], ["obj", None]]
+            return {"pointer": _pointer(stack, None), "part": "key (which one: the model's choice)"}
+        return {"pointer": _pointer(sc.stack, prefix[start:] + tail), "part": "key"}
     if sc.in_str:
         part = "string value"
         if _ESCAPE_U.search(prefix):

@@ -177,8 +177,9 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     assert set(costs["step_ms"]) == {1, engine.ensure_model("llamacpp").lm.model.threads}
     assert costs["step_ms"][costs["best_threads"]] == min(costs["step_ms"].values())
     jump = {r["task"]: r for r in res["rows"] if r["system"] == "cfsm jump (llama.cpp)"}
-    for task in tasks:  # the lower bound is below what the run took, and above nothing
-        assert 0 < jump[task.name]["limit_s"] <= jump[task.name]["wall_s"]
+    for task in tasks:  # a bound from measured costs (how close is a benchmark's figure)
+        r = jump[task.name]
+        assert r["limit_s"] > 0 and r["jump_vs_limit"] == round(r["wall_s"] / r["limit_s"], 2)
     assert res["runtimes"]["llamacpp"]["runtime"] == "llamacpp"
     speed = res["compile"]["seconds"]
     assert set(speed) == {

@@ -52,11 +52,12 @@ def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
     c = Constraint(p["kind"], p["text"], p["whitespace"])
     t = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump"))["totals"]
     assert t["clock"] == "this run" and t["run_step_ms"] > 0 and t["jumps"] > 0
-    steps = t["forward_passes"] - 1 - t["jumps"]  # the prefill and the jumps' passes aside
-    assert t["run_masked_ms"] == pytest.approx(
-        t["prefill_ms"] + t["run_step_ms"] * t["output_tokens"], rel=0.02
-    )
-    assert t["run_forward_ms"] >= t["prefill_ms"] + t["run_step_ms"] * steps - 1
+    one_token = t["forward_passes"] - 1 - t["jumps"]  # the prefill and the jumps aside
+    # masked: the prompt's prefill (the initial jump that rode in it taken out) and a step
+    # per token
+    steps = t["run_step_ms"] * t["output_tokens"]
+    assert steps <= t["run_masked_ms"] <= t["prefill_ms"] + steps * 1.02
+    assert t["run_forward_ms"] >= t["prefill_ms"] + t["run_step_ms"] * one_token - 1
     pct = f"{100 * abs(time_saved(t)):.0f}%"
     assert f">{pct}<" in stat_cards(t).replace(" ", "") or f">-{pct}<" in stat_cards(t)
     line = time_saved_line(t)

@@ -65,3 +65,22 @@ def test_array_items_point_into_items():
     doc = '{"orderId":7,"status":"shipped","express":true,"items":["pen","m'
     last = _walk(dfa, places, doc)[-1]
     assert last == ("/properties/items/items", "string value")
+
+
+def test_a_key_the_model_chooses_points_at_its_object_and_an_escaped_backslash_is_no_escape():
+    schema = {
+        "type": "object",
+        "properties": {
+            "x": {"type": "integer"},
+            "a": {"type": "string"},
+            "ab": {"type": "string"},
+        },
+        "required": ["x"],
+        "additionalProperties": False,
+    }
+    dfa = build_char_dfa(Constraint("schema", json.dumps(schema), "compact").regex())
+    places = schema_places(dfa)
+    doc = '{"x":0,"a'
+    assert _walk(dfa, places, doc)[-1] == ("/", "key (which one: the model's choice)")
+    text = '{"x":0,"a":"p\\\\u12'  # an escaped backslash, then a plain u12
+    assert _walk(dfa, places, text)[-1] == ("/properties/a", "string value")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 
 from ...constraint import Constraint
 from ...errors import CfsmError
@@ -135,6 +136,8 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
         nums = [v for v in _values_at(docs, ptr) if isinstance(v, int | float)]
         if not nums or node.get("type") != "integer":
             return False
+        if (node.get("minimum"), node.get("maximum")) == (min(nums), max(nums)):
+            return False
         node["minimum"], node["maximum"] = min(nums), max(nums)
         return True
 
@@ -143,14 +146,14 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
         if not vals or "const" in node:
             return False
         node.pop("enum", None)
-        node["const"] = json.loads(max(set(vals), key=vals.count))
+        node["const"] = json.loads(Counter(vals).most_common(1)[0][0])  # ties: first seen
         return True
 
     def fixed_length(node: dict, ptr: str) -> bool:
         lens = [len(v) for v in _values_at(docs, ptr) if isinstance(v, list)]
         if not lens or node.get("type") != "array":
             return False
-        n = max(set(lens), key=lens.count) if "maxItems" not in node else node["maxItems"]
+        n = Counter(lens).most_common(1)[0][0] if "maxItems" not in node else node["maxItems"]
         if node.get("minItems") == n == node.get("maxItems"):
             return False
         node["minItems"] = node["maxItems"] = n
