@@ -61,6 +61,12 @@ class Decoder:
             if self.runner.costs is not None
             else (self.lm.self_check or {}).get("costs"),
             "tokenizer": self.ctx.continuation.traits.to_json(),
+            # llama.cpp: the one-token step's thread count, as measured at load
+            **{
+                k: v
+                for k, v in (self.lm.self_check or {}).items()
+                if k in ("step_threads", "step_ms_by_threads")
+            },
         }
 
     def sequence(

@@ -97,3 +97,14 @@ def test_a_run_that_disagrees_with_the_cost_model_has_it_measured_again(engine):
     assert runner.costs.remeasured == good.remeasured + 1
     assert not runner.costs.disagrees(t["totals"]["run_step_ms"])
     assert runner.costs.spread["1"][0] <= runner.costs.step_ms <= runner.costs.spread["1"][1]
+
+
+@pytest.mark.model
+def test_the_model_card_says_which_step_thread_count_was_measured_faster(engine):
+    info = engine.decoder.model_info()
+    if info["runtime"] != "llamacpp":
+        pytest.skip("the step's thread count is measured on llama.cpp only")
+    times = info.get("step_ms_by_threads")
+    if not times:
+        pytest.skip("one usable CPU, or CFSM_STEP_THREADS set: nothing was measured")
+    assert info["step_threads"] == min(times, key=times.get) and 1 in times
