@@ -5,6 +5,8 @@ made no one-token pass, and measured again when a run disagrees with it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from engine.decoding.trace import time_saved
@@ -89,14 +91,23 @@ def test_a_run_that_disagrees_with_the_cost_model_has_it_measured_again(engine):
     whose own steps disagree by more than 2x, has it measured again at once."""
     from engine.decoding.decoder import GenerateRequest
 
-    runner = engine.decoder.runner
+    dec = engine.decoder
+    runner = dec.runner
     good = runner.costs
     runner.costs = CostModel(good.step_ms * 50, dict(good.prefill_ms), {}, good.remeasured)
-    t = engine.generate(GenerateRequest(prompt="Count to twenty.", mode="free", max_new_tokens=12))
-    assert t["totals"]["clock"] == "this run"
-    assert runner.costs.remeasured == good.remeasured + 1
-    assert not runner.costs.disagrees(t["totals"]["run_step_ms"])
-    assert runner.costs.spread["1"][0] <= runner.costs.step_ms <= runner.costs.spread["1"][1]
+    dec._next_measure = 0.0  # an earlier test's re-measure must not rate-limit this one
+    try:
+        t = engine.generate(
+            GenerateRequest(prompt="Count to twenty.", mode="free", max_new_tokens=12)
+        )
+        assert t["totals"]["clock"] == "this run"
+        assert runner.costs.remeasured == good.remeasured + 1
+        assert not runner.costs.disagrees(t["totals"]["run_step_ms"])
+        lo, hi = runner.costs.spread["1"]
+        assert lo <= runner.costs.step_ms <= hi
+    finally:
+        if runner.costs.step_ms == good.step_ms * 50:  # not measured again: the next tests
+            runner.costs = good  # must not decode against a 50x cost model
 
 
 @pytest.mark.model
@@ -107,4 +118,6 @@ def test_the_model_card_says_which_step_thread_count_was_measured_faster(engine)
     times = info.get("step_ms_by_threads")
     if not times:
         pytest.skip("one usable CPU, or CFSM_STEP_THREADS set: nothing was measured")
-    assert info["step_threads"] == min(times, key=times.get) and 1 in times
+    assert info["step_threads"] == int(min(times, key=times.get)) and "1" in times
+    json.loads(json.dumps(info))  # the card travels as JSON: string keys only
+    assert all(isinstance(k, str) for k in times)
