@@ -138,6 +138,10 @@ class Decoder:
             self._check_costs(trace.totals.run_step_ms, trace.totals.clock, seq.prompt_ids)
         return trace
 
+    def idle(self) -> bool:
+        """No request decoding or waiting in the continuous batch (a moment's answer)."""
+        return self._batcher is None or self._batcher.idle()
+
     def _check_costs(self, step_ms: float, clock: str, prompt_ids: list[int]) -> None:
         """The load-time cost model, measured again when a run's own one-token passes
         disagree with it by more than CostModel.DISAGREE (a busy machine at load skews it),
@@ -147,7 +151,7 @@ class Decoder:
             return
         if not costs.disagrees(step_ms) or time.monotonic() < self._next_measure:
             return
-        if self._batcher is not None and not self._batcher.idle():
+        if not self.idle():
             return  # others are decoding: their passes are not this one's to time
         if self._lock.acquire(blocking=False):
             try:

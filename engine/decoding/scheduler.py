@@ -239,9 +239,10 @@ class ContinuousBatcher:
             except Exception as exc:  # noqa: BLE001 - the thread must outlive any bug in a step
                 for s in active:
                     s.fail(exc)
-            for s in [s for s in active if s.done]:
-                active.pop(s).set_result(s)
-            self.n_active = len(active)
+            done = [(s, active.pop(s)) for s in [s for s in active if s.done]]
+            self.n_active = len(active)  # before the results: a waking caller reads it
+            for s, fut in done:
+                fut.set_result(s)
             if not active:
                 with self.lock:
                     self.runner.release()  # idle: the last stacked cache is not kept
