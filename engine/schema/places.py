@@ -22,6 +22,12 @@ _ESCAPE_U = re.compile(r"(?<!\\)(?:\\\\)*\\u[0-9a-fA-F]{0,3}$")
 _ODD_BACKSLASHES = re.compile(r"(?<!\\)(?:\\\\)*\\$")
 
 
+def in_escape(prefix: str) -> bool:
+    """Whether a JSON string prefix ends inside an escape (after its backslash, or in a
+    u-escape's hex digits); the Doctor's cause classification reads strings the same way."""
+    return bool(_ESCAPE_U.search(prefix) or _ODD_BACKSLASHES.search(prefix))
+
+
 def _representative(dfa: CharDFA, k: int) -> str:
     chars = dfa.classes[k] if k != dfa.other_class else ""
     if not chars:  # the other class: any character no class lists

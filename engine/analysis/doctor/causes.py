@@ -4,11 +4,11 @@ advice)."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 
 from ...regex.compressed import CompressedFSM, compressed_of
 from ...regex.dfa import CharDFA
+from ...schema.places import in_escape
 from ..ideal import char_at_byte
 from .places import _choice_pointer, _json_context, _json_pointer_at, _regex_span
 from .samples import WS
@@ -76,14 +76,6 @@ BOUNDARY = (
 )
 
 
-_ESCAPE_TAIL = re.compile(r"(?<!\\)(?:\\\\)*\\(?:u[0-9a-fA-F]{0,3})?$")
-
-
-def _in_escape(text: str, pos: int) -> bool:
-    """Whether `pos` is inside a string escape (after its backslash, or in a u-escape's hex)."""
-    return _ESCAPE_TAIL.search(text[:pos]) is not None
-
-
 def _classify(
     dfa: CharDFA, cf: CompressedFSM, s: int, text: str, pos: int, is_schema: bool, threshold: int
 ) -> str:
@@ -108,7 +100,7 @@ def _classify(
             # inside a value string: its content is the choice, whatever else is allowed; an
             # escape's few characters (after a backslash, the hex digits of \u) are part of
             # a free string, not alternatives the schema lists
-            if other or len(chars) > 12 or _in_escape(text, pos):
+            if other or len(chars) > 12 or in_escape(text[:pos]):
                 return "free_text"
             return "enum_alternatives"
         if ctx == "key":
