@@ -28,8 +28,9 @@ from .inputs import (
     trigger_inputs,
 )
 from .layout import CUSTOM, Playground, compare_tab, doctor_tab, playground_tab
+from .openai_routes import openai_router
 from .presets import presets
-from .run import wire_run
+from .run import wire_run, wire_trace_link
 from .state import DECODE_SLOTS, EngineHub
 
 # The step view carries its data in an inert <script type="application/json">, read by the
@@ -37,10 +38,6 @@ from .state import DECODE_SLOTS, EngineHub
 warnings.filterwarnings(
     "ignore", message="A `<script>` tag was found in the content of a `gr.HTML`"
 )
-
-APP_CSS = """
-.cfsm-error{color:#b91c1c;font-weight:600;}
-"""
 
 APP_CSS = """
 .cfsm-error{color:#b91c1c;font-weight:600;}
@@ -77,6 +74,7 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
         wire_compare(ui, cmp, hub)
         wire_doctor(ui, doc, hub)
         _wire_load(ui, demo)
+        wire_trace_link(ui, demo, hub)
         wire_api(hub, demo)
     return demo
 
@@ -196,7 +194,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
 def _wire_load(ui: Playground, demo: gr.Blocks) -> None:
     def on_load(request: gr.Request):
         q = dict(request.query_params) if request is not None else {}
-        if not q:
+        if not q or "trace" in q:  # an API request's run: wire_trace_link restores it
             return PERMALINK_INPUTS.set()
         out = permalink_inputs(q)
         return PERMALINK_INPUTS.set(**out)
@@ -221,12 +219,12 @@ def serve(
     demo = build_demo(hub)
     demo.queue(default_concurrency_limit=2, max_size=32)
     demo.launch(
+        prevent_thread_lock=True,  # the /v1 routes join the server, then it blocks below
         server_name=host,
         server_port=port,
         css=APP_CSS,
         head=head_html(),
         show_error=False,
-        prevent_thread_lock=prevent_thread_lock,
         quiet=True,
         ssr_mode=False,
         # Gradio's run history kept every run's outputs (a step view is ~0.5 MB) in the
@@ -235,4 +233,7 @@ def serve(
         # decoding needs. Runs are shared here by permalink and trace file instead.
         run_history=False,
     )
+    demo.app.include_router(openai_router(hub))  # the OpenAI-compatible API, under /v1
+    if not prevent_thread_lock:
+        demo.block_thread()
     return demo, hub

@@ -267,32 +267,48 @@ def wire_run(ui: Playground, hub: EngineHub) -> None:
 
     upload = RUN_OUTPUTS + Row("up_trace", "up_err") + RESTORED_INPUTS
 
-    def load_upload(f, collapse_v, whole_v, raw_v) -> tuple[list, dict | None, str]:
-        """The upload's outputs, its trace (None when there is none to show) and the rest
-        of its step view's bundle."""
+    def on_upload(f, collapse_v, whole_v, raw_v):
         try:
             if f is None:
-                return upload.set(), None, ""
+                yield upload.set()
+                return
             p = Path(f if isinstance(f, str) else f.name)
             if p.stat().st_size > MAX_UPLOAD_BYTES:
                 raise CfsmError(
                     "input_too_large", f"trace file is larger than {MAX_UPLOAD_BYTES // 2**20} MB"
                 )
             trace = validate_trace(p.read_text(encoding="utf-8"))
-            first, rest = finished_run(trace, collapse_v, whole_v, raw_v)
-            return (
-                upload.set(**first, up_trace=None, up_err="", **restore_inputs(trace)),
-                trace,
-                rest,
-            )
         except BaseException as exc:  # noqa: BLE001
-            return upload.set(up_trace=None, up_err=error_line(exc)), None, ""
-
-    def on_upload(f, collapse_v, whole_v, raw_v):
-        outputs, trace, rest = load_upload(f, collapse_v, whole_v, raw_v)
-        yield outputs
-        if trace is not None:
-            yield upload.set(timeline=draw_timeline(trace))
-            yield upload.set(view_rest=rest)
+            yield upload.set(up_trace=None, up_err=error_line(exc))
+            return
+        yield from show_trace(upload, trace, collapse_v, whole_v, raw_v, up_trace=None)
 
     ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole, ui.raw], upload.widgets(ui))
+
+
+def show_trace(rows: Row, trace: dict, collapse: bool, whole: bool, raw: bool, **more):
+    """A finished run from elsewhere (an uploaded file, an API request's trace) in the
+    step view, its inputs in the boxes; then its timeline and the rest of its view."""
+    first, rest = finished_run(trace, collapse, whole, raw)
+    yield rows.set(**first, up_err="", **restore_inputs(trace), **more)
+    yield rows.set(timeline=draw_timeline(trace))
+    yield rows.set(view_rest=rest)
+
+
+def wire_trace_link(ui: Playground, demo: gr.Blocks, hub: EngineHub) -> None:
+    """`/?trace=ID`: an API request's run (kept by the hub's trace store) in the view."""
+    rows = RUN_OUTPUTS + Row("up_err") + RESTORED_INPUTS
+
+    def on_load(collapse_v, whole_v, raw_v, request: gr.Request):
+        tid = (dict(request.query_params) if request is not None else {}).get("trace")
+        trace = hub.traces.get(tid) if tid else None
+        if not tid:
+            yield rows.set()
+        elif trace is None:
+            yield rows.set(error=error_line(CfsmError(
+                "invalid_input", f"trace {tid!r} is not kept here (the server keeps the last "
+                f"{hub.traces.max_traces} API requests' traces, newest first)")))  # fmt: skip
+        else:
+            yield from show_trace(rows, trace, collapse_v, whole_v, raw_v)
+
+    demo.load(on_load, [ui.collapse, ui.whole, ui.raw], rows.widgets(ui))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.errors import CfsmError
 from engine.serving.service import Engine
+from engine.serving.trace_store import TraceStore
 from viz.summaries import model_card
 
 MAX_MODELS = 2
@@ -95,6 +96,7 @@ class EngineHub:
         self._errors: dict[str, str] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.traces = TraceStore()  # API requests' traces, opened by /?trace=ID
 
     def start(self, name: str | None = None) -> None:
         name = name or self.default

@@ -4,6 +4,7 @@ scheduler. `run` decodes one request (a batch of one), `run_many` a fixed batch,
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,24 @@ from .sequence import Sequence, TokenText
 from .trace import Trace
 
 REMEASURE_EVERY_S = 60.0  # the cost model is measured again at most this often
+
+
+def chat_ids(tok, messages: str, tools: str = "") -> list[int]:
+    """OpenAI messages (JSON text) through the tokenizer's chat template, with the tools
+    where the template takes them. A template that cannot render them is the user's
+    `invalid_input` (a tool message to a model without tool support, say)."""
+    msgs = json.loads(messages)
+    if not getattr(tok, "chat_template", None):
+        text = "\n".join(f"{m.get('role')}: {m.get('content') or ''}" for m in msgs) + "\n"
+        return list(tok.encode(text, add_special_tokens=True))
+    kw = {"tools": json.loads(tools)} if tools.strip() else {}
+    try:
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kw)
+    except Exception as exc:  # noqa: BLE001 - jinja's errors name the template's problem
+        raise CfsmError(
+            "invalid_input", f"the model's chat template cannot render these messages: {exc}"
+        ) from exc
+    return list(tok.encode(text, add_special_tokens=False))
 
 
 class Decoder:
@@ -36,8 +55,12 @@ class Decoder:
         self.remeasure_costs = True
         self._next_measure = 0.0
 
-    def prompt_ids(self, prompt: str, raw: bool) -> list[int]:
+    def prompt_ids(self, prompt: str, raw: bool, messages: str = "", tools: str = "") -> list[int]:
+        """The model's input: a chat's messages (and tools) through the chat template; a
+        prompt as one user message, or as it is (`raw`)."""
         tok = self.lm.tokenizer
+        if messages:
+            return chat_ids(tok, messages, tools)
         if not raw and getattr(tok, "chat_template", None):
             text = tok.apply_chat_template(
                 [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
@@ -85,7 +108,7 @@ class Decoder:
             compiled if req.mode != "free" else None,
             self.ctx,
             self.texts,
-            self.prompt_ids(req.prompt, req.raw_prompt),
+            self.prompt_ids(req.prompt, req.raw_prompt, req.messages, req.tools),
             self.runner,
             on_event,
             should_stop,

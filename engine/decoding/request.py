@@ -34,6 +34,9 @@ class GenerateRequest:
     top_p: float = 1.0
     seed: int = 0
     raw_prompt: bool = False
+    # a chat as OpenAI messages (JSON text), rendered with the model's chat template (with
+    # `tools` where given); `prompt` then only names the request in the page
+    messages: str = ""
     jump_threshold: int = 1
     healing_tokens: int = 2
     top_k: int = 10
@@ -106,11 +109,13 @@ class GenerateRequest:
         if opts.active:
 
             build_plan(opts, self.constraint)  # bad tools or tags say so before any model loads
-        if len(self.prompt) > MAX_PROMPT_CHARS:
-            raise CfsmError(
-                "input_too_large",
-                f"prompt is {len(self.prompt)} characters; the limit is {MAX_PROMPT_CHARS}",
-            )
+        for name in ("prompt", "messages"):
+            n = len(getattr(self, name))
+            if n > MAX_PROMPT_CHARS:
+                raise CfsmError(
+                    "input_too_large",
+                    f"{name} is {n} characters; the limit is {MAX_PROMPT_CHARS}",
+                )
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
             raise CfsmError(
                 "invalid_input", f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}"

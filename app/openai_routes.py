@@ -1,0 +1,226 @@
+"""The OpenAI-compatible API under /v1 on the page's own server: `/v1/models`,
+`/v1/chat/completions` and `/v1/completions`, decoded by the same continuous batch as the
+page's runs. The wire format lives in engine/openai; this module only routes, admits and
+streams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from engine.errors import CfsmError
+from engine.openai.errors import ApiError, from_engine
+from engine.openai.request import ApiRequest, read_request
+from engine.openai.response import chat_completion, cut_at_stop, new_id, text_completion
+from engine.openai.stream import ChunkWriter, live_parts
+
+from .state import DECODE_SLOTS, EngineHub
+
+MAX_BODY_BYTES = 2 * 2**20
+MAX_WAITING = 32  # requests past the decoding slots that wait for one; more get a 429
+
+
+class Admission:
+    """How many API requests are in the server at once: the decoding slots plus a short
+    queue; past that a request is refused at once (429) instead of piling up."""
+
+    def __init__(self, limit: int = DECODE_SLOTS + MAX_WAITING) -> None:
+        self.limit, self.n = limit, 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self._lock:
+            if self.n >= self.limit:
+                raise ApiError(429, f"the server is full ({self.limit} requests in flight); "
+                               "retry shortly", "rate_limit_error", code="server_full",
+                               retry_after=1)  # fmt: skip
+            self.n += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.n -= 1
+
+
+class ApiRun:
+    """One request's decode in a worker thread: its live text for streaming, the stop
+    switch a gone client or a stop string flips, and its result."""
+
+    def __init__(self, eng, api: ApiRequest, on_text=None) -> None:
+        self.eng, self.api, self.on_text = eng, api, on_text
+        self.stop = threading.Event()
+
+    def on_event(self, kind: str, data) -> None:
+        if kind != "step":
+            return
+        text = "".join(t.text for t in data.tokens)
+        if self.api.stop and cut_at_stop(live_parts(text, self.api)[1], self.api.stop) is not None:
+            self.stop.set()  # the answer is complete: the rest would be cut anyway
+        if self.on_text is not None:
+            self.on_text(text)
+
+    def __call__(self) -> dict:
+        return self.eng.generate(self.api.gen, on_event=self.on_event, should_stop=self.stop.is_set)
+
+
+def _error(exc: BaseException, param: str | None = None) -> JSONResponse:
+    if isinstance(exc, CfsmError):
+        exc = from_engine(exc, param)
+    if not isinstance(exc, ApiError):
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        exc = ApiError(500, f"internal error: {msg}", "server_error", code="internal_error")
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
+
+
+def _engine(hub: EngineHub):
+    eng = hub.peek()
+    if eng is None:
+        hub.start()
+        line = hub.status()
+        raise ApiError(503, line if line.startswith("Model failed") else
+                       f"the model is not ready yet ({line}); retry shortly", "server_error",
+                       code="model_not_ready", retry_after=5)  # fmt: skip
+    return eng
+
+
+def model_ids(hub: EngineHub) -> list[str]:
+    """The names a request's `model` may give: the one the server was started with
+    ("embedded", a Hugging Face id, a path), as `cfsm serve --model` took it."""
+    return [hub.default]
+
+
+async def _body(request: Request) -> dict:
+    if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+        raise ApiError(413, f"the request body is over {MAX_BODY_BYTES // 2**20} MB",
+                       code="input_too_large")  # fmt: skip
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(413, f"the request body is over {MAX_BODY_BYTES // 2**20} MB",
+                       code="input_too_large")  # fmt: skip
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not JSON: {exc}") from None
+
+
+def openai_router(hub: EngineHub) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+    admission = Admission()
+
+    @router.get("/models")
+    def list_models():
+        return {"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "cfsm-lab"}
+            for m in model_ids(hub)]}  # fmt: skip
+
+    async def complete(request: Request, endpoint: str):
+        try:
+            body = await _body(request)
+            eng = _engine(hub)
+            api = read_request(body, endpoint, model_ids(hub))
+            admission.enter()
+        except (ApiError, CfsmError) as exc:
+            return _error(exc)
+        try:
+            if api.gen.mode != "free":  # compile errors are a 400, before any stream starts
+                await anyio.to_thread.run_sync(eng.compile_request, api.gen)
+        except BaseException as exc:  # noqa: BLE001 - one JSON error, the server goes on
+            admission.leave()
+            return _error(exc, api.constraint_field)
+        chat = endpoint == "chat"
+        cid = new_id("chatcmpl" if chat else "cmpl")
+        if api.stream:
+            return StreamingResponse(
+                _stream(eng, api, cid, chat, hub, admission),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        try:
+            trace = await _decode(ApiRun(eng, api), request)
+            tid = hub.traces.put(trace)
+            build = chat_completion if chat else text_completion
+            return JSONResponse(build(trace, api, cid, tid))
+        except BaseException as exc:  # noqa: BLE001
+            return _error(exc)
+        finally:
+            admission.leave()
+
+    @router.post("/chat/completions")
+    async def chat_completions(request: Request):
+        return await complete(request, "chat")
+
+    @router.post("/completions")
+    async def completions(request: Request):
+        return await complete(request, "completions")
+
+    return router
+
+
+async def _decode(run: ApiRun, request: Request) -> dict:
+    """The run in a worker thread; a client that goes away stops it at the next step."""
+
+    async def watch():
+        while not run.stop.is_set():
+            if await request.is_disconnected():
+                run.stop.set()
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await anyio.to_thread.run_sync(run)
+    finally:
+        watcher.cancel()
+
+
+def _sse(obj) -> bytes:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, admission):
+    """Server-sent chunks as the run decodes; an error after the start is one `error`
+    event (the client raises it), then [DONE]."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    writer = ChunkWriter(api, cid, chat)
+    run = ApiRun(eng, api, on_text=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t))
+
+    def work():
+        try:
+            result = ("done", run())
+        except BaseException as exc:  # noqa: BLE001 - sent as an error event
+            result = ("error", exc)
+        loop.call_soon_threadsafe(queue.put_nowait, result)
+
+    threading.Thread(target=work, daemon=True, name=f"api-{cid}").start()
+    try:
+        for c in writer.start():
+            yield _sse(c)
+        last = 0.0
+        while True:
+            item = await queue.get()
+            if isinstance(item, str):
+                if time.monotonic() - last > 0.05 or queue.empty():
+                    last = time.monotonic()
+                    for c in writer.live(item):
+                        yield _sse(c)
+                continue
+            kind, value = item
+            if kind == "error":
+                exc = from_engine(value) if isinstance(value, CfsmError) else value
+                body = exc.body() if isinstance(exc, ApiError) else {"error": {
+                    "message": f"internal error: {exc}", "type": "server_error",
+                    "param": None, "code": "internal_error"}}  # fmt: skip
+                yield _sse(body)
+            else:
+                for c in writer.finish(value, hub.traces.put(value)):
+                    yield _sse(c)
+            break
+        yield b"data: [DONE]\n\n"
+    finally:
+        run.stop.set()  # a client that left mid-stream stops the run at its next step
+        admission.leave()

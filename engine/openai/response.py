@@ -1,0 +1,196 @@
+"""A trace written back in OpenAI's shapes: the chat completion (content, tool_calls,
+reasoning_content), the text completion, logprobs, usage, and the `cfsm` extension with
+the run's figures and its trace id."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+
+from ..decoding.trace import time_saved
+from .request import ApiRequest
+
+TOOL_CALL = "tool call"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def split_output(trace: dict, api: ApiRequest) -> dict:
+    """The message's parts from the trace's segments: thinking as reasoning_content, each
+    held call as a tool call, the rest as content (the whole text where nothing triggers)."""
+    segs = trace.get("segments") or []
+    if not segs:
+        return {"content": trace["text"], "reasoning": None, "calls": []}
+    content, reasoning, calls = [], [], []
+    for s in segs:
+        if s["label"] == "thinking":
+            reasoning.append(s["text"])
+        elif s["label"] == TOOL_CALL:
+            calls.append(_call(s["text"], len(calls)))
+        elif s["kind"] in ("free", "constrained"):
+            content.append(s["text"])
+    return {
+        "content": "".join(content),
+        "reasoning": "".join(reasoning) if api.reasoning else None,
+        "calls": calls,
+    }
+
+
+def _call(body: str, index: int) -> dict:
+    """`{"name": N, "arguments": A}` (held to the tool's schema) as an OpenAI tool call; an
+    unfinished one (the run hit max_tokens) keeps its text as the arguments."""
+    try:
+        obj = json.loads(body)
+        name, args = obj["name"], json.dumps(obj["arguments"], ensure_ascii=False)
+    except (json.JSONDecodeError, KeyError, TypeError):
+        name, args = "", body
+    return {
+        "index": index,
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": args},
+    }
+
+
+def answer_parts(trace: dict, api: ApiRequest) -> dict:
+    """The message's parts, cut at the first stop string, and why the output ended."""
+    parts = split_output(trace, api)
+    at = cut_at_stop(parts["content"], api.stop)
+    if at is not None:
+        parts["content"] = parts["content"][:at]
+        parts["finish"] = "stop"
+    elif parts["calls"] and trace["totals"].get("finished"):
+        parts["finish"] = "tool_calls"
+    elif trace["totals"].get("reason") == "max_new_tokens":
+        parts["finish"] = "length"
+    else:
+        parts["finish"] = "stop"
+    return parts
+
+
+def usage(trace: dict) -> dict:
+    p, c = trace["prompt_tokens"], trace["totals"]["output_tokens"]
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def figures(trace: dict, trace_id: str | None, api: ApiRequest) -> dict:
+    """The cfsm extension: what the run cost and where to see it step by step."""
+    t = trace["totals"]
+    saved = time_saved(t)
+    out = {
+        "trace_id": trace_id,
+        "trace_url": f"/?trace={trace_id}" if trace_id else None,
+        "mode": trace["mode"],
+        "backend": trace.get("backend"),
+        "runtime": t.get("runtime"),
+        "valid": trace.get("valid"),
+        "forward_passes": t["forward_passes"],
+        "output_tokens": t["output_tokens"],
+        "jumps": t["jumps"],
+        "jumped_tokens": t["jumped_tokens"],
+        "compile_ms": round(t["compile_s"] * 1e3, 1),
+        "compile_cached": t.get("compile_cached", False),
+        "decode_s": t["decode_s"],
+        "queue_s": t.get("queue_s", 0.0),
+        "time_saved": None if saved is None else round(saved, 3),
+    }
+    if api.ignored:
+        out["ignored_fields"] = api.ignored
+    return out
+
+
+def token_logprobs(trace: dict, top: int) -> list[dict]:
+    """Per output token: the model's log-probability before the mask (as vLLM reports
+    it), and its `top` alternatives. A jumped token had no forward pass: logprob 0 (the
+    constraint left no choice) and no alternatives."""
+    steps = trace["steps"]
+    out = []
+    for tok in trace["tokens"]:
+        st = steps[tok["step"]] if tok.get("origin") != "jump" and tok["step"] >= 0 else None
+        if st is not None and st["token_id"] != tok["id"]:
+            st = None  # a token a jump re-tokenized: its step chose another one
+        out.append(
+            {
+                "token": tok["text"],
+                "logprob": _log(st["raw_prob"]) if st else 0.0,
+                "bytes": list(bytes.fromhex(tok["hex"]) if "hex" in tok
+                              else tok["text"].encode("utf-8")),  # fmt: skip
+                "top_logprobs": [
+                    {"token": t, "logprob": _log(p), "bytes": list(t.encode("utf-8"))}
+                    for _i, t, p in (st["top_raw"][:top] if st else [])
+                ],
+            }
+        )
+    return out
+
+
+def _log(p: float) -> float:
+    return round(math.log(p), 6) if p > 0 else -9999.0
+
+
+def chat_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None) -> dict:
+    parts = answer_parts(trace, api)
+    msg: dict = {"role": "assistant", "content": parts["content"] if not parts["calls"]
+                 or parts["content"].strip() else None}  # fmt: skip
+    if parts["calls"]:
+        msg["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in parts["calls"]]
+    if parts["reasoning"] is not None:
+        msg["reasoning_content"] = parts["reasoning"]
+    choice: dict = {"index": 0, "message": msg, "finish_reason": parts["finish"]}
+    choice["logprobs"] = (
+        {"content": token_logprobs(trace, api.top_logprobs)} if api.logprobs else None
+    )
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": api.model,
+        "choices": [choice],
+        "usage": usage(trace),
+        "cfsm": figures(trace, trace_id, api),
+    }
+
+
+def text_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None) -> dict:
+    parts = answer_parts(trace, api)
+    choice: dict = {
+        "index": 0,
+        "text": parts["content"],
+        "finish_reason": parts["finish"],
+        "logprobs": legacy_logprobs(token_logprobs(trace, api.top_logprobs))
+        if api.logprobs
+        else None,
+    }
+    return {
+        "id": cid,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": api.model,
+        "choices": [choice],
+        "usage": usage(trace),
+        "cfsm": figures(trace, trace_id, api),
+    }
+
+
+def legacy_logprobs(lps: list[dict]) -> dict:
+    """The legacy completions shape: parallel lists and offsets."""
+    offsets, at = [], 0
+    for t in lps:
+        offsets.append(at)
+        at += len(t["token"])
+    return {
+        "tokens": [t["token"] for t in lps],
+        "token_logprobs": [t["logprob"] for t in lps],
+        "top_logprobs": [{a["token"]: a["logprob"] for a in t["top_logprobs"]} for t in lps],
+        "text_offset": offsets,
+    }
+
+
+def cut_at_stop(text: str, stops: list[str]) -> int | None:
+    """Where the first stop string starts in `text`, or None."""
+    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return min(hits) if hits else None
