@@ -108,9 +108,9 @@ async def _body(request: Request) -> dict:
         raise ApiError(400, f"the request body is not JSON: {exc}") from None
 
 
-def openai_router(hub: EngineHub) -> APIRouter:
+def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITING) -> APIRouter:
     router = APIRouter(prefix="/v1")
-    admission = Admission()
+    admission = Admission(max_in_flight)
 
     @router.get("/models")
     def list_models():

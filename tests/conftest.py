@@ -63,6 +63,24 @@ def tokenizer(ctx):
     return ctx.tokenizer
 
 
+@pytest.fixture(scope="session")
+def app_url(engine):
+    """`cfsm serve` in this process (page and /v1 API), shared by the browser and API
+    tests; its hub loads the embedded model once more, as a server does."""
+    import socket
+
+    from app.main import serve
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # a raised state limit: the stop test needs a compile that takes seconds (a 2^18-state DFA)
+    demo, hub = serve(port=port, prevent_thread_lock=True, max_states=1_000_000)
+    hub.get()  # the API answers 503 until the model is loaded
+    yield f"http://127.0.0.1:{port}"
+    demo.close()
+
+
 def pytest_configure(config):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -20,17 +20,8 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
 DEFAULT_MAX_TOKENS = 256  # the engine's default; a request may ask up to CFSM_MAX_NEW_TOKENS
-EXTENSIONS = (
-    "mode",
-    "backend",
-    "whitespace",
-    "lenient",
-    "spec",
-    "runtime",
-    "reasoning",
-    "think_budget",
-    "trigger_impl",
-)
+EXTENSIONS = ("mode", "backend", "runtime", "reasoning", "think_budget", "trigger_impl")
+CONSTRAINT_EXTENSIONS = ("whitespace", "lenient", "spec")
 # fields a client may send that change nothing here (said in the response's `cfsm`)
 HARMLESS = {
     "user", "metadata", "store", "service_tier", "parallel_tool_calls", "stream_options",
@@ -101,16 +92,15 @@ def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
             **inputs,
         )
     except CfsmError as exc:
-        param = from_field if exc.kind.startswith("invalid_") else None
-        raise from_engine(exc, "mode" if mode_given and "mode" in exc.message else param) from None
+        raise from_engine(exc, _param_of(exc.message, from_field, mode_given)) from None
     opts = body.get("stream_options") or {}
-    known = HARMLESS | set(EXTENSIONS) | set(GUIDED) | _USED
+    known = HARMLESS | set(EXTENSIONS) | set(CONSTRAINT_EXTENSIONS) | set(GUIDED) | _USED
     return ApiRequest(
         gen=gen,
         model=model,
         stream=body.get("stream") is True,
         include_usage=isinstance(opts, dict) and opts.get("include_usage") is True,
-        logprobs=body.get("logprobs") not in (None, False),
+        logprobs=body.get("logprobs") is not None and body.get("logprobs") is not False,
         top_logprobs=top,
         stop=_stop(body),
         tools=bool(tools),
@@ -127,6 +117,16 @@ _USED = {
     "stop", "frequency_penalty", "presence_penalty", "logit_bias", "echo", "best_of",
     "suffix",
 }  # fmt: skip
+
+
+def _param_of(message: str, constraint_field: str | None, mode_given: bool) -> str | None:
+    """The request field an engine refusal is about, as far as its message says."""
+    words = {"max_new_tokens": "max_tokens", "temperature": "temperature", "tool": "tools",
+             "prompt": "messages", "runtime": "runtime"}  # fmt: skip
+    for word, param in words.items():
+        if word in message:
+            return param
+    return "mode" if mode_given and "mode" in message else constraint_field
 
 
 def _refuse_unsupported(body: dict, endpoint: str) -> None:

@@ -26,24 +26,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app_url(engine):
+def page(app_url):
+    from playwright.sync_api import sync_playwright
+
     if not os.path.exists(CHROMIUM):
         pytest.fail(
             "Debian chromium is missing: run `make test` (it installs it) or apt-get "
             "install chromium"
         )
-    from app.main import serve
-
-    port = _free_port()
-    # a raised state limit: the stop test needs a compile that takes seconds (a 2^18-state DFA)
-    demo, hub = serve(port=port, prevent_thread_lock=True, max_states=1_000_000)
-    yield f"http://127.0.0.1:{port}"
-    demo.close()
-
-
-@pytest.fixture(scope="module")
-def page(app_url):
-    from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     user_dir = ARTIFACTS / "chromium-profile"

@@ -1,0 +1,210 @@
+"""The OpenAI wire format without a model: requests read as the engine's, refusals named
+by field, chunks that add up to the message, the trace store's bounds, and the routes'
+503 and 429 with Retry-After."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from engine.openai.errors import ApiError
+from engine.openai.request import read_request, regex_literal
+from engine.openai.stream import ChunkWriter, live_parts
+from engine.serving.trace_store import TraceStore
+
+M = ["embedded"]
+USER = [{"role": "user", "content": "hi"}]
+
+
+def chat(**body):
+    return read_request({"model": "embedded", "messages": USER, **body}, "chat", M)
+
+
+def refused(status: int, param: str | None, **body) -> ApiError:
+    with pytest.raises(ApiError) as e:
+        chat(**body)
+    assert e.value.status == status and e.value.param == param, e.value.body()
+    return e.value
+
+
+def test_each_constraint_field_becomes_the_engines_constraint():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}}
+    c = chat(response_format=rf).gen.constraint
+    assert c.kind == "schema" and json.loads(c.text) == schema
+    assert json.loads(chat(response_format={"type": "json_object"}).gen.constraint.text) == {
+        "type": "object"
+    }
+    for body, kind, text in (
+        ({"structured_outputs": {"regex": "[0-9]+"}}, "regex", "[0-9]+"),
+        ({"guided_regex": "[0-9]+"}, "regex", "[0-9]+"),
+        ({"structured_outputs": {"grammar": 'root ::= "a"'}}, "grammar", 'root ::= "a"'),
+        ({"guided_grammar": 'root ::= "a"'}, "grammar", 'root ::= "a"'),
+    ):
+        c = chat(**body).gen.constraint
+        assert (c.kind, c.text) == (kind, text)
+    g = chat(guided_json=schema, mode="masked", backend="xgrammar", whitespace="flexible").gen
+    assert (g.mode, g.backend, g.constraint.whitespace) == ("masked", "xgrammar", "flexible")
+    assert chat().gen.mode == "free" and chat().gen.constraint is None
+
+
+def test_a_choice_matches_exactly_its_strings():
+    choices = ["yes", "no (maybe)", "a.b*c", "x|y"]
+    c = chat(structured_outputs={"choice": choices}).gen.constraint
+    pat = re.compile(c.text)
+    assert all(pat.fullmatch(x) for x in choices)
+    assert not pat.fullmatch("no maybe") and not pat.fullmatch("aXb*c") and not pat.fullmatch("x")
+    assert re.fullmatch(regex_literal("(1+1)?"), "(1+1)?")
+
+
+def test_what_is_not_supported_is_a_400_naming_the_field():
+    refused(400, "n", n=2)
+    refused(400, "logit_bias", logit_bias={"1": 5})
+    refused(400, "frequency_penalty", frequency_penalty=0.5)
+    refused(400, "top_logprobs", top_logprobs=3)  # without logprobs
+    refused(400, "top_logprobs", logprobs=True, top_logprobs=50)
+    refused(400, "stop", stop=["a", "b", "c", "d", "e"])
+    refused(400, "messages[0]", messages=[{"role": "robot", "content": "x"}])
+    refused(400, "messages[0]", messages=[{"role": "user", "content": [{"type": "image_url"}]}])
+    e = refused(400, "structured_outputs", response_format={"type": "json_object"},
+                structured_outputs={"regex": "a"})  # fmt: skip
+    assert "give one constraint" in e.message
+    refused(400, "tools", tools=[{"type": "function", "function": {"name": "f"}}],
+            guided_regex="a")  # fmt: skip
+    refused(400, "max_tokens", max_tokens=0)
+    e = refused(404, "model", model="gpt-4o")
+    assert e.body()["error"]["code"] == "model_not_found" and "embedded" in e.message
+    with pytest.raises(ApiError) as big:
+        chat(max_tokens=10**6)
+    assert big.value.status == 400 and "max_new_tokens" in big.value.message
+
+
+def test_tools_tool_choice_and_messages():
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
+    named = {"type": "function", "function": {"name": "get"}}
+    for choice, want in (("auto", "auto"), ("required", "required"), (named, "get")):
+        api = chat(tools=tools, tool_choice=choice)
+        assert api.tools and api.gen.tool_choice == want and api.gen.mode == "jump"
+        assert json.loads(api.gen.tools) == tools
+    none = chat(tools=tools, tool_choice="none")
+    assert not none.tools and none.gen.mode == "free"
+    msgs = [
+        {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "get", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+    ]  # fmt: skip
+    g = chat(messages=msgs).gen
+    sent = json.loads(g.messages)
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == {"city": "Oslo"}
+    assert sent[3]["tool_call_id"] == "c1" and g.prompt == "Weather?"
+    assert chat(user="me", store=False, foo=1).ignored == ["foo"]
+
+
+def test_completions_take_one_prompt_and_legacy_logprobs():
+    api = read_request({"model": "embedded", "prompt": ["Hi"], "logprobs": 0}, "completions", M)
+    assert api.gen.prompt == "Hi" and api.gen.raw_prompt and api.logprobs and api.top_logprobs == 0
+    with pytest.raises(ApiError) as e:
+        read_request({"model": "embedded", "prompt": [1, 2]}, "completions", M)
+    assert e.value.param == "prompt"
+
+
+def _trace(text: str, segments=None, reason="eos") -> dict:
+    return {"text": text, "segments": segments or [], "steps": [], "tokens": [],
+            "prompt_tokens": 3, "mode": "jump", "backend": "fsm", "valid": True,
+            "totals": {"forward_passes": 2, "output_tokens": 4, "jumps": 1, "jumped_tokens": 2,
+                       "compile_s": 0.01, "decode_s": 0.1, "finished": reason == "eos",
+                       "reason": reason}}  # fmt: skip
+
+
+def _reassemble(chunks: list[dict]) -> dict:
+    out = {"content": "", "reasoning_content": "", "calls": {}}
+    for c in chunks:
+        for ch in c["choices"]:
+            d = ch["delta"]
+            for k in ("content", "reasoning_content"):
+                out[k] += d.get(k) or ""
+            for tc in d.get("tool_calls") or []:
+                call = out["calls"].setdefault(tc["index"], {"name": "", "arguments": ""})
+                call["name"] += tc.get("function", {}).get("name") or ""
+                call["arguments"] += tc.get("function", {}).get("arguments") or ""
+    return out
+
+
+def test_streamed_deltas_hold_back_a_tag_and_add_up_to_the_message():
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
+    api = chat(tools=tools, stream=True)
+    w = ChunkWriter(api, "id", chat=True)
+    chunks = w.start()
+    for text in ("Sure", "Sure <tool", "Sure <tool_call>", 'Sure <tool_call>{"name"'):
+        chunks += w.live(text)
+    assert _reassemble(chunks)["content"] == "Sure "  # "<tool" never went out as content
+    call = '{"name": "get", "arguments": {"q": 1}}'
+    segs = [
+        {"index": 0, "kind": "free", "label": "text", "text": "Sure "},
+        {"index": 1, "kind": "tag", "label": "tool call tag", "text": "<tool_call>"},
+        {"index": 2, "kind": "constrained", "label": "tool call", "text": call},
+        {"index": 3, "kind": "tag", "label": "tool call end", "text": "</tool_call>"},
+    ]
+    fin = w.finish(_trace("Sure <tool_call>" + call + "</tool_call>", segs), "tid")
+    got = _reassemble(chunks + fin)
+    assert got["calls"] == {0: {"name": "get", "arguments": '{"q": 1}'}}
+    assert fin[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert fin[-1]["cfsm"]["trace_url"] == "/?trace=tid"
+
+
+def test_a_stop_string_cuts_the_streamed_and_the_final_text_alike():
+    api = chat(stop=["END"])
+    w = ChunkWriter(api, "id", chat=True)
+    chunks = []
+    for text in ("abc E", "abc EN", "abc END and more"):
+        chunks += w.live(text)
+    assert _reassemble(chunks)["content"] == "abc "
+    fin = w.finish(_trace("abc END and more"), None)
+    assert _reassemble(chunks + fin)["content"] == "abc "
+    assert fin[-1]["choices"][0]["finish_reason"] == "stop"
+    api = chat(structured_outputs={"regex": "a+"}, reasoning=True)
+    assert live_parts("<think>hmm</th", api) == ("hmm", "")
+    assert live_parts("<think>hmm</think>aa", api) == ("hmm", "aa")
+
+
+def test_the_trace_store_keeps_the_newest_within_its_bounds():
+    store = TraceStore(max_traces=3, max_bytes=10_000)
+    ids = [store.put({"n": i, "pad": "x" * 100}) for i in range(5)]
+    assert [store.get(i) for i in ids[:2]] == [None, None]
+    assert [store.get(i)["n"] for i in ids[2:]] == [2, 3, 4]
+    assert store.put({"pad": "x" * 20_000}) is None  # alone over the budget: not kept
+    big = [store.put({"pad": "y" * 4000}) for _ in range(3)]
+    assert store.stats()["bytes"] <= 10_000 and store.get(big[-1]) is not None
+
+
+def test_the_routes_answer_503_while_loading_and_429_when_full():
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from app.openai_routes import openai_router
+    from app.state import EngineHub
+
+    hub = EngineHub("some/model-that-is-not-here")
+    hub.start = lambda name=None: None  # nothing loads: the hub stays "not loaded yet"
+    app = FastAPI()
+    app.include_router(openai_router(hub))
+    client = TestClient(app)
+    body = {"model": "some/model-that-is-not-here", "messages": USER}
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 503 and r.headers["retry-after"] == "5"
+    assert r.json()["error"]["code"] == "model_not_ready"
+    assert client.get("/v1/models").json()["data"][0]["id"] == "some/model-that-is-not-here"
+    hub._engines[hub.default] = object()  # loaded (the engine is never reached: full first)
+    full = FastAPI()
+    full.include_router(openai_router(hub, max_in_flight=0))
+    r = TestClient(full).post("/v1/chat/completions", json=body)
+    assert r.status_code == 429 and r.headers["retry-after"] == "1"
+    assert r.json()["error"]["type"] == "rate_limit_error"
+    r = client.post("/v1/chat/completions", content=b"{nope")
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
