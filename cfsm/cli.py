@@ -498,6 +498,44 @@ def _windows(items, size: int = REQUESTS_WINDOW):
         yield window
 
 
+MAX_RESPONSE_FILE_BYTES = 16 * 2**20
+
+
+def cmd_replay(args) -> int:
+    """Another engine's output for a constraint (asked of --endpoint, or a saved response
+    with --response) walked through this lab's automaton and masks; prints the replay's
+    summary as JSON, writes the trace for the page with --trace."""
+    from engine.replay.client import request_body, send
+    from engine.serving.service import Engine
+
+    c = _constraint_from(args)
+    if c is None:
+        raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
+    if args.response:
+        p = Path(args.response)
+        if p.stat().st_size > MAX_RESPONSE_FILE_BYTES:
+            raise CfsmError("input_too_large", f"{p} is over 16 MB")
+        resp, source = json.loads(p.read_text(encoding="utf-8")), "file"
+    elif args.endpoint and args.model:
+        body = request_body(c, args.prompt, args.model, args.flavor, args.max_tokens, args.stream)
+        resp = send(args.endpoint, body, args.api_key_env or "", args.timeout)
+        source = "stream" if args.stream else "response"
+    else:
+        raise CfsmError("invalid_input", "give --endpoint and --model, or --response FILE")
+    if args.save_response:
+        Path(args.save_response).write_text(json.dumps(resp, ensure_ascii=False), "utf-8")
+    eng = Engine(args.tokenizer, load_weights=False, trust_remote_code=args.trust_remote_code)
+    meta = {"endpoint": args.endpoint or "", "model": args.model or "", "prompt": args.prompt,
+            "source": source}  # fmt: skip
+    tr = eng.replay(c, resp, meta, args.backend)
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(tr, ensure_ascii=False), encoding="utf-8")
+    out = {"text": tr["text"], "valid": tr["valid"], "validation": tr["validation"],
+           **tr["replay"], "ideal": tr.get("ideal")}  # fmt: skip
+    print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
 def cmd_serve(args) -> int:
     app_main.serve(
         host=args.host,
@@ -637,7 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(k)
     k.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("serve", help="serve the playground")
+    _add_replay_parser(sub)
+
+    s = sub.add_parser("serve", help="serve the playground (and the OpenAI-compatible /v1 API)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=7860)
     s.add_argument("--model", default=None)
@@ -656,10 +696,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_replay_parser(sub) -> None:
+    r = sub.add_parser(
+        "replay",
+        help="walk another engine's output (an OpenAI-compatible server) through the automaton",
+    )
+    _add_constraint_args(r, grammar=True)
+    r.add_argument("--endpoint", help="the engine's base URL, e.g. http://127.0.0.1:8000/v1")
+    r.add_argument("--model", help="the model name the engine serves")
+    r.add_argument("--prompt", default="", help="the user message")
+    r.add_argument("--flavor", default="openai", choices=("openai", "llama-server"),
+                   help="how the constraint is sent: response_format/structured_outputs (vLLM, "
+                   "SGLang, cfsm) or json_schema/grammar (llama-server)")  # fmt: skip
+    r.add_argument("--api-key-env", default="", help="environment variable holding the key")
+    r.add_argument("--max-tokens", type=int, default=256)
+    r.add_argument("--stream", action="store_true", help="stream, timing each token")
+    r.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+    r.add_argument("--response", help="replay a saved response (JSON) instead of asking")
+    r.add_argument("--save-response", help="keep the engine's response in this file")
+    r.add_argument("--trace", help="write the replay's trace (the page opens it) to this file")
+    r.add_argument("--backend", default=DEFAULT_BACKEND, help="whose masks the walk uses")
+    r.add_argument(
+        "--tokenizer", default=None, help="the tokenizer here (HF id or path; default: embedded)"
+    )
+    r.add_argument("--trust-remote-code", action="store_true")
+    r.set_defaults(func=cmd_replay)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(bench_argv(sys.argv[1:] if argv is None else list(argv)))
-    as_json = bool(getattr(args, "json", False)) or args.cmd in ("jump", "check")
+    as_json = bool(getattr(args, "json", False)) or args.cmd in ("jump", "check", "replay")
     try:
         return int(args.func(args) or 0)
     except CfsmError as exc:

@@ -19,13 +19,9 @@ from __future__ import annotations
 import json
 import re
 
-from engine.lazy import lazy_module
+from engine.replay.gbnf import regex_gbnf  # noqa: F401 - the peers' regex tasks use it
 from engine.schema.numbers import int_range
 
-xgr = lazy_module("xgrammar")
-
-RULE_NAME = re.compile(r"\broot(?:_\d+)+\b")
-REPEAT_SPACE = re.compile(r"\{(\d+), ?(\d*)\}")
 LLAMA_SPACE = '| " " | "\\n"{1,2} [ \\t]{0,20}'  # llama.cpp's SPACE_RULE
 COMPACT_SPACE = '""'
 WHITESPACE = {"compact": COMPACT_SPACE, "llama.cpp default": LLAMA_SPACE}
@@ -40,15 +36,6 @@ KNOWN = {
     "type", "properties", "required", "additionalProperties", "maxLength", "minLength",
     "minimum", "maximum", "enum", "items", "minItems", "maxItems", "title", "description",
 }  # fmt: skip
-
-
-def regex_gbnf(regex: str) -> str:
-    """A GBNF grammar for `regex` (already normalized), printed by xgrammar, in llama.cpp's
-    spelling: rule names without underscores (`root_1` -> `root-1`; its printout splits
-    literals into one-character strings, so no name can occur inside one) and repeat counts
-    without the space (`{1, 16}` -> `{1,16}`)."""
-    text = RULE_NAME.sub(lambda m: m.group(0).replace("_", "-"), str(xgr.Grammar.from_regex(regex)))
-    return REPEAT_SPACE.sub(r"{\1,\2}", text)
 
 
 def schema_gbnf(schema: dict, whitespace: str = "compact") -> str:

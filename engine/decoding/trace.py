@@ -7,7 +7,9 @@ Version history: 1 = first release; 2 = records built from these dataclasses, pl
 waiting to join a running batch); 3 = `jump_skips` (each jump the automaton forced but the
 engine could not make exact, with the reason) and `totals.jumps_skipped`; 4 = `segments`
 (a triggered constraint's free, tag and constrained stretches, each checked) and
-`steps[].segment`, and the request's trigger fields. Older traces load
+`steps[].segment`, and the request's trigger fields; 5 = `replay` (another engine's output
+walked through the automaton: mode "replay", one step per token of that engine; absent from
+decoded runs). Older traces load
 and are upgraded with defaults.
 Readers check `version` and refuse newer ones.
 """
@@ -26,7 +28,7 @@ from ..lazy import lazy_module
 
 np = lazy_module("numpy")  # viz and app read traces without numpy otherwise
 
-TRACE_VERSION = 4
+TRACE_VERSION = 5
 MAX_SKIPS_IN_TRACE = 200  # every skip is counted in the totals; the first ones are listed
 REQUIRED_KEYS = ("version", "mode", "text", "tokens", "steps", "jumps", "totals")
 
@@ -248,6 +250,7 @@ class Trace:
     # a triggered constraint's stretches (free, tag, constrained), each checked; empty when
     # the constraint holds over the whole output (engine.triggers)
     segments: list[dict] = field(default_factory=list)
+    replay: dict | None = None  # a replayed output's engine, savings and violations
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -270,9 +273,9 @@ class Trace:
             "masks": self.masks,
             "totals": asdict(self.totals),
         }
-        for k in ("compile", "regex", "automaton", "ideal"):
+        for k in ("compile", "regex", "automaton", "ideal", "replay"):
             v = getattr(self, k)
-            if v is not None or k == "ideal" and self.automaton is not None:
+            if v is not None or k == "ideal" and self.automaton is not None and not self.replay:
                 out[k] = v
         if self.unfinished is not None:
             out["unfinished"] = self.unfinished
@@ -453,6 +456,11 @@ def _upgrade_v3(obj: dict) -> dict:
     return obj
 
 
+def _upgrade_v4(obj: dict) -> dict:
+    """Version 4 -> 5: no trace was a replay."""
+    return {**obj, "version": 5}
+
+
 def validate_trace(obj) -> dict:
     """Check that an uploaded/loaded object is a trace this version can show (and bring
     an older one up to this version)."""
@@ -477,7 +485,7 @@ def validate_trace(obj) -> dict:
         raise CfsmError(
             "invalid_input", "not a cfsm trace: steps must be a list and totals an object"
         )
-    for at, step in ((1, _upgrade_v1), (2, _upgrade_v2), (3, _upgrade_v3)):
+    for at, step in ((1, _upgrade_v1), (2, _upgrade_v2), (3, _upgrade_v3), (4, _upgrade_v4)):
         if obj["version"] == at:
             obj = step(obj)
     return obj

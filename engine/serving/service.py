@@ -13,8 +13,12 @@ from ..decoding.decoder import Decoder, GenerateRequest
 from ..decoding.model import load_model, load_tokenizer, resolve_runtime, runtime_note
 from ..decoding.trace import Trace
 from ..errors import CfsmError
+from ..limits import MAX_NEW_TOKENS
 from ..regex.compressed import compressed_of
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA
+from ..replay.ids import IdResolver
+from ..replay.tokens import from_response
+from ..replay.walk import ReplayWalk, replay_trace
 from ..schema.places import places_for_view
 from ..triggers.matcher import TriggeredConstraint
 from ..triggers.native import NativeTriggeredConstraint
@@ -269,16 +273,7 @@ class Engine:
             trace.regex = req.constraint.regex()
         if res.dfa is None:
             return
-        trace.automaton = automaton_json(res.dfa)
-        if req.constraint is not None and req.constraint.kind == "schema":
-            trace.automaton["places"] = places_for_view(res.dfa)
-        path = [res.dfa.initial]
-        for ch in trace.text:
-            nxt = res.dfa.step(path[-1], ch)
-            if nxt is None:
-                break
-            path.append(nxt)
-        trace.automaton["path"] = path
+        self._draw_automaton(trace, req.constraint, res.dfa)
         dec = self.ensure_model(req.runtime)
         canon = self.ctx.continuation.encode(trace.text)
         ideal = ideal_counts(compressed_of(res.dfa), trace.text, canon, dec.vocab.token_bytes)
@@ -288,6 +283,43 @@ class Engine:
             ideal["ideal_forward_passes"] = ideal["model_tokens"]
             ideal["emitted_tokens"] = len(trace.tokens)
         trace.ideal = ideal
+
+    @staticmethod
+    def _draw_automaton(trace: Trace, constraint: Constraint | None, dfa: CharDFA) -> None:
+        """The automaton the step view draws, with the path the output took (and each
+        state's place in the schema)."""
+        trace.automaton = automaton_json(dfa)
+        if constraint is not None and constraint.kind == "schema":
+            trace.automaton["places"] = places_for_view(dfa)
+        path = [dfa.initial]
+        for ch in trace.text:
+            nxt = dfa.step(path[-1], ch)
+            if nxt is None:
+                break
+            path.append(nxt)
+        trace.automaton["path"] = path
+
+    def replay(self, constraint: Constraint, response, meta: dict,
+               backend: str = DEFAULT_BACKEND) -> dict:  # fmt: skip
+        """Another engine's response (with its logprobs) walked through this constraint's
+        automaton and masks: a trace of mode "replay" (engine.replay). `meta`: endpoint,
+        model, prompt, source. Needs the tokenizer only."""
+        res = self.compile(constraint, backend)
+        tokens, text = from_response(response)
+        if len(tokens) > MAX_NEW_TOKENS:
+            msg = f"{len(tokens)} tokens to replay; the limit is {MAX_NEW_TOKENS}"
+            raise CfsmError("input_too_large", msg)
+        ids_of = IdResolver(self.ctx)
+        tokens, ids, text, how = ids_of.resolve(tokens, text)
+        walk = ReplayWalk(constraint, res.compiled, res.dfa, self.ctx)
+        trace = replay_trace(walk, tokens, ids, text, ids_of, {**meta, "ids_from": how})
+        trace.backend = backend
+        trace.compile = res.compiled.stats()
+        if constraint.kind == "schema" and res.dfa is not None:
+            trace.regex = constraint.regex()
+        if res.dfa is not None:
+            self._draw_automaton(trace, constraint, res.dfa)
+        return trace.to_json()
 
     def _annotate_segments(self, trace: Trace, res: CompileResult, compiled) -> None:
         """A triggered run: who found the triggers and every segment's warnings, and the

@@ -772,7 +772,7 @@ def test_api_endpoints_with_gradio_client(app_url):
         api_name="/run",
     )
     assert tr["text"] in ("apple pie", "apricot pie")
-    assert tr["version"] == 4 and tr["jumps"]
+    assert tr["version"] == 5 and tr["jumps"]
     with pytest.raises(Exception) as ei:
         c.predict("regex", "a(b", "compact", "fsm", api_name="/compile")
     assert "invalid_regex" in str(ei.value)

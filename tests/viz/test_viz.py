@@ -265,9 +265,9 @@ def _as_v1(trace: dict) -> dict:
 def test_version_1_traces_still_load_and_render(trace):
     from engine.decoding.trace import TRACE_VERSION, validate_trace
 
-    assert trace["version"] == TRACE_VERSION == 4
+    assert trace["version"] == TRACE_VERSION == 5
     up = validate_trace(json.dumps(_as_v1(trace)))
-    assert up["version"] == 4 and up["segments"] == [] and up["scheduler"]["kind"] == "single"
+    assert up["version"] == 5 and up["segments"] == [] and up["scheduler"]["kind"] == "single"
     assert up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
     assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
     assert up["valid"] is None and "version 1" in up["validation"]
@@ -297,7 +297,7 @@ def test_version_2_traces_load_with_no_skipped_jumps(trace):
     v2 = {k: v for k, v in trace.items() if k != "jump_skips"}
     v2["totals"] = {k: v for k, v in trace["totals"].items() if k != "jumps_skipped"}
     up = validate_trace(json.dumps({**v2, "version": 2}))
-    assert up["version"] == 4 and up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
+    assert up["version"] == 5 and up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
     assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
 
 
@@ -307,7 +307,7 @@ def test_version_3_traces_load_as_one_segment(trace):
 
     v3 = {k: v for k, v in trace.items() if k != "segments"}
     up = validate_trace(json.dumps({**v3, "version": 3}))
-    assert up["version"] == 4 and up["segments"] == []
+    assert up["version"] == 5 and up["segments"] == []
     assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
 
 

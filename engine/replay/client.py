@@ -1,0 +1,119 @@
+"""The replay's request to another engine: the prompt and the constraint in the fields
+that engine reads (vLLM, SGLang and cfsm: `response_format` / `structured_outputs`;
+llama-server: `json_schema` / a GBNF `grammar`), with logprobs. Requests go only to the URL
+the user gives; the wait and the response's size are bounded; the key is read from an
+environment variable and never kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+
+from ..constraint import Constraint
+from ..errors import CfsmError
+from ..regex.normalize import normalize_regex
+from .gbnf import regex_gbnf
+
+FLAVORS = ("openai", "llama-server")
+TIMEOUT_S = 120.0
+MAX_RESPONSE_BYTES = 16 * 2**20
+TOP_LOGPROBS = 5
+
+
+def request_body(constraint: Constraint, prompt: str, model: str, flavor: str = "openai",
+                 max_tokens: int = 256, stream: bool = False) -> dict:  # fmt: skip
+    """The chat request, greedy, asking for each token's logprob and top alternatives."""
+    if flavor not in FLAVORS:
+        raise CfsmError("invalid_input", f"flavor must be one of {', '.join(FLAVORS)}")
+    body: dict = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": TOP_LOGPROBS,
+        "stream": stream,
+    }
+    k, text = constraint.kind, constraint.text
+    if k == "schema":
+        schema = json.loads(text)
+        if flavor == "llama-server":
+            body["json_schema"] = schema
+        else:
+            spec = {"name": "replay", "schema": schema}
+            body["response_format"] = {"type": "json_schema", "json_schema": spec}
+    elif flavor == "llama-server":
+        body["grammar"] = regex_gbnf(normalize_regex(text)) if k == "regex" else text
+    else:
+        body["structured_outputs"] = {"regex" if k == "regex" else "grammar": text}
+    if flavor == "llama-server" and stream:
+        body["n_probs"] = TOP_LOGPROBS
+    return body
+
+
+def chat_url(endpoint: str) -> str:
+    """`http://host:port/v1` (or the full path) -> its chat completions URL."""
+    e = endpoint.strip().rstrip("/")
+    if not e.startswith(("http://", "https://")):
+        raise CfsmError("invalid_input", f"the endpoint must be an http(s) URL, not {endpoint!r}")
+    return e if e.endswith("/chat/completions") else e + "/chat/completions"
+
+
+def send(endpoint: str, body: dict, key_env: str = "", timeout_s: float = TIMEOUT_S,
+         max_bytes: int = MAX_RESPONSE_BYTES):  # fmt: skip
+    """POST the body; the JSON response, or for a stream its chunks (each with `_t`, its
+    arrival in seconds from the request). CfsmError naming what went wrong."""
+    headers = {"Content-Type": "application/json"}
+    if key_env:
+        key = os.environ.get(key_env)
+        if not key:
+            raise CfsmError("invalid_input", f"the environment variable {key_env} is not set")
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(chat_url(endpoint), json.dumps(body).encode(), headers)
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            if body.get("stream"):
+                return _chunks(r, t0, timeout_s, max_bytes)
+            data = r.read(max_bytes + 1)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(4096).decode("utf-8", errors="replace")
+        raise CfsmError("invalid_input", f"the engine answered HTTP {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise CfsmError("invalid_input", f"could not reach {endpoint}: {exc}") from None
+    if len(data) > max_bytes:
+        raise CfsmError("input_too_large", f"the response is over {max_bytes // 2**20} MB")
+    return _json(data)
+
+
+def _json(data: bytes):
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CfsmError("invalid_input", f"the engine's response is not JSON: {exc}") from None
+
+
+def _chunks(r, t0: float, timeout_s: float, max_bytes: int) -> list[dict]:
+    out, total = [], 0
+    for line in r:
+        total += len(line)
+        if total > max_bytes:
+            raise CfsmError("input_too_large", f"the stream is over {max_bytes // 2**20} MB")
+        if time.monotonic() - t0 > timeout_s:
+            raise CfsmError("invalid_input", f"the stream took over {timeout_s:.0f} s")
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            break
+        chunk = _json(payload)
+        if isinstance(chunk, dict):
+            if "error" in chunk:
+                raise CfsmError("invalid_input", f"the engine's stream failed: {chunk['error']}")
+            chunk["_t"] = time.monotonic() - t0
+            out.append(chunk)
+    return out

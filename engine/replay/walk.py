@@ -1,0 +1,160 @@
+"""Another engine's tokens walked through this lab's automaton and masks: per token the
+state, the allowed set, whether jump-forward would have skipped it (every character of it
+forced), the engine's alternatives against the mask, and, at its step, any token outside
+the constraint. The result is a trace (mode "replay") the step view draws."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from ..analysis.ideal import char_at_byte, free_char_flags, ideal_counts
+from ..backends import CompiledConstraint, TokenizerContext
+from ..constraint import Constraint
+from ..decoding.trace import Totals, Trace, TraceRecorder
+from ..decoding.validate import validate_output
+from ..regex.compressed import compressed_of
+from ..regex.dfa import CharDFA
+from .tokens import EngineToken
+
+
+def forced_flags(dfa: CharDFA | None, text: str, ids: list[int], token_bytes) -> list[bool]:
+    """Per token: every character in it was forced (jump-forward writes it without the
+    model), as `ideal_counts` counts them; the characters past where `text` leaves the
+    automaton count as free."""
+    if dfa is None:
+        return [False] * len(ids)
+    cfsm = compressed_of(dfa)
+    good = text
+    while good and free_char_flags(cfsm, good) is None:
+        good = good[:-1]  # the longest prefix the automaton reads
+    flags = (free_char_flags(cfsm, good) or []) + [True] * (len(text) - len(good))
+    byte_char, out, pos = char_at_byte(text), [], 0
+    for tid in ids:
+        n = len(token_bytes[tid] or b"")
+        chars = {byte_char[j] for j in range(pos, min(pos + n, len(byte_char)))}
+        pos += n
+        out.append(bool(chars) and not any(flags[c] for c in chars))
+    return out
+
+
+class ReplayWalk:
+    """One walk; `trace()` once."""
+
+    def __init__(self, constraint: Constraint, compiled: CompiledConstraint, dfa: CharDFA | None,
+                 ctx: TokenizerContext) -> None:  # fmt: skip
+        self.constraint, self.compiled, self.dfa, self.ctx = constraint, compiled, dfa, ctx
+        self.rec = TraceRecorder()
+        self.violations: list[dict] = []
+
+    def _alternatives(self, tok: EngineToken, allowed: np.ndarray | None, resolve) -> tuple:
+        raw, masked, mass = [], [], 0.0
+        for a in tok.top:
+            aid = resolve(a)
+            p = round(float(np.exp(max(a.logprob, -700.0))), 6)
+            raw.append([-1 if aid is None else aid, a.text, p])
+            ok = aid is not None and allowed is not None and _has(allowed, aid)
+            if ok:
+                masked.append([aid, a.text, p])
+                mass += p
+        return raw, masked, mass
+
+    def run(self, tokens: list[EngineToken], ids: list[int], text: str, resolve) -> list[bool]:
+        m, t = self.compiled.matcher(), self.ctx.vocab.token_bytes
+        forced = forced_flags(self.dfa, text, ids, t)
+        char_at = 0
+        for i, (tok, tid) in enumerate(zip(tokens, ids, strict=True)):
+            state = m.state_info() if not self.violations else {}
+            allowed = m.allowed_ids() if not self.violations else None
+            inside = allowed is not None and _has(allowed, tid)
+            raw, masked, mass = self._alternatives(tok, allowed, resolve)
+            p = tok.prob if tok.prob is not None else 0.0
+            step = self.rec.add_step(_step(i, state, allowed, tid, self.ctx, forced[i], p,
+                                           raw, masked, mass, tok.ms, char_at))  # fmt: skip
+            if allowed is not None:
+                step.mask_key = self.rec.add_mask(allowed, self.ctx.vocab_size)
+            if allowed is not None and not (inside and m.accept_token(tid)):
+                self.violations.append({"step": i, "token_id": tid, "text": step.token_text,
+                                        "char_offset": char_at,
+                                        "allowed": int(len(allowed))})  # fmt: skip
+            char_at += len((t[tid] or b"").decode("utf-8", errors="replace"))
+        self.final = not self.violations and m.is_final()
+        return forced
+
+
+def _has(sorted_ids: np.ndarray, tid: int) -> bool:
+    k = int(np.searchsorted(sorted_ids, tid))
+    return k < len(sorted_ids) and int(sorted_ids[k]) == tid
+
+
+def _step(i, state, allowed, tid, ctx, forced, p, raw, masked, mass, ms, char_at):
+    from ..decoding.trace import StepRecord
+
+    b = ctx.vocab.token_bytes[tid] or b""
+    return StepRecord(
+        index=i,
+        char_state=state.get("char_state"),
+        token_state=state.get("token_state"),
+        allowed=0 if allowed is None else int(len(allowed)),
+        token_id=tid,
+        token_text=b.decode("utf-8", errors="replace"),
+        origin="forced" if forced else "model",
+        prob=round(p, 6),
+        raw_prob=round(p, 6),
+        feasible_mass=round(min(1.0, mass), 6),
+        top_raw=raw,
+        top_masked=masked,
+        forward_ms=ms or 0.0,
+        mask_us=0.0,
+        sample_us=0.0,
+        output_len=i,
+        char_offset=char_at,
+    )
+
+
+def replay_trace(walk: ReplayWalk, tokens: list[EngineToken], ids: list[int], text: str,
+                 resolve, meta: dict) -> Trace:  # fmt: skip
+    """The walk as a trace: steps and masks, the engine's tokens, and `replay` with what
+    jump-forward would have saved on this output and where it left the constraint."""
+    forced = walk.run(tokens, ids, text, resolve)
+    n, n_forced = len(ids), sum(forced)
+    streamed = [t.ms for t in tokens if t.ms is not None]
+    wall = round(sum(streamed) / 1e3, 4)
+    valid, why = validate_output(walk.constraint, text, walk.final, "replay", walk.final)
+    totals = Totals(
+        forward_passes=n, output_tokens=n, prompt_tokens=meta.get("prompt_tokens", 0),
+        prefilled_tokens=0, steps=n, model_steps=n - n_forced, forced_steps=n_forced,
+        jumped_tokens=0, jumps=0, jumped_chars=0, wall_s=wall, decode_s=wall, prefill_ms=0.0,
+        forward_s=wall, grammar_s=0.0, grammar_us_per_step=0.0, sample_us_per_step=0.0,
+        forward_ms_per_pass=round(wall * 1e3 / n, 3) if streamed and n else 0.0,
+        tokens_per_s=round(n / wall, 2) if wall > 0 else None, compile_s=0.0,
+        finished=walk.final, reason="replay",
+    )  # fmt: skip
+    tr = walk.rec.build(
+        request={"prompt": meta.get("prompt", ""), "mode": "replay",
+                 "constraint": asdict(walk.constraint), "replay_of": meta.get("model", "")},
+        model={"name": meta.get("model", ""), "runtime": meta.get("endpoint") or "pasted"},
+        backend=walk.compiled.backend if hasattr(walk.compiled, "backend") else None,
+        mode="replay", prompt_tokens=totals.prompt_tokens, text=text,
+        tokens=[{"id": tid, "text": s.token_text, "origin": s.origin, "step": i}
+                for i, (tid, s) in enumerate(zip(ids, walk.rec.steps, strict=True))],
+        totals=totals, scheduler={"kind": "replay", "max_batch": 1}, valid=valid,
+        validation=why,
+    )  # fmt: skip
+    ideal = None
+    if walk.dfa is not None and not walk.violations:
+        ideal = ideal_counts(compressed_of(walk.dfa), text, ids, walk.ctx.vocab.token_bytes)
+    tr.replay = {
+        **{k: meta.get(k) for k in ("endpoint", "model", "source", "ids_from")},
+        "tokens": n,
+        "forced_tokens": n_forced,
+        "model_tokens": n - n_forced,
+        # what jump-forward would have saved on this output: its forced tokens' passes
+        "passes_saved": n_forced,
+        "saved_fraction": round(n_forced / n, 3) if n else 0.0,
+        "streamed_ms": round(sum(streamed), 3) if streamed else None,
+        "violations": walk.violations,
+    }
+    tr.ideal = ideal
+    return tr
