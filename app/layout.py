@@ -107,6 +107,18 @@ class Compare:
 
 
 @dataclass
+class Replay:
+    endpoint: Any
+    model: Any
+    key_env: Any
+    flavor: Any
+    pasted: Any
+    btn: Any
+    err: Any
+    md: Any
+
+
+@dataclass
 class Doctor:
     samples: Any
     with_model: Any
@@ -363,3 +375,31 @@ def doctor_tab() -> Doctor:
         w["md"] = gr.Markdown("", elem_id="doctor-report")
         w["plot"] = gr.Plot(label="Where the forward passes go", elem_id="doctor-plot")
     return Doctor(**w)
+
+
+def replay_tab() -> Replay:
+    w: dict = {}
+    with gr.Tab("Replay", id="replay"):
+        gr.Markdown(
+            "Another engine's output for the Playground's constraint and prompt, walked through "
+            "this lab's automaton and masks: which of its tokens were forced (jump-forward "
+            "would have skipped them), where the mask was tight, its top alternatives against "
+            "the mask, and any token outside the constraint. The engine is asked with "
+            "`logprobs`; its key is read from the environment variable you name, never stored. "
+            "Or paste a response (JSON, with logprobs) it gave. The Playground's step view "
+            "shows the replay."
+        )
+        with gr.Row():
+            w["endpoint"] = gr.Textbox(label="Endpoint", placeholder="http://127.0.0.1:8000/v1",
+                                       elem_id="replay-endpoint")  # fmt: skip
+            w["model"] = gr.Textbox(label="Model name", elem_id="replay-model")
+            w["key_env"] = gr.Textbox(label="Key from environment variable",
+                                      placeholder="OPENAI_API_KEY", elem_id="replay-key")
+            w["flavor"] = gr.Dropdown(["openai", "llama-server"], value="openai",
+                                      label="Constraint fields", elem_id="replay-flavor")
+        w["pasted"] = gr.Textbox(label="Or paste a response (JSON)", lines=4,
+                                 elem_id="replay-pasted")  # fmt: skip
+        w["btn"] = gr.Button("Replay", variant="primary", elem_id="replay-run")
+        w["err"] = gr.HTML("", elem_id="replay-error")
+        w["md"] = gr.Markdown("", elem_id="replay-summary")
+    return Replay(**w)

@@ -27,9 +27,10 @@ from .inputs import (
     text_inputs,
     trigger_inputs,
 )
-from .layout import CUSTOM, Playground, compare_tab, doctor_tab, playground_tab
+from .layout import CUSTOM, Playground, compare_tab, doctor_tab, playground_tab, replay_tab
 from .openai_routes import openai_router
 from .presets import presets
+from .replay import replay_enabled, wire_replay
 from .run import wire_run, wire_trace_link
 from .state import DECODE_SLOTS, EngineHub
 
@@ -69,10 +70,13 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
         ui = playground_tab(P, hub.status(), MODES, BACKENDS, WS)
         cmp = compare_tab(MODES, BACKENDS, WS)
         doc = doctor_tab()
+        rp = replay_tab() if replay_enabled() else None
         _wire_inputs(ui, P, hub)
         wire_run(ui, hub)
         wire_compare(ui, cmp, hub)
         wire_doctor(ui, doc, hub)
+        if rp is not None:
+            wire_replay(ui, rp, hub)
         _wire_load(ui, demo)
         wire_trace_link(ui, demo, hub)
         wire_api(hub, demo)

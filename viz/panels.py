@@ -220,7 +220,9 @@ def jump_panel(trace: dict, step: int | None) -> str:
         "No jump at this step: the next character is a choice (or the forced text is too short "
         "to be worth a jump)."
     )
-    if trace.get("mode") != "jump":
+    if trace.get("mode") == "replay":
+        msg = REPLAY_NO_JUMP
+    elif trace.get("mode") != "jump":
         msg = (
             f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
             "token by token."
@@ -229,6 +231,12 @@ def jump_panel(trace: dict, step: int | None) -> str:
         '<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div '
         f'class="cfsm-muted">{esc(msg)}</div></div>'
     )
+
+
+REPLAY_NO_JUMP = (
+    "A replay: the engine decoded every token with a forward pass. Tokens marked forced were "
+    "fixed by the constraint: jump-forward would have written them without one."
+)
 
 
 def _one_jump_panel(j: dict, index: int) -> str:

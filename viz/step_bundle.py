@@ -34,6 +34,7 @@ from .graph import (
 )
 from .panels import (
     CSS,
+    REPLAY_NO_JUMP,
     caption,
     glossary_html,
     jump_for_step,
@@ -254,6 +255,8 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
 
 
 def _no_jump(trace: dict) -> str:
+    if trace.get("mode") == "replay":
+        return REPLAY_NO_JUMP
     if trace.get("mode") != "jump":
         return (
             f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by "

@@ -45,7 +45,9 @@ def summary_md(trace: dict) -> str:
         parts.append(
             "Spec reading: objects accepted unlisted keys, integers could be written `1.0`."
         )
-    if ideal:
+    if trace.get("replay"):
+        parts.append(replay_md(trace))
+    elif ideal:
         parts.append(
             f"Ideal for this output: {plural(ideal['ideal_forward_passes'], 'pass')} "
             f"({ideal['ideal_reduction']}x fewer than one per token)."
@@ -56,6 +58,35 @@ def summary_md(trace: dict) -> str:
     wait = kv_wait_line(t)
     if wait:
         parts.append(wait)
+    return "  \n".join(parts)
+
+
+def replay_md(trace: dict) -> str:
+    """What a replayed output says: whose it is, what jump-forward would have saved on it,
+    and where (if anywhere) it left the constraint."""
+    r = trace.get("replay") or {}
+    who = r.get("model") or "the engine"
+    where = f" at {r['endpoint']}" if r.get("endpoint") else ""
+    n, forced = r.get("tokens", 0), r.get("forced_tokens", 0)
+    parts = [
+        f"**Replay of {html.escape(who)}{html.escape(where)}** "
+        f"({html.escape(r.get('source') or '')}, token ids: "
+        f"{html.escape(r.get('ids_from') or '')}): {plural(n, 'token')}, "
+        f"{plural(forced, 'forced token')} (every character fixed by the constraint).",
+        f"**Jump-forward would have saved {plural(forced, 'forward pass')}** on this output "
+        f"({r.get('saved_fraction', 0):.0%} of its tokens): the engine decoded "
+        f"{plural(n, 'token')} one pass each, where {plural(n - forced, 'pass')} were choices.",
+    ]
+    if r.get("streamed_ms"):
+        parts.append(f"Streamed in {r['streamed_ms'] / 1e3:.2f} s "
+                     f"({r['streamed_ms'] / max(1, n):.1f} ms per token as it arrived).")
+    for v in r.get("violations") or []:
+        parts.append(
+            f"**\u2717 Outside the constraint at step {v['step']}**: token "
+            f"{html.escape(repr(v['text']))} (character {v['char_offset']}) is not among the "
+            f"{v['allowed']} tokens the mask allowed there: this engine's output breaks the "
+            "constraint."
+        )
     return "  \n".join(parts)
 
 

@@ -145,6 +145,8 @@ def replay_trace(walk: ReplayWalk, tokens: list[EngineToken], ids: list[int], te
     ideal = None
     if walk.dfa is not None and not walk.violations:
         ideal = ideal_counts(compressed_of(walk.dfa), text, ids, walk.ctx.vocab.token_bytes)
+        if ideal is not None:
+            ideal["ideal_forward_passes"] = ideal["model_tokens"]
     tr.replay = {
         **{k: meta.get(k) for k in ("endpoint", "model", "source", "ids_from")},
         "tokens": n,

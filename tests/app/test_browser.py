@@ -1031,3 +1031,96 @@ def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_gramma
     )
     assert page.locator("#mask-img").count() == 1
     page.screenshot(path=str(ARTIFACTS / "tool-call-view.png"), full_page=True)
+
+
+def _wait_new_view(page, old: str) -> None:
+    page.wait_for_function(
+        f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
+        f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
+        timeout=120_000,
+    )
+
+
+def _wait_playground_shown(page) -> None:
+    page.wait_for_function(
+        "[...document.querySelectorAll('button[role=tab]')].find((x) => x.innerText.trim() === "
+        "'Playground')?.getAttribute('aria-selected') === 'true'",
+        timeout=30_000,
+    )
+
+
+def test_an_api_requests_trace_link_opens_it_in_the_step_view(page, app_url):
+    import json
+    import urllib.request
+
+    body = {"model": "embedded", "messages": [{"role": "user", "content": "Pick a pet."}],
+            "structured_outputs": {"regex": "(cat|dog|hamster)s?"}, "temperature": 0}  # fmt: skip
+    req = urllib.request.Request(f"{app_url}/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})  # fmt: skip
+    r = json.loads(urllib.request.urlopen(req, timeout=120).read())
+    answer, link = r["choices"][0]["message"]["content"], r["cfsm"]["trace_url"]
+    page.goto(f"{app_url}{link}", wait_until="domcontentloaded")
+    page.wait_for_function(
+        f"document.querySelector('#output-text')?.innerText === {json.dumps(answer)}",
+        timeout=60_000,
+    )
+    # the request's constraint and prompt are in the boxes, its tokens in the strip
+    assert page.locator("#regex-input textarea").input_value() == "(cat|dog|hamster)s?"
+    assert page.locator("#prompt textarea").input_value() == "Pick a pet."
+    chips = page.locator("#step-view #token-strip .cfsm-chip[data-step]").all_inner_texts()
+    assert "".join(chips).replace("\u2423", " ") == answer
+    page.goto(f"{app_url}/?trace=0000000000000000", wait_until="domcontentloaded")
+    page.wait_for_function(
+        "document.querySelector('#run-error')?.innerText.includes('is not kept here')",
+        timeout=60_000,
+    )
+    page.goto(app_url, wait_until="domcontentloaded")
+    page.wait_for_selector("#step-slider", timeout=60_000)
+
+
+def test_the_replay_tab_draws_llama_servers_tokens_and_its_own_endpoints(
+    page, app_url, character_regex
+):
+    import json
+
+    data = Path(__file__).resolve().parents[1] / "data" / "replay"
+    resp = json.loads((data / "llama-server-character.json").read_text())
+    text = resp["choices"][0]["message"]["content"]
+    page.locator("#regex-input textarea").fill(character_regex)
+    page.get_by_role("tab", name="Replay").click()
+    page.locator("#replay-pasted textarea").fill(json.dumps(resp))
+    old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
+    page.locator("#replay-run").click()
+    _wait_new_view(page, old)
+    _wait_playground_shown(page)  # the page went back to the Playground, drawing the replay
+    assert page.locator("#output-text").inner_text() == text
+    forced = page.locator("#step-view #token-strip .cfsm-chip[data-origin=forced]").count()
+    assert forced == 130  # the forced tokens of llama-server's 158 (the analysis' count)
+    assert "Jump-forward would have saved 130 forward passes" in page.locator(
+        "#summary"
+    ).inner_text()
+    # the graph marks the state of the first token's step, on the automaton's path
+    assert page.locator("#fsm-graph svg g.current").count() == 1
+    # this lab's own /v1 endpoint, asked from the tab: its answer replayed the same way
+    page.get_by_role("tab", name="Replay").click()
+    page.locator("#replay-pasted textarea").fill("")
+    page.locator("#replay-endpoint textarea").fill(f"{app_url}/v1")
+    page.locator("#replay-model textarea").fill("embedded")
+    old = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.locator("#replay-run").click()
+    _wait_new_view(page, old)
+    _wait_playground_shown(page)
+    assert page.locator("#output-text").inner_text().startswith('{\n    "name": "')
+    summary = page.locator("#summary").inner_text()
+    assert f"Replay of embedded at {app_url}/v1" in summary
+    assert "Outside the constraint" not in summary
+    # a bad endpoint is one line in the tab, and the view stays
+    page.get_by_role("tab", name="Replay").click()
+    page.locator("#replay-endpoint textarea").fill("ftp://nowhere")
+    page.locator("#replay-run").click()
+    page.wait_for_function(
+        "document.querySelector('#replay-error')?.innerText.includes('http(s) URL')",
+        timeout=30_000,
+    )
+    page.goto(app_url, wait_until="domcontentloaded")
+    page.wait_for_selector("#step-slider", timeout=60_000)

@@ -1,0 +1,85 @@
+"""The Replay tab: another engine's output (asked of its endpoint, or pasted) for the
+Playground's constraint, walked through the automaton and drawn in the step view."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import gradio as gr
+
+from engine.errors import CfsmError
+from engine.replay.client import request_body, send
+from viz.summaries import replay_md
+
+from .checks import error_line
+from .inputs import PageInputs, Row
+from .layout import Playground, Replay
+from .run import RUN_OUTPUTS, draw_timeline, finished_run
+from .state import DECODE_SLOTS, EngineHub, check_page_model
+
+MAX_PASTED_CHARS = 16 * 2**20
+
+
+def replay_enabled() -> bool:
+    """A deployment turns the tab (which sends requests to URLs users type) off with
+    CFSM_REPLAY=off."""
+    return os.environ.get("CFSM_REPLAY", "on").lower() not in ("off", "0", "no", "false")
+
+
+def wire_replay(ui: Playground, rp: Replay, hub: EngineHub) -> None:
+    rows = RUN_OUTPUTS + Row("up_err")
+
+    def do_replay(values: dict):
+        try:
+            inp = PageInputs.read(ui, values)
+            c = inp.constraint()
+            pasted = (values[rp.pasted] or "").strip()
+            if pasted:
+                if len(pasted) > MAX_PASTED_CHARS:
+                    raise CfsmError("input_too_large", "the pasted response is over 16 MB")
+                resp, source = _json(pasted), "pasted"
+            else:
+                endpoint, model = (values[rp.endpoint] or "").strip(), (values[rp.model] or "")
+                if not endpoint or not model.strip():
+                    raise CfsmError("invalid_input", "give the endpoint and the model name, or "
+                                    "paste a response")  # fmt: skip
+                body = request_body(c, inp.prompt or "", model.strip(), values[rp.flavor],
+                                    int(inp.max_new or 256))  # fmt: skip
+                resp, source = send(endpoint, body, (values[rp.key_env] or "").strip()), "response"
+            eng = hub.get(check_page_model(inp.model))
+            meta = {"endpoint": (values[rp.endpoint] or "").strip() if source != "pasted" else "",
+                    "model": (values[rp.model] or "").strip(), "prompt": inp.prompt or "",
+                    "source": source}  # fmt: skip
+            trace = eng.replay(c, resp, meta, inp.backend)
+        except BaseException as exc:  # noqa: BLE001 - one line in the tab, the page goes on
+            yield [*rows.set(), error_line(exc), ""]
+            return
+        first, rest = finished_run(trace, inp.collapse, inp.whole, inp.raw)
+        yield [*rows.set(**first, up_err=""), "", replay_md(trace)]
+        yield [*rows.set(timeline=draw_timeline(trace)), gr.skip(), gr.skip()]
+        yield [*rows.set(view_rest=rest), gr.skip(), gr.skip()]
+
+    rp.btn.click(
+        do_replay,
+        PageInputs.widgets(ui, rp.endpoint, rp.model, rp.key_env, rp.flavor, rp.pasted),
+        [*rows.widgets(ui), rp.err, rp.md],
+        concurrency_limit=DECODE_SLOTS,
+        concurrency_id="decode",
+    ).then(None, js=SHOW_PLAYGROUND)
+
+
+# a replay that drew: the Playground tab, whose step view shows it (the first tab button)
+SHOW_PLAYGROUND = """() => {
+  if ((document.querySelector('#replay-error')?.innerText || '').trim()) return;
+  const b = [...document.querySelectorAll('button[role=tab]')].find(
+    (x) => x.innerText.trim() === 'Playground');
+  if (b) b.click();
+}"""
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CfsmError("invalid_input", f"the pasted response is not JSON: {exc}") from None

@@ -1,0 +1,86 @@
+"""Replay of another engine's output: a real llama-server's recorded responses to the
+SGLang character regex (tests/data/replay, recorded with `cfsm replay --save-response`
+against llama-server on the embedded GGUF) walked through this lab's automaton."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.analysis.ideal import ideal_counts
+from engine.constraint import Constraint
+from engine.errors import CfsmError
+from engine.regex.compressed import compressed_of
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "replay"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict:
+    return json.loads((DATA / "llama-server-character.json").read_text())
+
+
+def test_every_token_is_placed_and_forced_tokens_match_the_labs_analysis(
+    compile_engine, recorded, character_regex
+):
+    c = Constraint.from_inputs("regex", character_regex)
+    tr = compile_engine.replay(c, recorded, {"model": "smollm2", "source": "file"})
+    engine_ids = [p["id"] for p in recorded["choices"][0]["logprobs"]["content"]][:-1]  # EOS
+    assert [t["id"] for t in tr["tokens"]] == engine_ids  # its own ids, every one placed
+    assert tr["replay"]["ids_from"] == "engine ids" and tr["valid"] is True
+    assert all(s["char_state"] is not None and s["allowed"] >= 1 for s in tr["steps"])
+    ideal = ideal_counts(compressed_of(compile_engine.automaton(c)), tr["text"], engine_ids,
+                         compile_engine.ctx.vocab.token_bytes)  # fmt: skip
+    forced = sum(1 for t in tr["tokens"] if t["origin"] == "forced")
+    assert forced == tr["replay"]["forced_tokens"] == ideal["output_tokens"] - ideal["model_tokens"]
+    assert forced > len(engine_ids) // 2  # llama-server decoded the forced text token by token
+    # the engine's alternatives are set against the mask: at the first step it wanted "H"
+    first = tr["steps"][0]
+    assert [a[1] for a in first["top_raw"]][:1] == ["H"] and first["top_masked"] == []
+    assert tr["automaton"]["path"][-1] in tr["automaton"]["accepting"]
+
+
+def test_a_token_outside_the_constraint_is_flagged_at_its_step(
+    compile_engine, recorded, character_regex
+):
+    strict = character_regex.replace("|Hufflepuff)", ")")  # the engine wrote Hufflepuff
+    assert strict != character_regex
+    tr = compile_engine.replay(Constraint.from_inputs("regex", strict), recorded, {})
+    (v,) = tr["replay"]["violations"]
+    at = v["char_offset"]
+    assert tr["text"][at:].startswith(v["text"]) and tr["text"][:at].endswith('"house": "')
+    assert tr["valid"] is False and tr["steps"][v["step"]]["token_id"] == v["token_id"]
+    assert v["allowed"] >= 3  # Gryffindor, Slytherin, Ravenclaw's first tokens
+
+
+def test_a_stream_is_timed_per_token_and_the_cli_replays_a_saved_response(character_regex):
+    out = subprocess.run(
+        [sys.executable, "-m", "cfsm", "replay", "--response",
+         str(DATA / "llama-server-character-stream.json"), "--regex", character_regex],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["valid"] is True and rep["violations"] == []
+    assert rep["tokens"] == 158 and rep["forced_tokens"] == 130 and rep["streamed_ms"] > 0
+    bad = subprocess.run(
+        [sys.executable, "-m", "cfsm", "replay", "--regex", "a", "--endpoint", "ftp://x"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "error" in json.loads(bad.stdout)
+
+
+def test_responses_without_logprobs_or_with_other_tokenizers(compile_engine):
+    c = Constraint.from_inputs("regex", "(yes|no)")
+    with pytest.raises(CfsmError, match="logprobs"):
+        compile_engine.replay(c, {"choices": [{"message": {"content": "yes"}}]}, {})
+    # a token this vocabulary lacks: the text is re-tokenized here, and still walked
+    foreign = {"choices": [{"message": {"content": "yes"}, "logprobs": {"content": [
+        {"token": "yes", "bytes": [0xFF, 0xFE], "logprob": -0.1, "top_logprobs": []}]}}]}
+    tr = compile_engine.replay(c, foreign, {})
+    assert tr["replay"]["ids_from"] == "re-tokenized" and tr["text"] == "yes" and tr["valid"]
