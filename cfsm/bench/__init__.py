@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import (
     adversarial,
+    api,
     check_requests,
     conformance,
     decode,
@@ -36,6 +37,7 @@ SUITES: dict[str, Suite] = {
         kv_pressure.SUITE,
         check_requests.SUITE,
         figures.SUITE,
+        api.SUITE,
     )
 }
 DEFAULT_SUITE = "paper-character"
