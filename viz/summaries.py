@@ -80,6 +80,11 @@ def replay_md(trace: dict) -> str:
     if r.get("streamed_ms"):
         parts.append(f"Streamed in {r['streamed_ms'] / 1e3:.2f} s "
                      f"({r['streamed_ms'] / max(1, n):.1f} ms per token as it arrived).")
+    if r.get("message") is not None:
+        parts.append(
+            "The engine's message differs from its tokens' text (its own parser rewrote it): "
+            "the tokens are what it decoded, and what is walked here."
+        )
     for v in r.get("violations") or []:
         parts.append(
             f"**\u2717 Outside the constraint at step {v['step']}**: token "

@@ -14,6 +14,7 @@ from . import (
     kv_pressure,
     page_run,
     peers,
+    replay,
     scrub,
     tokenizers,
     triggers,
@@ -38,6 +39,7 @@ SUITES: dict[str, Suite] = {
         check_requests.SUITE,
         figures.SUITE,
         api.SUITE,
+        replay.SUITE,
     )
 }
 DEFAULT_SUITE = "paper-character"

@@ -51,6 +51,8 @@ def ideal_counts(
     return {
         "output_tokens": len(token_ids),
         "model_tokens": model_tokens + stop_choice,
+        # tokens with no free character: jump-forward writes them without the model
+        "forced_tokens": len(token_ids) - model_tokens,
         "forced_chars": forced_chars,
         "chars": len(text),
         "ideal_reduction": round(len(token_ids) / max(1, model_tokens + stop_choice), 3),

@@ -33,7 +33,8 @@ class IdResolver:
         return self.by_bytes.get(raw)
 
     def resolve(self, tokens: list[EngineToken], text: str):
-        """(tokens, ids, text, how): `how` is "engine ids", "bytes" or "re-tokenized". A
+        """(tokens, ids, text, how): `how` is "engine ids", "bytes" or "re-tokenized"
+        (only where a token is not in this vocabulary). A
         last token of no bytes (the end-of-sequence token some engines list) is the stop,
         not output."""
         while tokens and tokens[-1].text == "" and not tokens[-1].raw:
@@ -41,10 +42,11 @@ class IdResolver:
         ids = [self(t) for t in tokens]
         tb = self.ctx.vocab.token_bytes
         if tokens and all(i is not None for i in ids):
+            # the tokens are what the engine decoded, even where its message differs (a
+            # chat parser that strips a code fence): they are walked, and the text is theirs
             joined = b"".join(tb[i] or b"" for i in ids).decode("utf-8", errors="replace")
-            if not text or joined == text:
-                given = all(t.id == i for t, i in zip(tokens, ids, strict=True))
-                return tokens, ids, joined, "engine ids" if given else "bytes"
+            given = all(t.id == i for t, i in zip(tokens, ids, strict=True))
+            return tokens, ids, joined, "engine ids" if given else "bytes"
         ids = self.ctx.continuation.encode(text)
         toks = [EngineToken((tb[i] or b"").decode("utf-8", errors="replace"), i) for i in ids]
         return toks, ids, text, "re-tokenized"

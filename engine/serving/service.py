@@ -305,14 +305,16 @@ class Engine:
         automaton and masks: a trace of mode "replay" (engine.replay). `meta`: endpoint,
         model, prompt, source. Needs the tokenizer only."""
         res = self.compile(constraint, backend)
-        tokens, text = from_response(response)
+        tokens, message = from_response(response)
         if len(tokens) > MAX_NEW_TOKENS:
             msg = f"{len(tokens)} tokens to replay; the limit is {MAX_NEW_TOKENS}"
             raise CfsmError("input_too_large", msg)
         ids_of = IdResolver(self.ctx)
-        tokens, ids, text, how = ids_of.resolve(tokens, text)
+        tokens, ids, text, how = ids_of.resolve(tokens, message)
         walk = ReplayWalk(constraint, res.compiled, res.dfa, self.ctx)
         trace = replay_trace(walk, tokens, ids, text, ids_of, {**meta, "ids_from": how})
+        if message and message != text:  # the engine's parser changed its tokens' text
+            trace.replay["message"] = message
         trace.backend = backend
         trace.compile = res.compiled.stats()
         if constraint.kind == "schema" and res.dfa is not None:
