@@ -385,7 +385,8 @@ def replay_tab() -> Replay:
             "this lab's automaton and masks: which of its tokens were forced (jump-forward "
             "would have skipped them), where the mask was tight, its top alternatives against "
             "the mask, and any token outside the constraint. The engine is asked with "
-            "`logprobs`; its key is read from the environment variable you name, never stored. "
+            "`logprobs`; its key is read from the server's environment variable you name "
+            "(`CFSM_REPLAY_KEY...`), never stored. "
             "Or paste a response (JSON, with logprobs) it gave. The Playground's step view "
             "shows the replay."
         )
@@ -394,7 +395,7 @@ def replay_tab() -> Replay:
                                        elem_id="replay-endpoint")  # fmt: skip
             w["model"] = gr.Textbox(label="Model name", elem_id="replay-model")
             w["key_env"] = gr.Textbox(label="Key from environment variable",
-                                      placeholder="OPENAI_API_KEY", elem_id="replay-key")
+                                      placeholder="CFSM_REPLAY_KEY", elem_id="replay-key")
             w["flavor"] = gr.Dropdown(["openai", "llama-server"], value="openai",
                                       label="Constraint fields", elem_id="replay-flavor")
         w["pasted"] = gr.Textbox(label="Or paste a response (JSON)", lines=4,

@@ -6,9 +6,11 @@ streams."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import threading
 import time
+import weakref
 
 import anyio
 from fastapi import APIRouter, Request
@@ -18,7 +20,7 @@ from engine.errors import CfsmError
 from engine.openai.errors import ApiError, from_engine
 from engine.openai.request import ApiRequest, read_request
 from engine.openai.response import chat_completion, cut_at_stop, new_id, text_completion
-from engine.openai.stream import ChunkWriter, live_parts
+from engine.openai.stream import ChunkWriter, answer_so_far
 
 from .state import DECODE_SLOTS, EngineHub
 
@@ -28,39 +30,67 @@ MAX_WAITING = 32  # requests past the decoding slots that wait for one; more get
 
 class Admission:
     """How many API requests are in the server at once: the decoding slots plus a short
-    queue; past that a request is refused at once (429) instead of piling up."""
+    queue; past that a request is refused at once (429) instead of piling up. Their worker
+    threads come from a limiter of the same size, not from the event loop's shared pool
+    (where 48 decodes would hold up every other route's thread)."""
 
     def __init__(self, limit: int = DECODE_SLOTS + MAX_WAITING) -> None:
         self.limit, self.n = limit, 0
         self._lock = threading.Lock()
+        self.threads = anyio.CapacityLimiter(max(1, limit))
 
-    def enter(self) -> None:
+    def enter(self) -> Slot:
         with self._lock:
             if self.n >= self.limit:
                 raise ApiError(429, f"the server is full ({self.limit} requests in flight); "
                                "retry shortly", "rate_limit_error", code="server_full",
                                retry_after=1)  # fmt: skip
             self.n += 1
+        return Slot(self)
 
     def leave(self) -> None:
         with self._lock:
             self.n -= 1
 
 
+class Slot:
+    """One admitted request; `leave` gives its place back once, whoever calls it first (the
+    request's end, or a stream the client left before it began)."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission, self.left = admission, False
+        self._lock = threading.Lock()
+
+    def leave(self) -> None:
+        with self._lock:
+            if self.left:
+                return
+            self.left = True
+        self.admission.leave()
+
+
 class ApiRun:
-    """One request's decode in a worker thread: its live text for streaming, the stop
-    switch a gone client or a stop string flips, and its result."""
+    """One request's decode in a worker thread: its live text for streaming (decoded from
+    the output's bytes, an unfinished UTF-8 character held back), the stop switch a gone
+    client or a stop string flips, and its result."""
 
     def __init__(self, eng, api: ApiRequest, on_text=None) -> None:
         self.eng, self.api, self.on_text = eng, api, on_text
         self.stop = threading.Event()
+        self.token_bytes = eng.ctx.vocab.token_bytes
+
+    def live_text(self, tokens) -> str:
+        raw = b"".join(self.token_bytes[t.id] or b"" for t in tokens)
+        return codecs.getincrementaldecoder("utf-8")("replace").decode(raw, final=False)
 
     def on_event(self, kind: str, data) -> None:
         if kind != "step":
             return
-        text = "".join(t.text for t in data.tokens)
-        if self.api.stop and cut_at_stop(live_parts(text, self.api)[1], self.api.stop) is not None:
-            self.stop.set()  # the answer is complete: the rest would be cut anyway
+        text = self.live_text(data.tokens)
+        if self.api.stop:
+            answer = answer_so_far(text, self.api)[1]
+            if answer is not None and cut_at_stop(answer, self.api.stop) is not None:
+                self.stop.set()  # the answer is complete: the rest would be cut anyway
         if self.on_text is not None:
             self.on_text(text)
 
@@ -123,32 +153,35 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
             body = await _body(request)
             eng = _engine(hub)
             api = read_request(body, endpoint, model_ids(hub))
-            admission.enter()
-        except (ApiError, CfsmError) as exc:
+            slot = admission.enter()
+        except Exception as exc:  # noqa: BLE001 - one JSON error (a 500 for our own bugs)
             return _error(exc)
+        threads = admission.threads
         try:
             if api.gen.mode != "free":  # compile errors are a 400, before any stream starts
-                await anyio.to_thread.run_sync(eng.compile_request, api.gen)
+                await anyio.to_thread.run_sync(eng.compile_request, api.gen, limiter=threads)
         except BaseException as exc:  # noqa: BLE001 - one JSON error, the server goes on
-            admission.leave()
+            slot.leave()
             return _error(exc, api.constraint_field)
         chat = endpoint == "chat"
         cid = new_id("chatcmpl" if chat else "cmpl")
         if api.stream:
+            chunks = _stream(eng, api, cid, chat, hub, slot)
+            weakref.finalize(chunks, slot.leave)  # a client gone before the stream began
             return StreamingResponse(
-                _stream(eng, api, cid, chat, hub, admission),
+                chunks,
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         try:
-            trace = await _decode(ApiRun(eng, api), request)
-            tid = hub.traces.put(trace)
+            trace = await _decode(ApiRun(eng, api), request, threads)
+            tid = await anyio.to_thread.run_sync(hub.traces.put, trace, limiter=threads)
             build = chat_completion if chat else text_completion
             return JSONResponse(build(trace, api, cid, tid))
         except BaseException as exc:  # noqa: BLE001
             return _error(exc)
         finally:
-            admission.leave()
+            slot.leave()
 
     @router.post("/chat/completions")
     async def chat_completions(request: Request):
@@ -161,7 +194,7 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
     return router
 
 
-async def _decode(run: ApiRun, request: Request) -> dict:
+async def _decode(run: ApiRun, request: Request, threads) -> dict:
     """The run in a worker thread; a client that goes away stops it at the next step."""
 
     async def watch():
@@ -172,7 +205,7 @@ async def _decode(run: ApiRun, request: Request) -> dict:
 
     watcher = asyncio.create_task(watch())
     try:
-        return await anyio.to_thread.run_sync(run)
+        return await anyio.to_thread.run_sync(run, limiter=threads)
     finally:
         watcher.cancel()
 
@@ -181,7 +214,7 @@ def _sse(obj) -> bytes:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
-async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, admission):
+async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, slot: Slot):
     """Server-sent chunks as the run decodes; an error after the start is one `error`
     event (the client raises it), then [DONE]."""
     loop = asyncio.get_running_loop()
@@ -217,10 +250,11 @@ async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, ad
                     "param": None, "code": "internal_error"}}  # fmt: skip
                 yield _sse(body)
             else:
-                for c in writer.finish(value, hub.traces.put(value)):
+                tid = await anyio.to_thread.run_sync(hub.traces.put, value)
+                for c in writer.finish(value, tid):
                     yield _sse(c)
             break
         yield b"data: [DONE]\n\n"
     finally:
         run.stop.set()  # a client that left mid-stream stops the run at its next step
-        admission.leave()
+        slot.leave()

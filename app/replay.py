@@ -19,6 +19,17 @@ from .run import RUN_OUTPUTS, draw_timeline, finished_run
 from .state import DECODE_SLOTS, EngineHub, check_page_model
 
 MAX_PASTED_CHARS = 16 * 2**20
+# the page reads a key only from variables named so: a page user names the variable and the
+# URL, so any other name (HF_TOKEN, a cloud key) could be sent to a server of theirs
+KEY_PREFIX = "CFSM_REPLAY_KEY"
+
+
+def page_key_env(name: str) -> str:
+    name = (name or "").strip()
+    if name and not name.startswith(KEY_PREFIX):
+        raise CfsmError("invalid_input", f"the page reads keys only from environment variables "
+                        f"named {KEY_PREFIX}...; set one on the server (not {name!r})")  # fmt: skip
+    return name
 
 
 def replay_enabled() -> bool:
@@ -46,7 +57,7 @@ def wire_replay(ui: Playground, rp: Replay, hub: EngineHub) -> None:
                                     "paste a response")  # fmt: skip
                 body = request_body(c, inp.prompt or "", model.strip(), values[rp.flavor],
                                     int(inp.max_new or 256))  # fmt: skip
-                resp, source = send(endpoint, body, (values[rp.key_env] or "").strip()), "response"
+                resp, source = send(endpoint, body, page_key_env(values[rp.key_env])), "response"
             eng = hub.get(check_page_model(inp.model))
             meta = {"endpoint": (values[rp.endpoint] or "").strip() if source != "pasted" else "",
                     "model": (values[rp.model] or "").strip(), "prompt": inp.prompt or "",

@@ -78,8 +78,11 @@ def replay_md(trace: dict) -> str:
         f"{plural(n, 'token')} one pass each, where {plural(n - forced, 'pass')} were choices.",
     ]
     if r.get("streamed_ms"):
-        parts.append(f"Streamed in {r['streamed_ms'] / 1e3:.2f} s "
-                     f"({r['streamed_ms'] / max(1, n):.1f} ms per token as it arrived).")
+        per = r["streamed_ms"] / max(1, n)
+        parts.append(
+            f"Streamed in {r['streamed_ms'] / 1e3:.2f} s ({per:.1f} ms per token as it "
+            f"arrived): the forced tokens took about {forced * per / 1e3:.2f} s of it."
+        )
     if r.get("message") is not None:
         parts.append(
             "The engine's message differs from its tokens' text (its own parser rewrote it): "

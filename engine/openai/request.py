@@ -86,7 +86,7 @@ def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
             max_new_tokens=_max_tokens(body),
             temperature=_number(body, "temperature", 1.0),
             top_p=_number(body, "top_p", 1.0),
-            seed=body.get("seed") if body.get("seed") is not None else secrets.randbelow(2**31),
+            seed=_seed(body),
             top_k=max(10, top),
             trace_detail=body.get("trace", True) is not False,
             **inputs,
@@ -130,7 +130,7 @@ def _param_of(message: str, constraint_field: str | None, mode_given: bool) -> s
 
 
 def _refuse_unsupported(body: dict, endpoint: str) -> None:
-    if body.get("n", 1) != 1:
+    if body.get("n") not in (None, 1):
         raise bad_request("n must be 1: each request decodes one output here", "n")
     for name in ("frequency_penalty", "presence_penalty"):
         if body.get(name):
@@ -174,8 +174,14 @@ def _message(i: int, m) -> dict:
         if isinstance(m.get(k), str):
             out[k] = m[k]
     calls = m.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        out["tool_calls"] = [_call_for_template(c) for c in calls]
+    if calls is not None:
+        if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls
+        ):
+            raise bad_request(f'{where}.tool_calls must be a list of {{"function": {{"name", '
+                              '"arguments"}}}} objects', where)  # fmt: skip
+        if calls:
+            out["tool_calls"] = [_call_for_template(c) for c in calls]
     return out
 
 
@@ -194,7 +200,7 @@ def _content(c, where: str) -> str:
 
 def _call_for_template(c) -> dict:
     """A past call as chat templates read it (arguments as an object, not JSON text)."""
-    fn = c.get("function", {}) if isinstance(c, dict) else {}
+    fn = c["function"]
     args = fn.get("arguments", {})
     if isinstance(args, str):
         try:
@@ -274,7 +280,8 @@ def _tools(body: dict, constraint) -> tuple[str, str]:
         raise bad_request("tools together with a response format or structured output are "
                           "not supported: give one of them", "tools")  # fmt: skip
     if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name")
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
         if choice.get("type") != "function" or not isinstance(name, str):
             raise bad_request('tool_choice must be auto, required, none or {"type": '
                               '"function", "function": {"name": ...}}', "tool_choice")  # fmt: skip
@@ -320,6 +327,16 @@ def _number(body: dict, name: str, default: float) -> float:
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         raise bad_request(f"{name} must be a number", name)
     return float(v)
+
+
+def _seed(body: dict) -> int:
+    """The request's seed (a random one where it gives none, as OpenAI's sampling is)."""
+    v = body.get("seed")
+    if v is None:
+        return secrets.randbelow(2**31)
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**63:
+        raise bad_request("seed must be an integer from 0 to 2**63 - 1", "seed")
+    return v
 
 
 def _stop(body: dict) -> list[str]:

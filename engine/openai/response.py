@@ -9,7 +9,9 @@ import math
 import time
 import uuid
 
+from ..analysis.ideal import char_at_byte
 from ..decoding.trace import time_saved
+from ..triggers.tools import split_call, tool_format
 from .request import ApiRequest
 
 TOOL_CALL = "tool call"
@@ -21,33 +23,45 @@ def new_id(prefix: str) -> str:
 
 def split_output(trace: dict, api: ApiRequest) -> dict:
     """The message's parts from the trace's segments: thinking as reasoning_content, each
-    held call as a tool call, the rest as content (the whole text where nothing triggers)."""
+    held call as a tool call, the rest as content (the whole text where nothing triggers).
+    A trigger the model wrote (`<tool_call>`, `</think>`) ends the free segment it closes:
+    it is not part of the answer. `spans` are the content's character ranges."""
     segs = trace.get("segments") or []
     if not segs:
-        return {"content": trace["text"], "reasoning": None, "calls": []}
-    content, reasoning, calls = [], [], []
+        return {"content": trace["text"], "reasoning": None, "calls": [],
+                "spans": [(0, len(trace["text"]))]}  # fmt: skip
+    content, reasoning, calls, spans = [], [], [], []
+    fmt = tool_format(api.tool_start)
     for s in segs:
+        text = s["text"]
         if s["label"] == "thinking":
-            reasoning.append(s["text"])
+            reasoning.append(_without(text, api.gen.think_end))
         elif s["label"] == TOOL_CALL:
-            calls.append(_call(s["text"], len(calls)))
+            calls.append(_call(text, len(calls), fmt))
         elif s["kind"] in ("free", "constrained"):
-            content.append(s["text"])
+            kept = _without(text, api.tool_start) if api.tools else text
+            content.append(kept)
+            spans.append((s["char_start"], s["char_start"] + len(kept)))
     return {
         "content": "".join(content),
         "reasoning": "".join(reasoning) if api.reasoning else None,
         "calls": calls,
+        "spans": spans,
     }
 
 
-def _call(body: str, index: int) -> dict:
-    """`{"name": N, "arguments": A}` (held to the tool's schema) as an OpenAI tool call; an
-    unfinished one (the run hit max_tokens) keeps its text as the arguments."""
-    try:
-        obj = json.loads(body)
-        name, args = obj["name"], json.dumps(obj["arguments"], ensure_ascii=False)
-    except (json.JSONDecodeError, KeyError, TypeError):
+def _without(text: str, trigger: str) -> str:
+    return text[: -len(trigger)] if trigger and text.endswith(trigger) else text
+
+
+def _call(body: str, index: int, fmt: str) -> dict:
+    """A held call's body as an OpenAI tool call; an unfinished one (the run hit
+    max_tokens) keeps its text as the arguments."""
+    got = split_call(body, fmt)
+    if isinstance(got, str) or not isinstance(got[0], str):
         name, args = "", body
+    else:
+        name, args = got[0], json.dumps(got[1], ensure_ascii=False)
     return {
         "index": index,
         "id": f"call_{uuid.uuid4().hex[:24]}",
@@ -62,6 +76,7 @@ def answer_parts(trace: dict, api: ApiRequest) -> dict:
     at = cut_at_stop(parts["content"], api.stop)
     if at is not None:
         parts["content"] = parts["content"][:at]
+        parts["spans"] = _cut_spans(parts["spans"], at)
         parts["finish"] = "stop"
     elif parts["calls"] and trace["totals"].get("finished"):
         parts["finish"] = "tool_calls"
@@ -70,6 +85,17 @@ def answer_parts(trace: dict, api: ApiRequest) -> dict:
     else:
         parts["finish"] = "stop"
     return parts
+
+
+def _cut_spans(spans: list[tuple[int, int]], keep: int) -> list[tuple[int, int]]:
+    """The spans holding the content's first `keep` characters."""
+    out = []
+    for a, b in spans:
+        if keep <= 0:
+            break
+        out.append((a, min(b, a + keep)))
+        keep -= b - a
+    return out
 
 
 def usage(trace: dict) -> dict:
@@ -103,13 +129,19 @@ def figures(trace: dict, trace_id: str | None, api: ApiRequest) -> dict:
     return out
 
 
-def token_logprobs(trace: dict, top: int) -> list[dict]:
-    """Per output token: the model's log-probability before the mask (as vLLM reports
-    it), and its `top` alternatives. A jumped token had no forward pass: logprob 0 (the
-    constraint left no choice) and no alternatives."""
-    steps = trace["steps"]
-    out = []
+def token_logprobs(trace: dict, top: int, spans: list[tuple[int, int]] | None = None) -> list:
+    """Per token of the answer's content (those starting inside `spans`; every token
+    without): the model's log-probability before the mask (as vLLM reports it), and its
+    `top` alternatives. A jumped token had no forward pass: logprob 0 (the constraint left
+    no choice) and no alternatives."""
+    steps, text = trace["steps"], trace["text"]
+    byte_char, pos, out = char_at_byte(text), 0, []
     for tok in trace["tokens"]:
+        raw = bytes.fromhex(tok["hex"]) if "hex" in tok else tok["text"].encode("utf-8")
+        at = byte_char[pos] if pos < len(byte_char) else len(text)
+        pos += len(raw)
+        if spans is not None and not any(a <= at < b for a, b in spans):
+            continue
         st = steps[tok["step"]] if tok.get("origin") != "jump" and tok["step"] >= 0 else None
         if st is not None and st["token_id"] != tok["id"]:
             st = None  # a token a jump re-tokenized: its step chose another one
@@ -117,8 +149,7 @@ def token_logprobs(trace: dict, top: int) -> list[dict]:
             {
                 "token": tok["text"],
                 "logprob": _log(st["raw_prob"]) if st else 0.0,
-                "bytes": list(bytes.fromhex(tok["hex"]) if "hex" in tok
-                              else tok["text"].encode("utf-8")),  # fmt: skip
+                "bytes": list(raw),
                 "top_logprobs": [
                     {"token": t, "logprob": _log(p), "bytes": list(t.encode("utf-8"))}
                     for _i, t, p in (st["top_raw"][:top] if st else [])
@@ -142,7 +173,9 @@ def chat_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None
         msg["reasoning_content"] = parts["reasoning"]
     choice: dict = {"index": 0, "message": msg, "finish_reason": parts["finish"]}
     choice["logprobs"] = (
-        {"content": token_logprobs(trace, api.top_logprobs)} if api.logprobs else None
+        {"content": token_logprobs(trace, api.top_logprobs, parts["spans"])}
+        if api.logprobs
+        else None
     )
     return {
         "id": cid,
@@ -161,7 +194,7 @@ def text_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None
         "index": 0,
         "text": parts["content"],
         "finish_reason": parts["finish"],
-        "logprobs": legacy_logprobs(token_logprobs(trace, api.top_logprobs))
+        "logprobs": legacy_logprobs(token_logprobs(trace, api.top_logprobs, parts["spans"]))
         if api.logprobs
         else None,
     }

@@ -8,7 +8,14 @@ from __future__ import annotations
 import time
 
 from .request import ApiRequest
-from .response import answer_parts, figures, legacy_logprobs, token_logprobs, usage
+from .response import (
+    answer_parts,
+    cut_at_stop,
+    figures,
+    legacy_logprobs,
+    token_logprobs,
+    usage,
+)
 
 
 def _held(text: str, tags: list[str]) -> int:
@@ -22,23 +29,44 @@ def _held(text: str, tags: list[str]) -> int:
     return n
 
 
-def live_parts(text: str, api: ApiRequest) -> tuple[str, str]:
-    """(reasoning, content) that may be shown now; the finished trace has the last word."""
+def split_reasoning(text: str, api: ApiRequest) -> tuple[str, str | None]:
+    """(the thinking that may be shown now, the text after its end tag or None while the
+    model still thinks). A start tag still being written shows nothing."""
     g = api.gen
+    if g.think_start.startswith(text):
+        return "", None
+    body = text[len(g.think_start):] if text.startswith(g.think_start) else text
+    end = body.find(g.think_end)
+    if end < 0:
+        return body[: len(body) - _held(body, [g.think_end])], None
+    return body[:end], body[end + len(g.think_end):]
+
+
+def answer_so_far(text: str, api: ApiRequest) -> tuple[str, str | None]:
+    """(reasoning, the answer's text so far, uncut by stop strings; None while thinking):
+    tool calls' text is never the answer's."""
     reasoning = ""
     if api.reasoning:
-        body = text[len(g.think_start):] if text.startswith(g.think_start) else text
-        end = body.find(g.think_end)
-        if end < 0:
-            return body[: len(body) - _held(body, [g.think_end])], ""
-        reasoning, text = body[:end], body[end + len(g.think_end):]
-    cut = [len(text)]
+        reasoning, rest = split_reasoning(text, api)
+        if rest is None:
+            return reasoning, None
+        text = rest
     if api.tools and api.tool_start in text:
-        cut.append(text.index(api.tool_start))
-    cut += [text.find(s) for s in api.stop if s in text]
-    shown = text[: min(cut)]
+        text = text[: text.index(api.tool_start)]
+    return reasoning, text
+
+
+def live_parts(text: str, api: ApiRequest) -> tuple[str, str]:
+    """(reasoning, content) that may be shown now; the finished trace has the last word:
+    what may still turn out to be a tag or a stop string is held back."""
+    reasoning, answer = answer_so_far(text, api)
+    if answer is None:
+        return reasoning, ""
+    at = cut_at_stop(answer, api.stop)
+    if at is not None:
+        return reasoning, answer[:at]
     tags = ([api.tool_start] if api.tools else []) + api.stop
-    return reasoning, shown[: len(shown) - _held(shown, tags)] if min(cut) == len(text) else shown
+    return reasoning, answer[: len(answer) - _held(answer, tags)]
 
 
 class ChunkWriter:
@@ -90,7 +118,7 @@ class ChunkWriter:
             out.append(self.chunk({"tool_calls": [args]}))
         extra: dict = {"cfsm": figures(trace, trace_id, self.api)}
         if self.api.logprobs:
-            lps = token_logprobs(trace, self.api.top_logprobs)
+            lps = token_logprobs(trace, self.api.top_logprobs, parts["spans"])
             extra["logprobs"] = {"content": lps} if self.chat else legacy_logprobs(lps)
         out.append(self.chunk({}, parts["finish"], **extra))
         if self.api.include_usage:

@@ -78,7 +78,7 @@ def send(endpoint: str, body: dict, key_env: str = "", timeout_s: float = TIMEOU
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             if body.get("stream"):
                 return _chunks(r, t0, timeout_s, max_bytes)
-            data = r.read(max_bytes + 1)
+            data = _read(r, t0, timeout_s, max_bytes)
     except urllib.error.HTTPError as exc:
         detail = exc.read(4096).decode("utf-8", errors="replace")
         raise CfsmError("invalid_input", f"the engine answered HTTP {exc.code}: {detail}") from None
@@ -87,6 +87,24 @@ def send(endpoint: str, body: dict, key_env: str = "", timeout_s: float = TIMEOU
     if len(data) > max_bytes:
         raise CfsmError("input_too_large", f"the response is over {max_bytes // 2**20} MB")
     return _json(data)
+
+
+def _late(t0: float, timeout_s: float) -> None:
+    if time.monotonic() - t0 > timeout_s:
+        raise CfsmError("invalid_input", f"the engine took over {timeout_s:.0f} s")
+
+
+def _read(r, t0: float, timeout_s: float, max_bytes: int) -> bytes:
+    """The body, in pieces, within the whole request's time limit (a socket's timeout
+    only bounds each read)."""
+    parts, total = [], 0
+    while piece := r.read(64 * 1024):
+        parts.append(piece)
+        total += len(piece)
+        if total > max_bytes:
+            break
+        _late(t0, timeout_s)
+    return b"".join(parts)
 
 
 def _json(data: bytes):
@@ -98,12 +116,11 @@ def _json(data: bytes):
 
 def _chunks(r, t0: float, timeout_s: float, max_bytes: int) -> list[dict]:
     out, total = [], 0
-    for line in r:
+    while line := r.readline(max_bytes - total + 1):  # no line longer than what is left
         total += len(line)
         if total > max_bytes:
             raise CfsmError("input_too_large", f"the stream is over {max_bytes // 2**20} MB")
-        if time.monotonic() - t0 > timeout_s:
-            raise CfsmError("invalid_input", f"the stream took over {timeout_s:.0f} s")
+        _late(t0, timeout_s)
         line = line.strip()
         if not line.startswith(b"data:"):
             continue

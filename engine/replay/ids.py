@@ -6,7 +6,7 @@ tokens this tokenizer does not have)."""
 from __future__ import annotations
 
 from ..backends import TokenizerContext
-from .tokens import Alternative, EngineToken
+from .tokens import TOKEN_ID, Alternative, EngineToken
 
 
 def _bytes_to_id(ctx: TokenizerContext) -> dict[bytes, int]:
@@ -26,10 +26,16 @@ class IdResolver:
         self.by_bytes = _bytes_to_id(ctx)
 
     def __call__(self, t: EngineToken | Alternative) -> int | None:
+        """The id here: the engine's where it names the same bytes (or, without bytes, the
+        same text; a vLLM `token_id:N` token has no text but its id), else by bytes."""
         tb = self.ctx.vocab.token_bytes
         raw = t.raw if t.raw is not None else t.text.encode("utf-8")
-        if t.id is not None and 0 <= t.id < len(tb) and (t.raw is None or tb[t.id] == raw):
-            return t.id
+        if t.id is not None and 0 <= t.id < len(tb):
+            here = tb[t.id] or b""
+            if here == raw or t.raw is None and (
+                TOKEN_ID.fullmatch(t.text) or here.decode("utf-8", "replace") == t.text
+            ):
+                return t.id
         return self.by_bytes.get(raw)
 
     def resolve(self, tokens: list[EngineToken], text: str):

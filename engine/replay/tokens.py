@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CfsmError
 
-_TOKEN_ID = re.compile(r"token_id:(\d+)")  # vLLM's return_tokens_as_token_ids
+TOKEN_ID = re.compile(r"token_id:(\d+)")  # vLLM's return_tokens_as_token_ids
 
 
 @dataclass
@@ -40,7 +40,7 @@ class EngineToken:
 def _id(item: dict) -> int | None:
     if isinstance(item.get("id"), int):
         return item["id"]
-    m = _TOKEN_ID.fullmatch(str(item.get("token", "")))
+    m = TOKEN_ID.fullmatch(str(item.get("token", "")))
     return int(m.group(1)) if m else None
 
 
@@ -96,7 +96,7 @@ def _legacy(lp: dict) -> list[EngineToken]:
     out = []
     for i, t in enumerate(lp["tokens"]):
         alts = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
-        m = _TOKEN_ID.fullmatch(str(t))
+        m = TOKEN_ID.fullmatch(str(t))
         out.append(EngineToken(str(t), int(m.group(1)) if m else None, None,
                                lps[i] if i < len(lps) else None,
                                [Alternative(k, float(v)) for k, v in alts.items()]))  # fmt: skip

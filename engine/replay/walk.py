@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ..analysis.ideal import char_at_byte, free_char_flags, ideal_counts
+from ..analysis.ideal import char_at_byte, ideal_counts
 from ..backends import CompiledConstraint, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.trace import Totals, Trace, TraceRecorder
@@ -20,22 +20,25 @@ from .tokens import EngineToken
 
 
 def forced_flags(dfa: CharDFA | None, text: str, ids: list[int], token_bytes) -> list[bool]:
-    """Per token: every character in it was forced (jump-forward writes it without the
-    model), as `ideal_counts` counts them; the characters past where `text` leaves the
-    automaton count as free."""
+    """Per token: no character in it was a choice (jump-forward writes it without the
+    model), as `ideal_counts` counts them; characters past where `text` leaves the
+    automaton count as choices."""
     if dfa is None:
         return [False] * len(ids)
     cfsm = compressed_of(dfa)
-    good = text
-    while good and free_char_flags(cfsm, good) is None:
-        good = good[:-1]  # the longest prefix the automaton reads
-    flags = (free_char_flags(cfsm, good) or []) + [True] * (len(text) - len(good))
+    free, s = [], dfa.initial
+    for ch in text:  # one walk, stopping where the text leaves the automaton
+        free.append(not cfsm.is_jumpable(s))
+        s = dfa.step(s, ch)
+        if s is None:
+            break
+    free += [True] * (len(text) - len(free))
     byte_char, out, pos = char_at_byte(text), [], 0
     for tid in ids:
         n = len(token_bytes[tid] or b"")
         chars = {byte_char[j] for j in range(pos, min(pos + n, len(byte_char)))}
         pos += n
-        out.append(bool(chars) and not any(flags[c] for c in chars))
+        out.append(not any(free[c] for c in chars))
     return out
 
 
@@ -63,8 +66,10 @@ class ReplayWalk:
     def run(self, tokens: list[EngineToken], ids: list[int], text: str, resolve) -> list[bool]:
         m, t = self.compiled.matcher(), self.ctx.vocab.token_bytes
         forced = forced_flags(self.dfa, text, ids, t)
-        char_at = 0
+        byte_char, pos = char_at_byte(text), 0
         for i, (tok, tid) in enumerate(zip(tokens, ids, strict=True)):
+            char_at = byte_char[pos] if pos < len(byte_char) else len(text)
+            pos += len(t[tid] or b"")
             state = m.state_info() if not self.violations else {}
             allowed = m.allowed_ids() if not self.violations else None
             inside = allowed is not None and _has(allowed, tid)
@@ -78,7 +83,6 @@ class ReplayWalk:
                 self.violations.append({"step": i, "token_id": tid, "text": step.token_text,
                                         "char_offset": char_at,
                                         "allowed": int(len(allowed))})  # fmt: skip
-            char_at += len((t[tid] or b"").decode("utf-8", errors="replace"))
         self.final = not self.violations and m.is_final()
         return forced
 

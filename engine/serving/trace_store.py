@@ -22,7 +22,7 @@ class TraceStore:
     def put(self, trace: dict) -> str | None:
         """Keep `trace`; returns its id (None when it alone is over the byte budget).
         The oldest traces go to make room."""
-        size = len(json.dumps(trace, ensure_ascii=False))
+        size = len(json.dumps(trace))  # ASCII: characters are bytes
         if size > self.max_bytes:
             return None
         tid = uuid.uuid4().hex[:16]

@@ -103,7 +103,7 @@ def call_constraint(tools: tuple[Tool, ...], fmt: str = "hermes") -> Constraint:
     return Constraint("regex", "(" + "|".join(parts) + ")")
 
 
-def _split_call(text: str, fmt: str):
+def split_call(text: str, fmt: str):
     """(name, arguments) of a call's body, or the reason it has none."""
     if fmt == "function":
         name, sep, args = text.partition(">")
@@ -125,7 +125,7 @@ def _split_call(text: str, fmt: str):
 def check_call(tools: tuple[Tool, ...], text: str, fmt: str = "hermes") -> tuple[bool, str]:
     """A call's body checked on its own: the tool it names and its arguments."""
 
-    got = _split_call(text, fmt)
+    got = split_call(text, fmt)
     if isinstance(got, str):
         return False, got
     name, arguments = got

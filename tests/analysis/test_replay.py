@@ -85,3 +85,50 @@ def test_responses_without_logprobs_or_with_other_tokenizers(compile_engine):
         {"token": "yes", "bytes": [0xFF, 0xFE], "logprob": -0.1, "top_logprobs": []}]}}]}
     tr = compile_engine.replay(c, foreign, {})
     assert tr["replay"]["ids_from"] == "re-tokenized" and tr["text"] == "yes" and tr["valid"]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(
+    __import__("cfsm.bench.llama_server", fromlist=["x"]).server_binary() is None,
+    reason="llama-server is not built here (scripts/build_llama_server.sh, outside make test)",
+)
+def test_a_live_llama_server_stream_replays_with_every_token_placed(engine, character_regex):
+    """The real server, asked now (streamed, greedy, its GBNF of the regex): its own ids,
+    each token timed, the forced count the analysis gives, the output valid."""
+    from cfsm.bench.llama_server import LlamaServer, server_binary
+    from engine.replay.client import request_body, send
+
+    llm = engine.ensure_model("llamacpp").lm.model
+    srv = LlamaServer(server_binary(), llm.path, llm.threads, llm.threads)
+    try:
+        c = Constraint.from_inputs("regex", character_regex)
+        prompt = "Describe Ron Weasley as JSON."
+        chunks = send(srv.url + "/v1", request_body(c, prompt, "gguf", "llama-server", 256,
+                                                     stream=True))  # fmt: skip
+    finally:
+        srv.close()
+    tr = engine.replay(c, chunks, {"endpoint": srv.url, "source": "stream"})
+    ids = [t["id"] for t in tr["tokens"]]
+    streamed = [p["id"] for ch in chunks for p in (ch["choices"][0].get("logprobs") or {})
+                .get("content") or [] if ch.get("choices")]  # fmt: skip
+    assert ids == streamed and tr["replay"]["ids_from"] == "engine ids" and tr["valid"]
+    ideal = ideal_counts(compressed_of(engine.automaton(c)), tr["text"], ids,
+                         engine.ctx.vocab.token_bytes)  # fmt: skip
+    assert tr["replay"]["forced_tokens"] == ideal["forced_tokens"] > 0
+    assert sum(1 for s in tr["steps"][1:] if s["forward_ms"] > 0) == len(ids) - 1
+
+
+def test_offsets_count_characters_when_tokens_split_them(compile_engine):
+    """A CJK text in byte-level tokens: the violation's offset is in characters."""
+    ctx = compile_engine.ctx
+    ids = ctx.continuation.encode("日本語")
+    tb = ctx.vocab.token_bytes
+    assert any(len((tb[i] or b"").decode("utf-8", "ignore")) == 0 for i in ids)  # split bytes
+    resp = {"choices": [{"message": {"content": "日本語"}, "logprobs": {"content": [
+        {"id": i, "token": "", "bytes": list(tb[i]), "logprob": -0.5, "top_logprobs": []}
+        for i in ids]}}]}  # fmt: skip
+    tr = compile_engine.replay(Constraint.from_inputs("regex", "日本(人|国)"), resp, {})
+    (v,) = tr["replay"]["violations"]
+    assert v["char_offset"] == 2 and tr["text"] == "日本語"
+    assert tr["steps"][v["step"]]["char_offset"] == 2

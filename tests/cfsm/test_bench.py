@@ -265,6 +265,7 @@ def test_the_paper_suite_says_how_often_jump_changes_the_output(engine, paper_be
 
 
 @pytest.mark.model
+@pytest.mark.slow
 @pytest.mark.skipif(
     __import__("cfsm.bench.llama_server", fromlist=["x"]).server_binary() is None,
     reason="llama-server is not built here (scripts/build_llama_server.sh, outside make test)",

@@ -172,17 +172,38 @@ def test_completions_stop_strings_and_reasoning(client):
     ch = r.choices[0]
     assert re.fullmatch(r"( [a-z]{1,6}){1,8}", ch.text)
     assert "".join(ch.logprobs.tokens) == ch.text
-    r = client.chat.completions.create(model="embedded", messages=ASK, temperature=0, stop=[","],
-                                       response_format={"type": "json_schema", "json_schema": {
-                                           "name": "p", "schema": PERSON}})  # fmt: skip
+    person = {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}
+    kw = dict(model="embedded", messages=ASK, temperature=0, response_format=person,
+              logprobs=True)  # fmt: skip
+    whole = client.chat.completions.create(**kw)
+    r = client.chat.completions.create(**kw, stop=[","])
     c = r.choices[0]
-    assert "," not in c.message.content and c.finish_reason == "stop"
-    assert c.message.content.startswith('{"name":"')
+    assert c.message.content == whole.choices[0].message.content.split(",")[0]
+    assert c.finish_reason == "stop" and c.message.content.startswith('{"name":"')
+    # the run stopped at the stop string, and the logprobs are the content's tokens (the
+    # last one, which holds the stop string, runs past the cut)
+    assert r.usage.completion_tokens < whole.usage.completion_tokens
+    toks = [t.token for t in c.logprobs.content]
+    assert "".join(toks).startswith(c.message.content)
+    assert "".join(toks[:-1]) == c.message.content[: len("".join(toks[:-1]))]
+    assert len("".join(toks)) - len(c.message.content) < len(toks[-1])
     r = client.chat.completions.create(model="embedded", messages=ASK, temperature=0,
-                                       max_tokens=80, extra_body={"reasoning": True,
+                                       max_tokens=80, logprobs=True, extra_body={"reasoning": True,
                                        "think_budget": 12, "guided_regex": "(yes|no)"})  # fmt: skip
     m = r.choices[0].message
     assert m.content in ("yes", "no") and m.model_extra["reasoning_content"]
+    assert "<think>" not in m.model_extra["reasoning_content"]
+    assert "".join(t.token for t in r.choices[0].logprobs.content) == m.content
+
+
+def test_a_cjk_stream_reassembles_to_the_message(client):
+    say = [{"role": "user", "content": "Say Japan in Japanese."}]
+    pick = {"structured_outputs": {"choice": ["日本語です", "日本"]}}
+    kw = dict(model="embedded", messages=say, temperature=0, extra_body=pick)
+    whole = client.chat.completions.create(**kw).choices[0].message.content
+    chunks = list(client.chat.completions.create(**kw, stream=True))
+    parts = [c.choices[0].delta.content or "" for c in chunks if c.choices]
+    assert "".join(parts) == whole and all("<E" not in p for p in parts)
 
 
 def test_eight_concurrent_async_clients_get_their_own_answers(app_url):

@@ -145,12 +145,12 @@ def test_streamed_deltas_hold_back_a_tag_and_add_up_to_the_message():
         chunks += w.live(text)
     assert _reassemble(chunks)["content"] == "Sure "  # "<tool" never went out as content
     call = '{"name": "get", "arguments": {"q": 1}}'
-    segs = [
-        {"index": 0, "kind": "free", "label": "text", "text": "Sure "},
-        {"index": 1, "kind": "tag", "label": "tool call tag", "text": "<tool_call>"},
-        {"index": 2, "kind": "constrained", "label": "tool call", "text": call},
-        {"index": 3, "kind": "tag", "label": "tool call end", "text": "</tool_call>"},
-    ]
+    segs = [  # as the model writes it: the start tag ends the free text
+        {"index": 0, "kind": "free", "label": "text", "text": "Sure <tool_call>", "char_start": 0},
+        {"index": 1, "kind": "constrained", "label": "tool call", "text": call, "char_start": 16},
+        {"index": 2, "kind": "tag", "label": "tool call end", "text": "</tool_call>",
+         "char_start": 16 + len(call)},
+    ]  # fmt: skip
     fin = w.finish(_trace("Sure <tool_call>" + call + "</tool_call>", segs), "tid")
     got = _reassemble(chunks + fin)
     assert got["calls"] == {0: {"name": "get", "arguments": '{"q": 1}'}}
@@ -208,3 +208,89 @@ def test_the_routes_answer_503_while_loading_and_429_when_full():
     assert r.json()["error"]["type"] == "rate_limit_error"
     r = client.post("/v1/chat/completions", content=b"{nope")
     assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+
+
+def test_a_trigger_the_model_wrote_is_not_part_of_the_answer():
+    from engine.openai.response import split_output
+
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
+    api = chat(tools=tools, tool_choice="auto")
+    call = '{"name": "get", "arguments": {}}'
+    segs = [  # auto: the model writes the start tag inside its free text
+        {"index": 0, "kind": "free", "label": "text", "text": "Sure <tool_call>", "char_start": 0},
+        {"index": 1, "kind": "constrained", "label": "tool call", "text": call, "char_start": 16},
+        {"index": 2, "kind": "tag", "label": "tool call end", "text": "</tool_call>",
+         "char_start": 16 + len(call)},
+    ]  # fmt: skip
+    parts = split_output(_trace("Sure <tool_call>" + call + "</tool_call>", segs), api)
+    assert parts["content"] == "Sure " and parts["spans"] == [(0, 5)]
+    assert parts["calls"][0]["function"] == {"name": "get", "arguments": "{}"}
+    api = chat(guided_regex="(yes|no)", reasoning=True)
+    segs = [
+        {"index": 0, "kind": "tag", "label": "thinking start", "text": "<think>", "char_start": 0},
+        {"index": 1, "kind": "free", "label": "thinking", "text": "hmm</think>", "char_start": 7},
+        {"index": 2, "kind": "constrained", "label": "answer", "text": "yes", "char_start": 18},
+    ]
+    parts = split_output(_trace("<think>hmm</think>yes", segs), api)
+    assert (parts["reasoning"], parts["content"], parts["spans"]) == ("hmm", "yes", [(18, 21)])
+    assert live_parts("<thi", api) == ("", "")  # a start tag still being written shows nothing
+
+
+def test_logprobs_cover_the_contents_tokens_only():
+    from engine.openai.response import answer_parts, token_logprobs
+
+    api = chat(stop=["!"], logprobs=True)
+    tr = _trace("ab!cd")
+    tr["tokens"] = [{"id": i, "text": t, "origin": "model", "step": i}
+                    for i, t in enumerate(["a", "b", "!", "cd"])]  # fmt: skip
+    tr["steps"] = [{"token_id": i, "raw_prob": 0.5, "top_raw": [[i, "x", 0.25]]} for i in range(4)]
+    parts = answer_parts(tr, api)
+    lps = token_logprobs(tr, 1, parts["spans"])
+    assert parts["content"] == "ab" and "".join(t["token"] for t in lps) == "ab"
+    assert lps[0]["top_logprobs"][0]["token"] == "x" and lps[0]["logprob"] < 0
+
+
+def test_malformed_fields_are_400s_not_500s():
+    refused(400, "messages[1]", messages=[*USER, {"role": "assistant", "tool_calls": ["x"]}])
+    refused(400, "messages[1]", messages=[*USER, {"role": "assistant",
+                                                   "tool_calls": [{"function": "f"}]}])  # fmt: skip
+    tools = [{"type": "function", "function": {"name": "get"}}]
+    refused(400, "tool_choice", tools=tools, tool_choice={"type": "function", "function": "get"})
+    refused(400, "seed", seed=2**70)
+    refused(400, "seed", seed="7")
+    assert chat(n=None).gen.seed >= 0
+
+
+def test_a_slot_is_given_back_once_even_by_a_stream_never_started():
+    import gc
+    import weakref
+
+    from app.openai_routes import Admission
+
+    adm = Admission(limit=1)
+    slot = adm.enter()
+    with pytest.raises(ApiError):
+        adm.enter()
+    slot.leave()
+    slot.leave()
+    assert adm.n == 0
+
+    async def chunks():
+        yield b""
+
+    gen = chunks()
+    weakref.finalize(gen, adm.enter().leave)
+    assert adm.n == 1
+    del gen
+    gc.collect()
+    assert adm.n == 0
+
+
+def test_the_page_reads_replay_keys_only_from_its_own_variables():
+    from app.replay import page_key_env
+    from engine.errors import CfsmError
+
+    assert page_key_env(" CFSM_REPLAY_KEY_VLLM ") == "CFSM_REPLAY_KEY_VLLM"
+    assert page_key_env("") == ""
+    with pytest.raises(CfsmError, match="CFSM_REPLAY_KEY"):
+        page_key_env("HF_TOKEN")
