@@ -177,9 +177,14 @@ def chat_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None
         if api.logprobs
         else None
     )
+    return _envelope("chat.completion", choice, trace, api, cid, trace_id)
+
+
+def _envelope(obj: str, choice: dict, trace: dict, api: ApiRequest, cid: str,
+              trace_id: str | None) -> dict:  # fmt: skip
     return {
         "id": cid,
-        "object": "chat.completion",
+        "object": obj,
         "created": int(time.time()),
         "model": api.model,
         "choices": [choice],
@@ -198,15 +203,7 @@ def text_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None
         if api.logprobs
         else None,
     }
-    return {
-        "id": cid,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": api.model,
-        "choices": [choice],
-        "usage": usage(trace),
-        "cfsm": figures(trace, trace_id, api),
-    }
+    return _envelope("text_completion", choice, trace, api, cid, trace_id)
 
 
 def legacy_logprobs(lps: list[dict]) -> dict:

@@ -8,12 +8,14 @@ import asyncio
 import json
 import re
 
+import instructor
 import jsonschema
+import openai
 import pytest
 
-pytestmark = pytest.mark.model
+from app.presets import TOOLS as WEATHER  # the tools preset: get_weather(city, unit)
 
-openai = pytest.importorskip("openai")  # a test dependency (pyproject's test extra)
+pytestmark = pytest.mark.model
 
 PERSON = {
     "type": "object",
@@ -25,20 +27,6 @@ PERSON = {
     "additionalProperties": False,
 }
 PHONE = r"\(\d{3}\) \d{3}-\d{4}"
-WEATHER = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string", "maxLength": 16}},
-                "required": ["city"],
-            },
-        },
-    }
-]
 ASK = [{"role": "user", "content": "Describe a person as JSON."}]
 
 
@@ -139,7 +127,6 @@ def test_parse_with_a_pydantic_model_and_instructor(client):
     r = client.chat.completions.parse(model="embedded", messages=ASK, response_format=Person,
                                       temperature=0)  # fmt: skip
     assert isinstance(r.choices[0].message.parsed, Person)
-    instructor = pytest.importorskip("instructor")
     ic = instructor.from_openai(client, mode=instructor.Mode.JSON_SCHEMA)
     p = ic.chat.completions.create(model="embedded", response_model=Person, messages=ASK,
                                    temperature=0, max_retries=0)  # fmt: skip
