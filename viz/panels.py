@@ -302,6 +302,23 @@ def what_happened(j: dict) -> str:
     return out.strip()
 
 
+def _replay_sentence(trace: dict, s: dict, step: int, tok: str, allowed: int, vocab: int) -> str:
+    """A replayed token: what the other engine wrote, against this lab's mask."""
+    out = next((v for v in (trace.get("replay") or {}).get("violations", [])
+                if v["step"] == step), None)  # fmt: skip
+    if out is not None:
+        return (f"Step {step}: the engine wrote {tok}, outside the constraint: it is not among "
+                f"the {allowed:,} tokens the mask allows here.")  # fmt: skip
+    if s.get("char_state") is None:
+        return f"Step {step}: the engine wrote {tok}, after its output had left the constraint."
+    if s["origin"] == "forced":
+        return (f"Step {step}: every character of {tok} was fixed by the constraint ({allowed:,} "
+                "tokens fit it): jump-forward would have written it without a forward pass; "
+                "this engine spent one.")  # fmt: skip
+    return (f"Step {step}: a choice: the constraint allows {allowed:,} of {vocab:,} tokens and "
+            f"the engine wrote {tok} (p={s.get('prob', 0):.2f} by its own logprobs).")  # fmt: skip
+
+
 def _g(term: str, text: str | None = None) -> str:
     """A link to the glossary entry for a term."""
     return f'<a class="cfsm-g" href="#g-{term}">{esc(text or term)}</a>'
@@ -320,6 +337,8 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
     in_segment = segment_sentence(trace, s, step)
     if in_segment is not None:
         return in_segment
+    if trace.get("mode") == "replay":
+        return _replay_sentence(trace, s, step, tok, allowed, vocab)
     if s["origin"] == "forced":
         return (
             f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the "
@@ -509,8 +528,23 @@ def masked_passes(totals: dict) -> int:
     return out + (1 if totals.get("reason", "eos") == "eos" else 0)
 
 
+def replay_cards(totals: dict) -> list[tuple]:
+    """A replay's cards: the other engine's passes, and what jump-forward would save."""
+    n = max(1, totals.get("output_tokens", 0))
+    forced = totals.get("forced_steps", 0)
+    cards = [
+        ("tokens (one forward pass each)", f"{totals.get('output_tokens', 0)}", None),
+        ("passes jump-forward would save", f"{100 * forced / n:.0f}%", forced / n),
+    ]
+    if totals.get("tokens_per_s"):
+        cards.append(("tokens/s as streamed", f"{totals['tokens_per_s']:.1f}", None))
+    return cards
+
+
 def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     """The run's figures as labelled cards: value first, each with its own scale."""
+    if totals.get("reason") == "replay":
+        return _card_row(replay_cards(totals))
     out = max(1, totals.get("output_tokens", 0))
     base = baseline_passes or masked_passes(totals)
     passes = totals.get("forward_passes", 0)
@@ -538,6 +572,10 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
         cards.append((label, f"{1000 * totals['compile_s']:.0f} ms", None))
     if totals.get("runtime"):
         cards.append(("runtime", RUNTIME_NAMES.get(totals["runtime"], totals["runtime"]), None))
+    return _card_row(cards)
+
+
+def _card_row(cards: list[tuple]) -> str:
     body = "".join(
         f'<div class="cfsm-card"><div class="v">{v}</div><div class="l">{esc(label)}</div>'
         + (

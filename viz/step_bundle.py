@@ -248,6 +248,7 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
         "jumps": jumps,
         "masks": masks,
         "noJump": _no_jump(trace),
+        "replay": trace.get("mode") == "replay",
         "outline": schema_outline(trace, view),
         "markCss": MARK_CSS,
         "steps": [_step_entry(trace, k, pos, view, upto, which) for k, pos in enumerate(where)],

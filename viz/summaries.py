@@ -20,11 +20,11 @@ go = lazy_module("plotly.graph_objects")
 def summary_md(trace: dict) -> str:
     t = trace["totals"]
     ideal = trace.get("ideal") or {}
+    speed = f"{t['wall_s']} s \u00b7 {t['tokens_per_s']} tok/s \u00b7 " if t["tokens_per_s"] else ""
     parts = [
         f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 "
         f"{plural(t['output_tokens'], 'token')} \u00b7 "
-        f"{plural(t['forward_passes'], 'forward pass')} \u00b7 {t['wall_s']} s \u00b7 "
-        f"{t['tokens_per_s']} tok/s \u00b7 {plural(t['jumps'], 'jump')} "
+        f"{plural(t['forward_passes'], 'forward pass')} \u00b7 {speed}{plural(t['jumps'], 'jump')} "
         f"({plural(t['jumped_chars'], 'char')}) \u00b7 finished: {t['finished']} ({t['reason']})"
     ]
     valid, why = trace.get("valid"), trace.get("validation") or ""

@@ -63,7 +63,7 @@ def readable(b: bytes) -> str:
     )
 
 
-def _token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
+def token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
     d = {"id": tid, "text": texts.text(tid), "origin": origin, "step": step}
     h = texts.hex(tid)
     if h is not None:
@@ -616,7 +616,7 @@ class Sequence:
             valid=valid,
             validation=why,
             tokens=[
-                _token_json(texts, t, o, s)
+                token_json(texts, t, o, s)
                 for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)
             ],
             totals=totals,

@@ -12,11 +12,14 @@ import numpy as np
 from ..analysis.ideal import char_at_byte, ideal_counts
 from ..backends import CompiledConstraint, TokenizerContext
 from ..constraint import Constraint
-from ..decoding.trace import Totals, Trace, TraceRecorder
+from ..decoding.sequence import TokenText, token_json
+from ..decoding.trace import StepRecord, Totals, Trace, TraceRecorder
 from ..decoding.validate import validate_output
 from ..regex.compressed import compressed_of
 from ..regex.dfa import CharDFA
 from .tokens import EngineToken
+
+ALLOWED_SAMPLE = 48  # as a decoded run's steps list them
 
 
 def forced_flags(dfa: CharDFA | None, text: str, ids: list[int], token_bytes) -> list[bool]:
@@ -50,6 +53,7 @@ class ReplayWalk:
         self.constraint, self.compiled, self.dfa, self.ctx = constraint, compiled, dfa, ctx
         self.rec = TraceRecorder()
         self.violations: list[dict] = []
+        self.texts = TokenText(ctx)  # token texts as every trace writes them (<E5 9F>)
 
     def _alternatives(self, tok: EngineToken, allowed: np.ndarray | None, resolve) -> tuple:
         raw, masked, mass = [], [], 0.0
@@ -63,6 +67,16 @@ class ReplayWalk:
                 mass += p
         return raw, masked, mass
 
+    def _sample(self, m, allowed: np.ndarray, tid: int, p, masked: list) -> list[list]:
+        """The allowed tokens the step view lists: the engine's token (where allowed) and
+        its allowed alternatives with its own probabilities, then the rest by id."""
+        first = ([[tid, p]] if p is not None else []) + [[a[0], a[2]] for a in masked
+                                                         if a[0] != tid]  # fmt: skip
+        seen = {x for x, _ in first}
+        rest = [[int(x), None] for x in allowed[:ALLOWED_SAMPLE] if int(x) not in seen]
+        return [[x, self.texts.text(x), m.next_char_state(x), q]
+                for x, q in (first + rest)[:ALLOWED_SAMPLE]]  # fmt: skip
+
     def run(self, tokens: list[EngineToken], ids: list[int], text: str, resolve) -> list[bool]:
         m, t = self.compiled.matcher(), self.ctx.vocab.token_bytes
         forced = forced_flags(self.dfa, text, ids, t)
@@ -75,10 +89,12 @@ class ReplayWalk:
             inside = allowed is not None and _has(allowed, tid)
             raw, masked, mass = self._alternatives(tok, allowed, resolve)
             p = tok.prob if tok.prob is not None else 0.0
-            step = self.rec.add_step(_step(i, state, allowed, tid, self.ctx, forced[i], p,
-                                           raw, masked, mass, tok.ms, char_at))  # fmt: skip
+            text = self.texts.text(tid)
+            step = self.rec.add_step(_step(i, state, allowed, tid, text, forced[i], p, raw,
+                                           masked, mass, tok.ms, char_at))  # fmt: skip
             if allowed is not None:
                 step.mask_key = self.rec.add_mask(allowed, self.ctx.vocab_size)
+                step.allowed_sample = self._sample(m, allowed, tid, p if inside else None, masked)
             if allowed is not None and not (inside and m.accept_token(tid)):
                 self.violations.append({"step": i, "token_id": tid, "text": step.token_text,
                                         "char_offset": char_at,
@@ -92,17 +108,14 @@ def _has(sorted_ids: np.ndarray, tid: int) -> bool:
     return k < len(sorted_ids) and int(sorted_ids[k]) == tid
 
 
-def _step(i, state, allowed, tid, ctx, forced, p, raw, masked, mass, ms, char_at):
-    from ..decoding.trace import StepRecord
-
-    b = ctx.vocab.token_bytes[tid] or b""
+def _step(i, state, allowed, tid, text, forced, p, raw, masked, mass, ms, char_at):
     return StepRecord(
         index=i,
         char_state=state.get("char_state"),
         token_state=state.get("token_state"),
         allowed=0 if allowed is None else int(len(allowed)),
         token_id=tid,
-        token_text=b.decode("utf-8", errors="replace"),
+        token_text=text,
         origin="forced" if forced else "model",
         prob=round(p, 6),
         raw_prob=round(p, 6),
@@ -138,10 +151,11 @@ def replay_trace(walk: ReplayWalk, tokens: list[EngineToken], ids: list[int], te
     tr = walk.rec.build(
         request={"prompt": meta.get("prompt", ""), "mode": "replay",
                  "constraint": asdict(walk.constraint), "replay_of": meta.get("model", "")},
-        model={"name": meta.get("model", ""), "runtime": meta.get("endpoint") or "pasted"},
+        model={"name": meta.get("model", ""), "runtime": meta.get("endpoint") or "pasted",
+               "vocab_size": walk.ctx.vocab_size, "eos_token_id": walk.ctx.eos_token_id},
         backend=walk.compiled.backend if hasattr(walk.compiled, "backend") else None,
         mode="replay", prompt_tokens=totals.prompt_tokens, text=text,
-        tokens=[{"id": tid, "text": s.token_text, "origin": s.origin, "step": i}
+        tokens=[token_json(walk.texts, tid, s.origin, i)
                 for i, (tid, s) in enumerate(zip(ids, walk.rec.steps, strict=True))],
         totals=totals, scheduler={"kind": "replay", "max_batch": 1}, valid=valid,
         validation=why,

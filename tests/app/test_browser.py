@@ -1101,6 +1101,15 @@ def test_the_replay_tab_draws_llama_servers_tokens_and_its_own_endpoints(
     ).inner_text()
     # the graph marks the state of the first token's step, on the automaton's path
     assert page.locator("#fsm-graph svg g.current").count() == 1
+    cards = page.locator("#stat-cards").inner_text()
+    assert "82%" in cards and "passes jump-forward would save" in cards
+    # step 20: llama-server's "u" of Hufflepuff, forced (4 tokens fit; its model wanted "arry")
+    page.evaluate("window.cfsm.show(20)")
+    _wait_step(page, 20)
+    view = page.locator("#step-view").inner_text()
+    assert "every character of \u201cu\u201d was fixed by the constraint (4 tokens fit it)" in view
+    allowed = page.locator("#allowed-panel .cfsm-arow .cfsm-tok").all_inner_texts()
+    assert allowed[0] == "u" and sorted(allowed) == ["u", "uf", "uff", "uffle"]
     # this lab's own /v1 endpoint, asked from the tab: its answer replayed the same way
     page.get_by_role("tab", name="Replay").click()
     page.locator("#replay-pasted textarea").fill("")

@@ -150,7 +150,8 @@ window.cfsm = (() => {
     const more = e.free ? `<div class="cfsm-muted">No constraint: every token is allowed.</div>` :
       e.nf ? `<div class="cfsm-muted">No constraint in this segment: every token is allowed, except the stop while thinking and tokens that would run past a trigger.</div>` :
       e.a > list.length ? `<div class="cfsm-muted">\u2026 and ${esc((e.a - list.length).toLocaleString())} more${byProb ? ", less likely" : ""}</div>` : "";
-    const how = byProb ? "most likely first (probability after masking)" : "by token id (this trace predates probabilities)";
+    const how = B.replay ? "the engine's token and its alternatives first (its own probabilities), then by id" :
+      byProb ? "most likely first (probability after masking)" : "by token id (this trace predates probabilities)";
     return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())}` +
       ` <span class="cfsm-muted">${list.length ? how : ""}</span></h4>${rows}${more}</div>`;
   }
