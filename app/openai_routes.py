@@ -98,6 +98,15 @@ class ApiRun:
         return self.eng.generate(self.api.gen, on_event=self.on_event, should_stop=self.stop.is_set)
 
 
+def _prepare(eng, api: ApiRequest) -> None:
+    """The request's prompt rendered (a chat template that cannot render the messages) and
+    its constraint compiled (cached for the run), ahead of the decode."""
+    g = api.gen
+    eng.ensure_model(g.runtime).prompt_ids(g.prompt, g.raw_prompt, g.messages, g.tools)
+    if g.mode != "free":
+        eng.compile_request(g)
+
+
 def _error(exc: BaseException, param: str | None = None) -> JSONResponse:
     if isinstance(exc, CfsmError):
         exc = from_engine(exc, param)
@@ -157,9 +166,8 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
         except Exception as exc:  # noqa: BLE001 - one JSON error (a 500 for our own bugs)
             return _error(exc)
         threads = admission.threads
-        try:
-            if api.gen.mode != "free":  # compile errors are a 400, before any stream starts
-                await anyio.to_thread.run_sync(eng.compile_request, api.gen, limiter=threads)
+        try:  # what can fail before decoding fails before a stream starts: a 400
+            await anyio.to_thread.run_sync(_prepare, eng, api, limiter=threads)
         except BaseException as exc:  # noqa: BLE001 - one JSON error, the server goes on
             slot.leave()
             return _error(exc, api.constraint_field)

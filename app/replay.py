@@ -24,6 +24,18 @@ MAX_PASTED_CHARS = 16 * 2**20
 KEY_PREFIX = "CFSM_REPLAY_KEY"
 
 
+def page_endpoint(url: str) -> str:
+    """Where the page may send a replay's request: anywhere, unless CFSM_REPLAY_ENDPOINTS
+    lists the URL prefixes allowed (a deployment others can reach sets it, or turns the tab
+    off: the request comes from the server, inside its network)."""
+    url = (url or "").strip()
+    allowed = [p.strip() for p in os.environ.get("CFSM_REPLAY_ENDPOINTS", "").split(",")]
+    allowed = [p for p in allowed if p]
+    if allowed and not any(url.startswith(p) for p in allowed):
+        raise CfsmError("invalid_input", f"this server replays only from {', '.join(allowed)}")
+    return url
+
+
 def page_key_env(name: str) -> str:
     name = (name or "").strip()
     if name and not name.startswith(KEY_PREFIX):
@@ -51,7 +63,7 @@ def wire_replay(ui: Playground, rp: Replay, hub: EngineHub) -> None:
                     raise CfsmError("input_too_large", "the pasted response is over 16 MB")
                 resp, source = _json(pasted), "pasted"
             else:
-                endpoint, model = (values[rp.endpoint] or "").strip(), (values[rp.model] or "")
+                endpoint, model = page_endpoint(values[rp.endpoint]), (values[rp.model] or "")
                 if not endpoint or not model.strip():
                     raise CfsmError("invalid_input", "give the endpoint and the model name, or "
                                     "paste a response")  # fmt: skip

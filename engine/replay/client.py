@@ -80,7 +80,7 @@ def send(endpoint: str, body: dict, key_env: str = "", timeout_s: float = TIMEOU
                 return _chunks(r, t0, timeout_s, max_bytes)
             data = _read(r, t0, timeout_s, max_bytes)
     except urllib.error.HTTPError as exc:
-        detail = exc.read(4096).decode("utf-8", errors="replace")
+        detail = exc.read(300).decode("utf-8", errors="replace")  # its message, not a page
         raise CfsmError("invalid_input", f"the engine answered HTTP {exc.code}: {detail}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise CfsmError("invalid_input", f"could not reach {endpoint}: {exc}") from None

@@ -146,6 +146,11 @@ def test_errors_raise_the_clients_own_exceptions(client):
         client.chat.completions.create(model="embedded", messages=ASK, n=2)
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4o", messages=ASK)
+    # an oversized chat is a 400 before any stream starts (the client raises, not the stream)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="embedded", stream=True, messages=[
+            {"role": "user", "content": "x" * 30_000}])  # fmt: skip
+    assert e.value.body["code"] == "input_too_large"
     # the server goes on serving
     r = client.chat.completions.create(model="embedded", messages=ASK, temperature=0,
                                        extra_body={"guided_regex": "(yes|no)"})  # fmt: skip

@@ -294,3 +294,14 @@ def test_the_page_reads_replay_keys_only_from_its_own_variables():
     assert page_key_env("") == ""
     with pytest.raises(CfsmError, match="CFSM_REPLAY_KEY"):
         page_key_env("HF_TOKEN")
+
+
+def test_a_deployment_can_limit_where_the_page_replays_from(monkeypatch):
+    from app.replay import page_endpoint
+    from engine.errors import CfsmError
+
+    assert page_endpoint(" http://10.0.0.5:8000/v1 ") == "http://10.0.0.5:8000/v1"
+    monkeypatch.setenv("CFSM_REPLAY_ENDPOINTS", "http://vllm.internal:8000/, http://127.0.0.1")
+    assert page_endpoint("http://vllm.internal:8000/v1").startswith("http://vllm.internal")
+    with pytest.raises(CfsmError, match="replays only from"):
+        page_endpoint("http://169.254.169.254/latest/")
