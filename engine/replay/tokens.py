@@ -105,7 +105,8 @@ def _legacy(lp: dict) -> list[EngineToken]:
 
 def from_chunks(chunks: list) -> tuple[list[EngineToken], str]:
     """A streamed response: each chunk's logprobs in order, each token timed by its
-    chunk's arrival (`_t`, seconds, recorded by the replay client)."""
+    chunk's arrival (`_t`, seconds, recorded by the replay client); a stream that sends
+    every token's logprobs in one chunk (cfsm's own does, at the end) times none."""
     toks: list[EngineToken] = []
     text, last_t = [], None
     for c in chunks:
@@ -127,4 +128,14 @@ def from_chunks(chunks: list) -> tuple[list[EngineToken], str]:
         toks += got
     if not toks:
         raise CfsmError("invalid_input", "the streamed response carries no logprobs")
+    if sum(1 for c in chunks if _has_logprobs(c)) < 2:  # all at once: no token's own time
+        for tok in toks:
+            tok.ms = None
     return toks, "".join(text)
+
+
+def _has_logprobs(chunk) -> bool:
+    if not isinstance(chunk, dict) or not chunk.get("choices"):
+        return False
+    lp = chunk["choices"][0].get("logprobs") or {}
+    return bool(lp.get("content") or lp.get("tokens"))

@@ -132,3 +132,17 @@ def test_offsets_count_characters_when_tokens_split_them(compile_engine):
     (v,) = tr["replay"]["violations"]
     assert v["char_offset"] == 2 and tr["text"] == "日本語"
     assert tr["steps"][v["step"]]["char_offset"] == 2
+
+
+def test_a_stream_with_every_logprob_in_one_chunk_times_no_token():
+    from engine.replay.tokens import from_chunks
+
+    lp = {"content": [{"token": t, "logprob": -0.1, "top_logprobs": []} for t in "ab"]}
+    one = [{"choices": [{"delta": {"content": "ab"}, "logprobs": None}], "_t": 0.1},
+           {"choices": [{"delta": {}, "logprobs": lp}], "_t": 0.9}]  # fmt: skip
+    toks, text = from_chunks(one)
+    assert text == "ab" and [t.ms for t in toks] == [None, None]
+    two = [{"choices": [{"delta": {"content": c}, "logprobs": {"content": [p]}}], "_t": t}
+           for c, p, t in zip("ab", lp["content"], (0.1, 0.3), strict=True)]  # fmt: skip
+    toks, _ = from_chunks(two)
+    assert toks[0].ms is None and toks[1].ms == pytest.approx(200.0)
