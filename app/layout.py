@@ -396,7 +396,7 @@ def replay_tab() -> Replay:
             w["model"] = gr.Textbox(label="Model name", elem_id="replay-model")
             w["key_env"] = gr.Textbox(label="Key from environment variable",
                                       placeholder="CFSM_REPLAY_KEY", elem_id="replay-key")
-            w["flavor"] = gr.Dropdown(["openai", "llama-server"], value="openai",
+            w["flavor"] = gr.Dropdown(["openai", "sglang", "llama-server"], value="openai",
                                       label="Constraint fields", elem_id="replay-flavor")
         w["pasted"] = gr.Textbox(label="Or paste a response (JSON)", lines=4,
                                  elem_id="replay-pasted")  # fmt: skip

@@ -705,9 +705,10 @@ def _add_replay_parser(sub) -> None:
     r.add_argument("--endpoint", help="the engine's base URL, e.g. http://127.0.0.1:8000/v1")
     r.add_argument("--model", help="the model name the engine serves")
     r.add_argument("--prompt", default="", help="the user message")
-    r.add_argument("--flavor", default="openai", choices=("openai", "llama-server"),
+    r.add_argument("--flavor", default="openai", choices=("openai", "sglang", "llama-server"),
                    help="how the constraint is sent: response_format/structured_outputs (vLLM, "
-                   "SGLang, cfsm) or json_schema/grammar (llama-server)")  # fmt: skip
+                   "cfsm), response_format/regex/ebnf (SGLang), json_schema/grammar "
+                   "(llama-server)")  # fmt: skip
     r.add_argument("--api-key-env", default="", help="environment variable holding the key")
     r.add_argument("--max-tokens", type=int, default=256)
     r.add_argument("--stream", action="store_true", help="stream, timing each token")

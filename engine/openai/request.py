@@ -2,7 +2,8 @@
 constraint from `response_format` or vLLM's `structured_outputs` (older `guided_*` names
 too), tools, sampling and limits; what the engine cannot honour is a 400 naming the field.
 Extension fields (top level, as vLLM takes them): mode, backend, whitespace, lenient,
-spec, runtime, reasoning, think_budget, trigger_impl, trace."""
+spec, runtime, reasoning, think_budget, trigger_impl, trace. SGLang's `regex` / `ebnf` and
+llama-server's `grammar` / `json_schema` are read as constraints too."""
 
 from __future__ import annotations
 
@@ -28,11 +29,17 @@ HARMLESS = {
     "modalities", "prompt_cache_key", "safety_identifier", "verbosity", "reasoning_effort",
     "model", "messages", "prompt", "stream", "n", "trace",
 }  # fmt: skip
+# top-level constraint fields other servers take: vLLM's older guided_*, SGLang's regex and
+# ebnf, llama-server's grammar and json_schema
 GUIDED = {
     "guided_regex": "regex",
     "guided_choice": "choice",
     "guided_grammar": "grammar",
     "guided_json": "json",
+    "regex": "regex",
+    "ebnf": "grammar",
+    "grammar": "grammar",
+    "json_schema": "json",
 }
 
 

@@ -1,6 +1,7 @@
 """The replay's request to another engine: the prompt and the constraint in the fields
-that engine reads (vLLM, SGLang and cfsm: `response_format` / `structured_outputs`;
-llama-server: `json_schema` / a GBNF `grammar`), with logprobs. Requests go only to the URL
+that engine reads (vLLM and cfsm: `response_format` / `structured_outputs`; SGLang:
+`response_format` / `regex` / `ebnf`; llama-server: `json_schema` / a GBNF `grammar`), with
+logprobs. Requests go only to the URL
 the user gives; the wait and the response's size are bounded; the key is read from an
 environment variable and never kept."""
 
@@ -17,7 +18,7 @@ from ..errors import CfsmError
 from ..regex.normalize import normalize_regex
 from .gbnf import regex_gbnf
 
-FLAVORS = ("openai", "llama-server")
+FLAVORS = ("openai", "sglang", "llama-server")
 TIMEOUT_S = 120.0
 MAX_RESPONSE_BYTES = 16 * 2**20
 TOP_LOGPROBS = 5
@@ -47,6 +48,8 @@ def request_body(constraint: Constraint, prompt: str, model: str, flavor: str = 
             body["response_format"] = {"type": "json_schema", "json_schema": spec}
     elif flavor == "llama-server":
         body["grammar"] = regex_gbnf(normalize_regex(text)) if k == "regex" else text
+    elif flavor == "sglang":
+        body["regex" if k == "regex" else "ebnf"] = text
     else:
         body["structured_outputs"] = {"regex" if k == "regex" else "grammar": text}
     if flavor == "llama-server" and stream:

@@ -42,9 +42,13 @@ def test_each_constraint_field_becomes_the_engines_constraint():
         ({"guided_regex": "[0-9]+"}, "regex", "[0-9]+"),
         ({"structured_outputs": {"grammar": 'root ::= "a"'}}, "grammar", 'root ::= "a"'),
         ({"guided_grammar": 'root ::= "a"'}, "grammar", 'root ::= "a"'),
+        ({"regex": "[0-9]+"}, "regex", "[0-9]+"),  # SGLang's
+        ({"ebnf": 'root ::= "a"'}, "grammar", 'root ::= "a"'),
+        ({"grammar": 'root ::= "a"'}, "grammar", 'root ::= "a"'),  # llama-server's
     ):
         c = chat(**body).gen.constraint
         assert (c.kind, c.text) == (kind, text)
+    assert json.loads(chat(json_schema=schema).gen.constraint.text) == schema
     g = chat(guided_json=schema, mode="masked", backend="xgrammar", whitespace="flexible").gen
     assert (g.mode, g.backend, g.constraint.whitespace) == ("masked", "xgrammar", "flexible")
     assert chat().gen.mode == "free" and chat().gen.constraint is None
