@@ -80,7 +80,11 @@ class ApiRun:
         self.token_bytes = eng.ctx.vocab.token_bytes
 
     def live_text(self, tokens) -> str:
-        raw = b"".join(self.token_bytes[t.id] or b"" for t in tokens)
+        """The output so far; a special token (no bytes: a `<think>` or `<tool_call>` some
+        models have as one token) as its text, so that the tags split the live text as
+        they split the finished one."""
+        tb = self.token_bytes
+        raw = b"".join(tb[t.id] if tb[t.id] is not None else t.text.encode() for t in tokens)
         return codecs.getincrementaldecoder("utf-8")("replace").decode(raw, final=False)
 
     def on_event(self, kind: str, data) -> None:
@@ -95,7 +99,9 @@ class ApiRun:
             self.on_text(text)
 
     def __call__(self) -> dict:
-        return self.eng.generate(self.api.gen, on_event=self.on_event, should_stop=self.stop.is_set)
+        listen = self.on_text is not None or bool(self.api.stop)  # else no per-step work
+        return self.eng.generate(self.api.gen, on_event=self.on_event if listen else None,
+                                 should_stop=self.stop.is_set)  # fmt: skip
 
 
 def _prepare(eng, api: ApiRequest) -> None:
@@ -258,7 +264,9 @@ async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, sl
                     "param": None, "code": "internal_error"}}  # fmt: skip
                 yield _sse(body)
             else:
-                tid = await anyio.to_thread.run_sync(hub.traces.put, value)
+                tid = await anyio.to_thread.run_sync(
+                    hub.traces.put, value, limiter=slot.admission.threads
+                )
                 for c in writer.finish(value, tid):
                     yield _sse(c)
             break

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from urllib.parse import urlsplit
 
 import gradio as gr
 
@@ -16,31 +17,52 @@ from .checks import error_line
 from .inputs import PageInputs, Row
 from .layout import Playground, Replay
 from .run import RUN_OUTPUTS, draw_timeline, finished_run
-from .state import DECODE_SLOTS, EngineHub, check_page_model
+from .state import EngineHub, check_page_model
 
 MAX_PASTED_CHARS = 16 * 2**20
+REPLAY_SLOTS = 2
 # the page reads a key only from variables named so: a page user names the variable and the
 # URL, so any other name (HF_TOKEN, a cloud key) could be sent to a server of theirs
 KEY_PREFIX = "CFSM_REPLAY_KEY"
 
 
+def listed_endpoints() -> list[str]:
+    return [p.strip() for p in os.environ.get("CFSM_REPLAY_ENDPOINTS", "").split(",") if p.strip()]
+
+
+def _within(url: str, base: str) -> bool:
+    """`url` on the same scheme, host and port as `base`, under its path."""
+    u, b = urlsplit(url), urlsplit(base)
+    try:
+        same = (u.scheme, u.hostname, u.port) == (b.scheme, b.hostname, b.port)
+    except ValueError:  # a port that is not a number
+        return False
+    return same and u.path.startswith(b.path.rstrip("/"))
+
+
 def page_endpoint(url: str) -> str:
     """Where the page may send a replay's request: anywhere, unless CFSM_REPLAY_ENDPOINTS
-    lists the URL prefixes allowed (a deployment others can reach sets it, or turns the tab
-    off: the request comes from the server, inside its network)."""
+    lists the engines allowed (a deployment others can reach sets it, or turns the tab off:
+    the request comes from the server, inside its network)."""
     url = (url or "").strip()
-    allowed = [p.strip() for p in os.environ.get("CFSM_REPLAY_ENDPOINTS", "").split(",")]
-    allowed = [p for p in allowed if p]
-    if allowed and not any(url.startswith(p) for p in allowed):
+    allowed = listed_endpoints()
+    if allowed and not any(_within(url, p) for p in allowed):
         raise CfsmError("invalid_input", f"this server replays only from {', '.join(allowed)}")
     return url
 
 
-def page_key_env(name: str) -> str:
+def page_key_env(name: str, url: str) -> str:
+    """A key's variable for the page: named CFSM_REPLAY_KEY..., and sent only to an engine
+    CFSM_REPLAY_ENDPOINTS lists (a page user names both the variable and the URL)."""
     name = (name or "").strip()
-    if name and not name.startswith(KEY_PREFIX):
+    if not name:
+        return ""
+    if not name.startswith(KEY_PREFIX):
         raise CfsmError("invalid_input", f"the page reads keys only from environment variables "
                         f"named {KEY_PREFIX}...; set one on the server (not {name!r})")  # fmt: skip
+    if not any(_within(url, p) for p in listed_endpoints()):
+        raise CfsmError("invalid_input", "the page sends a key only to engines the server "
+                        "lists in CFSM_REPLAY_ENDPOINTS")  # fmt: skip
     return name
 
 
@@ -69,7 +91,8 @@ def wire_replay(ui: Playground, rp: Replay, hub: EngineHub) -> None:
                                     "paste a response")  # fmt: skip
                 body = request_body(c, inp.prompt or "", model.strip(), values[rp.flavor],
                                     int(inp.max_new or 256))  # fmt: skip
-                resp, source = send(endpoint, body, page_key_env(values[rp.key_env])), "response"
+                key_env = page_key_env(values[rp.key_env], endpoint)
+                resp, source = send(endpoint, body, key_env), "response"
             eng = hub.get(check_page_model(inp.model))
             meta = {"endpoint": (values[rp.endpoint] or "").strip() if source != "pasted" else "",
                     "model": (values[rp.model] or "").strip(), "prompt": inp.prompt or "",
@@ -87,8 +110,9 @@ def wire_replay(ui: Playground, rp: Replay, hub: EngineHub) -> None:
         do_replay,
         PageInputs.widgets(ui, rp.endpoint, rp.model, rp.key_env, rp.flavor, rp.pasted),
         [*rows.widgets(ui), rp.err, rp.md],
-        concurrency_limit=DECODE_SLOTS,
-        concurrency_id="decode",
+        # waiting on another server holds no decoding slot: replays have their own two
+        concurrency_limit=REPLAY_SLOTS,
+        concurrency_id="replay",
     ).then(None, js=SHOW_PLAYGROUND)
 
 

@@ -304,12 +304,11 @@ def what_happened(j: dict) -> str:
 
 def _replay_sentence(trace: dict, s: dict, step: int, tok: str, allowed: int, vocab: int) -> str:
     """A replayed token: what the other engine wrote, against this lab's mask."""
-    out = next((v for v in (trace.get("replay") or {}).get("violations", [])
-                if v["step"] == step), None)  # fmt: skip
-    if out is not None:
+    first = next(iter((trace.get("replay") or {}).get("violations") or []), None)
+    if first is not None and first["step"] == step:
         return (f"Step {step}: the engine wrote {tok}, outside the constraint: it is not among "
                 f"the {allowed:,} tokens the mask allows here.")  # fmt: skip
-    if s.get("char_state") is None:
+    if first is not None and step > first["step"]:
         return f"Step {step}: the engine wrote {tok}, after its output had left the constraint."
     if s["origin"] == "forced":
         return (f"Step {step}: every character of {tok} was fixed by the constraint ({allowed:,} "

@@ -65,6 +65,8 @@ def readable(b: bytes) -> str:
 
 def token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
     d = {"id": tid, "text": texts.text(tid), "origin": origin, "step": step}
+    if texts.token_bytes[tid] is None:
+        d["special"] = True  # no bytes in the output's text: its text is the token's name
     h = texts.hex(tid)
     if h is not None:
         d["hex"] = h

@@ -262,6 +262,8 @@ def _constraint(body: dict) -> tuple[Constraint | None, str | None]:
 def _as_constraint(kind: str, value, ws: str, body: dict) -> Constraint:
     lenient, spec = bool(body.get("lenient")), bool(body.get("spec"))
     if kind == "json":
+        if isinstance(value, dict) and isinstance(value.get("schema"), dict) and "name" in value:
+            value = value["schema"]  # OpenAI's json_schema wrapper given at the top level
         text = value if isinstance(value, str) else json.dumps(value)
         return Constraint.from_inputs("schema", text, ws, lenient, spec)
     if kind == "choice":

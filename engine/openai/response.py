@@ -77,9 +77,11 @@ def answer_parts(trace: dict, api: ApiRequest) -> dict:
     if at is not None:
         parts["content"] = parts["content"][:at]
         parts["spans"] = _cut_spans(parts["spans"], at)
+    complete = [c for c in parts["calls"] if c["function"]["name"]]
+    if complete and (trace["totals"].get("finished") or at is not None):
+        parts["finish"] = "tool_calls"  # an agent loop runs the calls whatever ended the text
+    elif at is not None:
         parts["finish"] = "stop"
-    elif parts["calls"] and trace["totals"].get("finished"):
-        parts["finish"] = "tool_calls"
     elif trace["totals"].get("reason") == "max_new_tokens":
         parts["finish"] = "length"
     else:
@@ -137,7 +139,7 @@ def token_logprobs(trace: dict, top: int, spans: list[tuple[int, int]] | None = 
     steps, text = trace["steps"], trace["text"]
     byte_char, pos, out = char_at_byte(text), 0, []
     for tok in trace["tokens"]:
-        raw = bytes.fromhex(tok["hex"]) if "hex" in tok else tok["text"].encode("utf-8")
+        raw = b"" if tok.get("special") else _raw(tok)
         at = byte_char[pos] if pos < len(byte_char) else len(text)
         pos += len(raw)
         if spans is not None and not any(a <= at < b for a, b in spans):
@@ -149,7 +151,7 @@ def token_logprobs(trace: dict, top: int, spans: list[tuple[int, int]] | None = 
             {
                 "token": tok["text"],
                 "logprob": _log(st["raw_prob"]) if st else 0.0,
-                "bytes": list(raw),
+                "bytes": list(_raw(tok)),
                 "top_logprobs": [
                     {"token": t, "logprob": _log(p), "bytes": list(t.encode("utf-8"))}
                     for _i, t, p in (st["top_raw"][:top] if st else [])
@@ -159,14 +161,19 @@ def token_logprobs(trace: dict, top: int, spans: list[tuple[int, int]] | None = 
     return out
 
 
+def _raw(tok: dict) -> bytes:
+    return bytes.fromhex(tok["hex"]) if "hex" in tok else tok["text"].encode("utf-8")
+
+
 def _log(p: float) -> float:
     return round(math.log(p), 6) if p > 0 else -9999.0
 
 
 def chat_completion(trace: dict, api: ApiRequest, cid: str, trace_id: str | None) -> dict:
     parts = answer_parts(trace, api)
-    msg: dict = {"role": "assistant", "content": parts["content"] if not parts["calls"]
-                 or parts["content"].strip() else None}  # fmt: skip
+    # beside tool calls, no text is null (whitespace stays, as the stream sent it)
+    msg: dict = {"role": "assistant", "content": parts["content"] or None
+                 if parts["calls"] else parts["content"]}  # fmt: skip
     if parts["calls"]:
         msg["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in parts["calls"]]
     if parts["reasoning"] is not None:

@@ -7,8 +7,11 @@ environment variable and never kept."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -78,7 +81,7 @@ def send(endpoint: str, body: dict, key_env: str = "", timeout_s: float = TIMEOU
     req = urllib.request.Request(chat_url(endpoint), json.dumps(body).encode(), headers)
     t0 = time.monotonic()
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+        with OPENER.open(req, timeout=timeout_s) as r, _deadline(r, timeout_s):
             if body.get("stream"):
                 return _chunks(r, t0, timeout_s, max_bytes)
             data = _read(r, t0, timeout_s, max_bytes)
@@ -90,6 +93,37 @@ def send(endpoint: str, body: dict, key_env: str = "", timeout_s: float = TIMEOU
     if len(data) > max_bytes:
         raise CfsmError("input_too_large", f"the response is over {max_bytes // 2**20} MB")
     return _json(data)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error: the request (and its key) goes only to the URL given."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise CfsmError("invalid_input", f"the engine redirected to {newurl}: give that URL")
+
+
+OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+@contextlib.contextmanager
+def _deadline(r, timeout_s: float):
+    """Ends the connection when the whole request passes its time limit (a socket's
+    timeout bounds each read only: a server sending a byte at a time would never hit it)."""
+    sock = getattr(getattr(getattr(r, "fp", None), "raw", None), "_sock", None)
+
+    def cut() -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout_s, cut) if sock is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _late(t0: float, timeout_s: float) -> None:
@@ -107,6 +141,7 @@ def _read(r, t0: float, timeout_s: float, max_bytes: int) -> bytes:
         if total > max_bytes:
             break
         _late(t0, timeout_s)
+    _late(t0, timeout_s)  # cut short by the deadline
     return b"".join(parts)
 
 
@@ -136,4 +171,5 @@ def _chunks(r, t0: float, timeout_s: float, max_bytes: int) -> list[dict]:
                 raise CfsmError("invalid_input", f"the engine's stream failed: {chunk['error']}")
             chunk["_t"] = time.monotonic() - t0
             out.append(chunk)
+    _late(t0, timeout_s)  # cut short by the deadline
     return out

@@ -64,7 +64,16 @@ def _token(item: dict) -> EngineToken:
 
 def from_response(resp) -> tuple[list[EngineToken], str]:
     """(tokens, the text the engine returned). CfsmError where the response has no
-    per-token logprobs to replay (the request must ask for `logprobs`)."""
+    per-token logprobs to replay (the request must ask for `logprobs`), or has them in a
+    shape this does not read."""
+    try:
+        return _from_response(resp)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise CfsmError("invalid_input", "the response's logprobs are not in a shape replay "
+                        f"reads (OpenAI's chat or completion logprobs): {exc}") from None
+
+
+def _from_response(resp) -> tuple[list[EngineToken], str]:
     if isinstance(resp, list):
         return from_chunks(resp)
     if not isinstance(resp, dict):

@@ -57,10 +57,10 @@ class ReplayWalk:
 
     def _alternatives(self, tok: EngineToken, allowed: np.ndarray | None, resolve) -> tuple:
         raw, masked, mass = [], [], 0.0
-        for a in tok.top:
+        for k, a in enumerate(tok.top):
             aid = resolve(a)
             p = round(float(np.exp(max(a.logprob, -700.0))), 6)
-            raw.append([-1 if aid is None else aid, a.text, p])
+            raw.append([-1 - k if aid is None else aid, a.text, p])  # not in this vocabulary
             ok = aid is not None and allowed is not None and _has(allowed, aid)
             if ok:
                 masked.append([aid, a.text, p])
@@ -94,7 +94,8 @@ class ReplayWalk:
                                            masked, mass, tok.ms, char_at))  # fmt: skip
             if allowed is not None:
                 step.mask_key = self.rec.add_mask(allowed, self.ctx.vocab_size)
-                step.allowed_sample = self._sample(m, allowed, tid, p if inside else None, masked)
+                known = tok.prob if inside else None  # a re-tokenized output has none
+                step.allowed_sample = self._sample(m, allowed, tid, known, masked)
             if allowed is not None and not (inside and m.accept_token(tid)):
                 self.violations.append({"step": i, "token_id": tid, "text": step.token_text,
                                         "char_offset": char_at,

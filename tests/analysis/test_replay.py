@@ -146,3 +146,72 @@ def test_a_stream_with_every_logprob_in_one_chunk_times_no_token():
            for c, p, t in zip("ab", lp["content"], (0.1, 0.3), strict=True)]  # fmt: skip
     toks, _ = from_chunks(two)
     assert toks[0].ms is None and toks[1].ms == pytest.approx(200.0)
+
+
+def _serve(handler_body) -> tuple[str, object]:
+    """A local HTTP server answering every POST with `handler_body(self)`."""
+    import http.server
+    import threading
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            handler_body(self)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}/v1", srv
+
+
+def test_the_client_refuses_redirects_and_ends_a_trickling_answer_at_its_deadline():
+    import time
+
+    from engine.replay.client import send
+
+    def redirect(h):
+        h.send_response(302)
+        h.send_header("Location", "http://elsewhere.example/v1/chat/completions")
+        h.end_headers()
+
+    url, srv = _serve(redirect)
+    with pytest.raises(CfsmError, match="redirected"):
+        send(url, {"model": "m"})
+    srv.shutdown()
+
+    def trickle(h):
+        h.send_response(200)
+        h.send_header("Content-Length", "1000")
+        h.end_headers()
+        for _ in range(60):  # a byte every 0.1 s: each read is in time, the whole is not
+            try:
+                h.wfile.write(b" ")
+                h.wfile.flush()
+            except OSError:
+                return
+            time.sleep(0.1)
+
+    url, srv = _serve(trickle)
+    t0 = time.monotonic()
+    with pytest.raises(CfsmError, match="took over"):
+        send(url, {"model": "m"}, timeout_s=1.0)
+    assert time.monotonic() - t0 < 5.0  # the trickle alone lasts 6 s
+    srv.shutdown()
+
+
+def test_malformed_logprobs_are_a_clear_error(compile_engine):
+    bad = {"choices": [{"message": {"content": "x"}, "logprobs": {"content": [None]}}]}
+    with pytest.raises(CfsmError, match="not in a shape"):
+        compile_engine.replay(Constraint.from_inputs("regex", "x"), bad, {})
+
+
+def test_replay_captions_on_a_backend_without_character_states(compile_engine, recorded,
+                                                              character_regex):  # fmt: skip
+    from viz.panels import caption
+
+    c = Constraint.from_inputs("regex", character_regex)
+    tr = compile_engine.replay(c, recorded, {}, backend="xgrammar")
+    assert tr["steps"][20]["char_state"] is None and not tr["replay"]["violations"]
+    assert "jump-forward would have written it" in caption(tr, 20)
+    assert tr["replay"]["forced_tokens"] == 130  # the automaton's analysis, whatever the masks

@@ -290,14 +290,15 @@ def test_a_slot_is_given_back_once_even_by_a_stream_never_started():
     assert adm.n == 0
 
 
-def test_the_page_reads_replay_keys_only_from_its_own_variables():
+def test_the_page_reads_replay_keys_only_from_its_own_variables(monkeypatch):
     from app.replay import page_key_env
     from engine.errors import CfsmError
 
-    assert page_key_env(" CFSM_REPLAY_KEY_VLLM ") == "CFSM_REPLAY_KEY_VLLM"
-    assert page_key_env("") == ""
+    monkeypatch.setenv("CFSM_REPLAY_ENDPOINTS", "http://vllm:8000")
+    assert page_key_env(" CFSM_REPLAY_KEY_VLLM ", "http://vllm:8000/v1") == "CFSM_REPLAY_KEY_VLLM"
+    assert page_key_env("", "http://anywhere/v1") == ""
     with pytest.raises(CfsmError, match="CFSM_REPLAY_KEY"):
-        page_key_env("HF_TOKEN")
+        page_key_env("HF_TOKEN", "http://vllm:8000/v1")
 
 
 def test_a_deployment_can_limit_where_the_page_replays_from(monkeypatch):
@@ -309,3 +310,55 @@ def test_a_deployment_can_limit_where_the_page_replays_from(monkeypatch):
     assert page_endpoint("http://vllm.internal:8000/v1").startswith("http://vllm.internal")
     with pytest.raises(CfsmError, match="replays only from"):
         page_endpoint("http://169.254.169.254/latest/")
+
+
+def test_special_tokens_whitespace_beside_calls_and_a_stop_after_a_call():
+    from engine.openai.response import answer_parts, token_logprobs
+
+    tr = _trace("yes")
+    tr["tokens"] = [{"id": 1, "text": "<think>", "origin": "forced", "step": 0, "special": True},
+                    {"id": 2, "text": "yes", "origin": "model", "step": 1}]  # fmt: skip
+    tr["steps"] = [{"token_id": 1, "raw_prob": 1.0, "top_raw": []},
+                   {"token_id": 2, "raw_prob": 0.5, "top_raw": []}]  # fmt: skip
+    lps = token_logprobs(tr, 0, [(0, 3)])  # the special token takes no place in the text
+    assert [t["token"] for t in lps] == ["<think>", "yes"]
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
+    api = chat(tools=tools, stop=["bye"])
+    call = '{"name": "get", "arguments": {}}'
+    text = " <tool_call>" + call + "</tool_call> ok bye now"
+    segs = [
+        {"index": 0, "kind": "free", "label": "text", "text": " <tool_call>", "char_start": 0},
+        {"index": 1, "kind": "constrained", "label": "tool call", "text": call, "char_start": 12},
+        {"index": 2, "kind": "tag", "label": "tool call end", "text": "</tool_call>",
+         "char_start": 12 + len(call)},
+        {"index": 3, "kind": "free", "label": "text", "text": " ok bye now",
+         "char_start": 24 + len(call)},
+    ]  # fmt: skip
+    parts = answer_parts(_trace(text, segs, reason="stopped"), api)
+    assert parts["content"] == "  ok " and parts["finish"] == "tool_calls"
+    from engine.openai.response import chat_completion
+
+    msg = chat_completion(_trace(" <tool_call>" + call + "</tool_call>", segs[:3]), api, "c", None)
+    assert msg["choices"][0]["message"]["content"] == " "  # as the stream sent it
+
+
+def test_openais_json_schema_wrapper_at_the_top_level_is_unwrapped():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    c = chat(json_schema={"name": "x", "schema": schema, "strict": True}).gen.constraint
+    assert json.loads(c.text) == schema
+
+
+def test_endpoints_are_compared_by_host_and_keys_go_only_to_listed_ones(monkeypatch):
+    from app.replay import page_endpoint, page_key_env
+    from engine.errors import CfsmError
+
+    monkeypatch.setenv("CFSM_REPLAY_ENDPOINTS", "https://api.x.com/v1")
+    assert page_endpoint("https://api.x.com/v1/") == "https://api.x.com/v1/"
+    for bad in ("https://api.x.com.evil.net/v1", "http://api.x.com/v1", "https://api.x.com:444/v1",
+                "https://api.x.com/other"):  # fmt: skip
+        with pytest.raises(CfsmError):
+            page_endpoint(bad)
+    assert page_key_env("CFSM_REPLAY_KEY", "https://api.x.com/v1") == "CFSM_REPLAY_KEY"
+    monkeypatch.delenv("CFSM_REPLAY_ENDPOINTS")
+    with pytest.raises(CfsmError, match="CFSM_REPLAY_ENDPOINTS"):
+        page_key_env("CFSM_REPLAY_KEY", "http://127.0.0.1:9/v1")
