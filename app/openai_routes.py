@@ -174,7 +174,7 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
         threads = admission.threads
         try:  # what can fail before decoding fails before a stream starts: a 400
             await anyio.to_thread.run_sync(_prepare, eng, api, limiter=threads)
-        except BaseException as exc:  # noqa: BLE001 - one JSON error, the server goes on
+        except Exception as exc:  # noqa: BLE001 - one JSON error, the server goes on
             slot.leave()
             return _error(exc, api.constraint_field)
         chat = endpoint == "chat"
@@ -192,7 +192,7 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
             tid = await anyio.to_thread.run_sync(hub.traces.put, trace, limiter=threads)
             build = chat_completion if chat else text_completion
             return JSONResponse(build(trace, api, cid, tid))
-        except BaseException as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - (a cancelled request is not answered)
             return _error(exc)
         finally:
             slot.leave()
