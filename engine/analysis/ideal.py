@@ -6,17 +6,37 @@ from __future__ import annotations
 from ..regex.compressed import CompressedFSM
 
 
-def free_char_flags(cfsm: CompressedFSM, text: str) -> list[bool] | None:
-    """For each character: True when the model had a choice there (not forced)."""
+def free_char_flags(
+    cfsm: CompressedFSM, text: str, past_end: bool | None = None
+) -> list[bool] | None:
+    """For each character: True when the model had a choice there (not forced). Where
+    `text` leaves the automaton: None, or with `past_end` given, the characters from
+    there on flagged `past_end`."""
     s = cfsm.dfa.initial
     flags = []
     for ch in text:
         flags.append(not cfsm.is_jumpable(s))
         nxt = cfsm.dfa.step(s, ch)
         if nxt is None:
-            return None
+            if past_end is None:
+                return None
+            return flags + [past_end] * (len(text) - len(flags))
         s = nxt
     return flags
+
+
+def choice_tokens(
+    flags: list[bool], text: str, token_ids: list[int], token_bytes: list[bytes | None]
+) -> list[bool]:
+    """For each token of `token_ids` (a tokenization of `text`): it holds at least one
+    character flagged free (a token of no bytes holds none)."""
+    byte_char = char_at_byte(text)
+    pos, out = 0, []
+    for tid in token_ids:
+        n = len(token_bytes[tid] or b"")
+        out.append(any(flags[byte_char[j]] for j in range(pos, min(pos + n, len(byte_char)))))
+        pos += n
+    return out
 
 
 def char_at_byte(text: str) -> list[int]:
@@ -35,16 +55,7 @@ def ideal_counts(
     flags = free_char_flags(cfsm, text)
     if flags is None:
         return None
-    # byte offset -> char index
-    byte_char = char_at_byte(text)
-    pos = 0
-    model_tokens = 0
-    for tid in token_ids:
-        b = token_bytes[tid] or b""
-        chars = {byte_char[j] for j in range(pos, min(pos + len(b), len(byte_char)))}
-        pos += len(b)
-        if any(flags[c] for c in chars):
-            model_tokens += 1
+    model_tokens = sum(choice_tokens(flags, text, token_ids, token_bytes))
     end = cfsm.dfa.walk(text)
     stop_choice = 1 if end is not None and cfsm.dfa.trans[end] else 0
     forced_chars = sum(1 for f in flags if not f)

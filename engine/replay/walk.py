@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ..analysis.ideal import char_at_byte, ideal_counts
+from ..analysis.ideal import char_at_byte, choice_tokens, free_char_flags, ideal_counts
 from ..backends import CompiledConstraint, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.sequence import TokenText, token_json
@@ -28,21 +28,8 @@ def forced_flags(dfa: CharDFA | None, text: str, ids: list[int], token_bytes) ->
     automaton count as choices."""
     if dfa is None:
         return [False] * len(ids)
-    cfsm = compressed_of(dfa)
-    free, s = [], dfa.initial
-    for ch in text:  # one walk, stopping where the text leaves the automaton
-        free.append(not cfsm.is_jumpable(s))
-        s = dfa.step(s, ch)
-        if s is None:
-            break
-    free += [True] * (len(text) - len(free))
-    byte_char, out, pos = char_at_byte(text), [], 0
-    for tid in ids:
-        n = len(token_bytes[tid] or b"")
-        chars = {byte_char[j] for j in range(pos, min(pos + n, len(byte_char)))}
-        pos += n
-        out.append(not any(free[c] for c in chars))
-    return out
+    flags = free_char_flags(compressed_of(dfa), text, past_end=True)
+    return [not c for c in choice_tokens(flags, text, ids, token_bytes)]
 
 
 class ReplayWalk:
