@@ -47,6 +47,16 @@ def char_at_byte(text: str) -> list[int]:
     return out
 
 
+def token_char_starts(text: str, byte_lengths: list[int]) -> list[int]:
+    """For each token (given by its byte length) of a tokenization of `text`, the index of
+    the character it starts in (`len(text)` for one past the end)."""
+    byte_char, pos, out = char_at_byte(text), 0, []
+    for n in byte_lengths:
+        out.append(byte_char[pos] if pos < len(byte_char) else len(text))
+        pos += n
+    return out
+
+
 def ideal_counts(
     cfsm: CompressedFSM, text: str, token_ids: list[int], token_bytes: list[bytes | None]
 ) -> dict | None:

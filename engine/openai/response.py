@@ -9,7 +9,7 @@ import math
 import time
 import uuid
 
-from ..analysis.ideal import char_at_byte
+from ..analysis.ideal import token_char_starts
 from ..decoding.trace import time_saved
 from ..triggers.tools import split_call, tool_format
 from .request import ApiRequest
@@ -136,12 +136,10 @@ def token_logprobs(trace: dict, top: int, spans: list[tuple[int, int]] | None = 
     without): the model's log-probability before the mask (as vLLM reports it), and its
     `top` alternatives. A jumped token had no forward pass: logprob 0 (the constraint left
     no choice) and no alternatives."""
-    steps, text = trace["steps"], trace["text"]
-    byte_char, pos, out = char_at_byte(text), 0, []
-    for tok in trace["tokens"]:
-        raw = b"" if tok.get("special") else _raw(tok)
-        at = byte_char[pos] if pos < len(byte_char) else len(text)
-        pos += len(raw)
+    steps, tokens = trace["steps"], trace["tokens"]
+    lengths = [0 if tok.get("special") else len(_raw(tok)) for tok in tokens]
+    out = []
+    for tok, at in zip(tokens, token_char_starts(trace["text"], lengths), strict=True):
         if spans is not None and not any(a <= at < b for a, b in spans):
             continue
         st = steps[tok["step"]] if tok.get("origin") != "jump" and tok["step"] >= 0 else None

@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ..analysis.ideal import char_at_byte, choice_tokens, free_char_flags, ideal_counts
+from ..analysis.ideal import choice_tokens, free_char_flags, ideal_counts, token_char_starts
 from ..backends import CompiledConstraint, TokenizerContext
 from ..constraint import Constraint
 from ..decoding.sequence import TokenText, token_json
@@ -67,17 +67,15 @@ class ReplayWalk:
     def run(self, tokens: list[EngineToken], ids: list[int], text: str, resolve) -> list[bool]:
         m, t = self.compiled.matcher(), self.ctx.vocab.token_bytes
         forced = forced_flags(self.dfa, text, ids, t)
-        byte_char, pos = char_at_byte(text), 0
-        for i, (tok, tid) in enumerate(zip(tokens, ids, strict=True)):
-            char_at = byte_char[pos] if pos < len(byte_char) else len(text)
-            pos += len(t[tid] or b"")
+        starts = token_char_starts(text, [len(t[tid] or b"") for tid in ids])
+        for i, (tok, tid, char_at) in enumerate(zip(tokens, ids, starts, strict=True)):
             state = m.state_info() if not self.violations else {}
             allowed = m.allowed_ids() if not self.violations else None
             inside = allowed is not None and _has(allowed, tid)
             raw, masked, mass = self._alternatives(tok, allowed, resolve)
             p = tok.prob if tok.prob is not None else 0.0
-            text = self.texts.text(tid)
-            step = self.rec.add_step(_step(i, state, allowed, tid, text, forced[i], p, raw,
+            shown = self.texts.text(tid)
+            step = self.rec.add_step(_step(i, state, allowed, tid, shown, forced[i], p, raw,
                                            masked, mass, tok.ms, char_at))  # fmt: skip
             if allowed is not None:
                 step.mask_key = self.rec.add_mask(allowed, self.ctx.vocab_size)
