@@ -128,11 +128,16 @@ class Doctor:
     plot: Any
 
 
+# Tabs whose boxes a user types into are rendered with the page (`render_children`):
+# Gradio mounts a hidden tab's contents when it is first shown and resets its boxes to
+# their initial values a few tens of ms later, dropping what was typed or pasted at once.
+
+
 def _constraint_inputs(P: dict, first: str) -> dict:
     w: dict = {}
     w["preset"] = gr.Dropdown([*P, CUSTOM], value=first, label="Preset", elem_id="preset")
     with gr.Tabs(selected="regex") as w["ctabs"]:
-        with gr.Tab("Regex", id="regex") as w["tab_rx"]:
+        with gr.Tab("Regex", id="regex", render_children=True) as w["tab_rx"]:
             w["rx"] = gr.Textbox(
                 P[first]["text"],
                 label="Regex (full match, Python syntax)",
@@ -140,7 +145,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
                 elem_id="regex-input",
             )
             w["rx_err"] = gr.HTML("", elem_id="regex-error")
-        with gr.Tab("JSON schema", id="schema") as w["tab_sch"]:
+        with gr.Tab("JSON schema", id="schema", render_children=True) as w["tab_sch"]:
             w["sch"] = gr.Code(
                 P["Person (JSON schema)"]["text"],
                 language="json",
@@ -148,7 +153,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
                 elem_id="schema-input",
             )
             w["sch_err"] = gr.HTML("", elem_id="schema-error")
-        with gr.Tab("Grammar", id="grammar") as w["tab_g"]:
+        with gr.Tab("Grammar", id="grammar", render_children=True) as w["tab_g"]:
             w["gram"] = gr.Textbox(
                 P["Colour (EBNF grammar)"]["text"],
                 lines=4,
@@ -156,7 +161,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
                 label="Grammar: EBNF for xgrammar, Lark for llguidance",
             )
             w["gram_err"] = gr.HTML("", elem_id="grammar-error")
-        with gr.Tab("Tools", id="tools") as w["tab_tools"]:
+        with gr.Tab("Tools", id="tools", render_children=True) as w["tab_tools"]:
             w["tools"] = gr.Code(
                 P[TOOLS_PRESET]["text"],
                 language="json",
@@ -204,7 +209,10 @@ def _constraint_inputs(P: dict, first: str) -> dict:
             "engine's layer (every backend); auto = native where the backend has it",
             elem_id="trigger-impl",
         )
-    with gr.Accordion("Test strings", open=False, elem_id="test-strings"):
+    # open from the start, as regex101's test strings are: Gradio mounts a closed accordion's
+    # contents only when it opens, then resets the new box to its initial value a few tens
+    # of ms later, so text typed or pasted at once was lost and Check saw an empty box
+    with gr.Accordion("Test strings", open=True, elem_id="test-strings"):
         w["ts_text"] = gr.Textbox(
             "",
             lines=3,
@@ -379,7 +387,7 @@ def doctor_tab() -> Doctor:
 
 def replay_tab() -> Replay:
     w: dict = {}
-    with gr.Tab("Replay", id="replay"):
+    with gr.Tab("Replay", id="replay", render_children=True):
         gr.Markdown(
             "Another engine's output for the Playground's constraint and prompt, walked through "
             "this lab's automaton and masks: which of its tokens were forced (jump-forward "

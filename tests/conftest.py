@@ -64,9 +64,9 @@ def tokenizer(ctx):
 
 
 @pytest.fixture(scope="session")
-def app_url(engine):
+def app_server(engine):
     """`cfsm serve` in this process (page and /v1 API), shared by the browser and API
-    tests; its hub loads the embedded model once more, as a server does."""
+    tests, as (url, hub); its hub loads the embedded model once more, as a server does."""
     import socket
 
     from app.main import serve
@@ -77,8 +77,13 @@ def app_url(engine):
     # a raised state limit: the stop test needs a compile that takes seconds (a 2^18-state DFA)
     demo, hub = serve(port=port, prevent_thread_lock=True, max_states=1_000_000)
     hub.get()  # the API answers 503 until the model is loaded
-    yield f"http://127.0.0.1:{port}"
+    yield f"http://127.0.0.1:{port}", hub
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_server):
+    return app_server[0]
 
 
 def pytest_configure(config):

@@ -105,4 +105,9 @@ def test_strings_html(results: list[dict]) -> str:
             for w in r.get("warnings") or []
         )
         rows.append(f"<div class='ts-row'>{badge} <code>{body}</code>{hint}{warn}</div>")
+    if not results:  # a click always gets a visible answer (an empty one read as a hang)
+        rows.append(
+            "<div class='ts-empty cfsm-muted'>Nothing to check: type one text per line in the "
+            "box above, then Check.</div>"
+        )
     return "<div id='test-strings-result'>" + "".join(rows) + "</div>"

@@ -17,6 +17,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _free_port() -> int:
@@ -39,19 +48,7 @@ def page(app_url):
     user_dir = ARTIFACTS / "chromium-profile"
     shutil.rmtree(user_dir, ignore_errors=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         pg = browser.new_page(viewport={"width": 1500, "height": 1100})
         pg.goto(app_url, wait_until="domcontentloaded")
         yield pg
@@ -580,19 +577,23 @@ def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
 
 
 def _check_test_strings(page, lines: str):
-    """Open the Test strings panel, check `lines`, and return its rows; an error the panel
-    shows fails the test with its text (instead of a timeout)."""
-    page.locator("#test-strings").click()  # open the accordion
-    page.locator("#test-strings-input textarea").fill(lines)
+    """Check `lines` in the Test strings panel (open with the page) and return its rows; an
+    error or an empty answer fails the test with the panel's text (instead of a timeout)."""
+    box = page.locator("#test-strings-input textarea")
+    if not box.is_visible():  # a test closed the panel
+        page.locator("#test-strings").get_by_text("Test strings").click()
+    box.fill(lines)
+    old = page.evaluate("document.querySelector('#test-strings-result')?.outerHTML || ''")
     page.locator("#test-strings-run").click()
-    # its compile may be a compile worker's first, set up then (seconds alone; twice in full
-    # suites on 2 cores, since the /v1 change, past 120 s: cause not found)
-    page.wait_for_selector(
-        "#test-strings-result .ts-row, #test-strings-output .cfsm-error", timeout=300_000
+    page.wait_for_function(
+        "(old) => { const r = document.querySelector('#test-strings-result');"
+        " const e = document.querySelector('#test-strings-output .cfsm-error');"
+        " return e || (r && r.outerHTML !== old && (r.querySelector('.ts-row, .ts-empty'))); }",
+        arg=old,
+        timeout=60_000,
     )
-    assert page.locator("#test-strings-output .cfsm-error").count() == 0, page.locator(
-        "#test-strings-output"
-    ).inner_text()
+    out = page.locator("#test-strings-output")
+    assert out.locator(".cfsm-error, .ts-empty").count() == 0, out.inner_text()
     return page.locator("#test-strings-result .ts-row")
 
 
@@ -1135,3 +1136,98 @@ def test_the_replay_tab_draws_llama_servers_tokens_and_its_own_endpoints(
     )
     page.goto(app_url, wait_until="domcontentloaded")
     page.wait_for_selector("#step-slider", timeout=60_000)
+
+
+def _wait_text(page, selector: str, needle: str, old: str = "", timeout: int = 60_000) -> str:
+    """Until `selector`'s text holds `needle` and differs from `old` (this click's answer,
+    not the last one); returns it."""
+    page.wait_for_function(
+        "([s, n, o]) => { const t = document.querySelector(s)?.innerText || '';"
+        " return t.includes(n) && t !== o; }",
+        arg=[selector, needle, old],
+        timeout=timeout,
+    )
+    return page.locator(selector).inner_text()
+
+
+def _text(page, selector: str) -> str:
+    return page.evaluate(f"document.querySelector({selector!r})?.innerText || ''")
+
+
+def _every_button_answers(page, app_url: str, regex: str, after: str) -> None:
+    """Run, Check, Compare, Doctor and Replay, each clicked once on `regex` (one a round,
+    so that no answer equals the last one), each answered on the page."""
+    page.get_by_role("tab", name="Playground").click()
+    page.locator("#regex-input textarea").fill(regex)
+    page.locator("#prompt textarea").fill("Is water wet? Answer yes or no.")
+    old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
+    page.locator("#run").click()
+    _wait_new_view(page, old)
+    answer = page.locator("#output-text").inner_text()
+    assert re.fullmatch(regex, answer), (after, answer)
+    rows = _check_test_strings(page, f"{answer}\nmaybe?")
+    assert "match" in rows.nth(0).inner_text(), after
+    assert "leaves at byte" in rows.nth(1).inner_text(), after
+    page.get_by_role("tab", name="Compare").click()
+    old = _text(page, "#compare-table")
+    page.locator("#compare-run").click()
+    table = _wait_text(page, "#compare-table", "forward passes", old)
+    assert "masked / fsm" in table and "jump / fsm" in table, (after, table)
+    page.get_by_role("tab", name="Doctor").click()
+    old = _text(page, "#doctor-report")
+    page.locator("#doctor-run").click()
+    report = _wait_text(page, "#doctor-report", "Ideal forward-pass reduction", old)
+    assert "synthesized samples" in report and "states" in report, (after, report)
+    page.get_by_role("tab", name="Replay").click()
+    page.locator("#replay-pasted textarea").fill("")
+    page.locator("#replay-endpoint textarea").fill(f"{app_url}/v1")
+    page.locator("#replay-model textarea").fill("embedded")
+    old = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.locator("#replay-run").click()
+    _wait_new_view(page, old)
+    assert f"Replay of embedded at {app_url}/v1" in _text(page, "#summary"), after
+
+
+def test_every_button_answers_after_a_failed_run_a_stop_and_a_compile_timeout(page, app_server):
+    """The clicks that start work are each answered after the three ways a run ends
+    badly, on a page of its own (a Check that came to nothing once left its panel empty)."""
+    app_url, hub = app_server
+    cache = hub.get().cache
+    ctx = page.context.browser.new_context(viewport={"width": 1500, "height": 1100})
+    pg = ctx.new_page()
+    try:
+        _badly_ended_runs_then_every_button(pg, app_url, cache)
+    finally:
+        ctx.close()
+
+
+def _badly_ended_runs_then_every_button(page, app_url: str, cache) -> None:
+    page.goto(app_url, wait_until="domcontentloaded")
+    page.wait_for_function(
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=60_000,
+    )
+    box = page.locator("#regex-input textarea")
+    # a failed run
+    box.fill("a(b")
+    page.locator("#run").click()
+    _wait_text(page, "#run-error", "invalid_regex")
+    _every_button_answers(page, app_url, "(yes|no)", "a failed run")
+    # Stop while decoding
+    box.fill("[a-z ]{300,400}")
+    page.locator("#run").click()
+    page.wait_for_function(
+        "document.querySelectorAll('#live-strip .cfsm-chip').length > 3", timeout=60_000
+    )
+    page.locator("#stop").click()
+    _wait_text(page, "#stop-message", "Stopped after")
+    _every_button_answers(page, app_url, "(yes|no|maybe)", "Stop")
+    # a compile past its time limit (lowered for this run: the default is 20 s)
+    saved, cache.timeout_s = cache.timeout_s, 0.5
+    try:
+        box.fill("(a|b)*a(a|b){19}")
+        page.locator("#run").click()
+        _wait_text(page, "#run-error", "compile_timeout")
+    finally:
+        cache.timeout_s = saved
+    _every_button_answers(page, app_url, "(Yes|No)", "a compile timeout")
