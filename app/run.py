@@ -102,10 +102,16 @@ def stop_reply(h: RunHandle | None, trace, collapse: bool, whole: bool, raw: boo
             view_rest=rest,
             dl_trace=write_trace_file(done),
         )
-    line = h.stop()
+    return STOP_OUTPUTS.set(**stopped_view(h.stop(), trace, collapse, whole, raw))
+
+
+def stopped_view(line: str, trace, collapse: bool, whole: bool, raw: bool) -> dict:
+    """What the page shows once a run is stopped: the stop line, and the previous run's
+    view back. Sent by Stop, and again as the stopped run's last update (an update it had
+    streamed before the click may arrive after Stop's)."""
     view = step_view_html(trace, collapse, whole, raw) if trace else empty_view(NO_RUN)
     below = " The view and figures below are the previous run's." if trace else ""
-    return STOP_OUTPUTS.set(
+    return dict(
         stop_msg=line, view=view, summary=f"**{line}**{below}", cards=_cards_of(trace), live=""
     )
 
@@ -145,16 +151,31 @@ def run_streamer(ui, hub: EngineHub):
             eng = hub.get(check_page_model(inp.model))
             for c in eng.compile_targets(req):
                 yield from _compile_progress(eng, c, inp.backend, handle, out)
+            if handle.event.is_set():
+                yield out.set(
+                    **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw)
+                )
+                return  # (Stop's own reply said the same)
             handle.set_phase("decoding")
             trace = yield from _decode_streaming(eng, req, handle, out)
+            if handle.event.is_set():
+                yield out.set(
+                    **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw)
+                )
+                return
             first, rest = finished_run(trace, inp.collapse, inp.whole, inp.raw)
             yield out.set(**first)
             handle.unsent = (trace, rest)  # the view is shown: Stop sends the rest (stop_reply)
             # below the step view, after it: the timeline and the permalink; then what only a
             # scrub or a download needs. The trace file goes in the last update: a file
             # output set in an earlier one stayed "Uploading..." with no link (Gradio 6)
-            yield out.set(timeline=draw_timeline(trace), permalink=inp.permalink())
-            yield out.set(view_rest=rest, dl_trace=write_trace_file(trace))
+            for last in (
+                dict(timeline=draw_timeline(trace), permalink=inp.permalink()),
+                dict(view_rest=rest, dl_trace=write_trace_file(trace)),
+            ):
+                if handle.event.is_set():
+                    return  # Stop sent what was left (stop_reply)
+                yield out.set(**last)
             handle.unsent = None
         except GeneratorExit:
             handle.event.set()
@@ -181,6 +202,8 @@ def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHand
     fut = eng.cache.submit(constraint, backend)
     t0 = time.time()
     while not fut.done():
+        if handle.event.is_set():
+            return  # the compile goes on in the background; the run ends here
         yield out.set(
             summary=f"Compiling the {constraint.kind} for {backend} \u2026 {time.time() - t0:.1f} s"
         )
@@ -234,7 +257,7 @@ def write_trace_file(trace: dict) -> str:
 def wire_run(ui: Playground, hub: EngineHub) -> None:
     outputs = RUN_OUTPUTS.widgets(ui)
     ui.run_btn.click(None, js="() => { window.cfsm && window.cfsm.stale(); }", queue=False)
-    run_evt = ui.run_btn.click(
+    ui.run_btn.click(
         run_streamer(ui, hub),
         PageInputs.widgets(ui),
         outputs,
@@ -245,11 +268,13 @@ def wire_run(ui: Playground, hub: EngineHub) -> None:
         show_progress="hidden",
     )
 
+    # Stop flips the run's switch, and the run's handler ends by itself at its next step.
+    # Gradio's `cancels` once did it, but a run cancelled mid-stream left the page thinking
+    # it was still pending, and every later Run click was dropped (its trigger mode: once).
     ui.stop_btn.click(
         stop_reply,
         [ui.stop, ui.trace, ui.collapse, ui.whole, ui.raw],
         STOP_OUTPUTS.widgets(ui),
-        cancels=[run_evt],
         queue=False,
     )
     # scrubbing and playing happen in the browser (viz/static/step_view.js): no server round trip

@@ -14,7 +14,7 @@ from engine.analysis.check import check_text
 from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import MODES, TRIGGER_IMPLS, GenerateRequest
-from engine.errors import CfsmError
+from engine.errors import CfsmError, internal_error
 from engine.lazy import lazy_module
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
 from engine.regex.compressed import CompressedFSM
@@ -439,6 +439,20 @@ def _check_line(eng, obj) -> list[dict]:
     return out
 
 
+def read_user_file(path: str, what: str, limit: int) -> str:
+    """A file the user named, as text: a missing, unreadable, too large or non-UTF-8 file
+    is the user's error (`invalid_input`, `input_too_large`), named with its flag."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > limit:
+            raise CfsmError("input_too_large", f"{what} {path} is over {limit:,} bytes")
+        return p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CfsmError("invalid_input", f"{what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CfsmError("invalid_input", f"{what} {path} is not UTF-8 text: {exc}") from None
+
+
 def _read_jsonl(path: str):
     """The lines of a JSONL file, one at a time (a file of any length in bounded memory):
     each non-blank line as its parsed value, or as the CfsmError that says why it is not
@@ -459,10 +473,7 @@ def _read_jsonl(path: str):
 def _line_error(exc: BaseException) -> dict:
     """One request line's failure as its answer: the error's own kind, or `internal` (a
     bug: every `internal` answer has a test that it no longer happens)."""
-    if isinstance(exc, CfsmError):
-        return exc.to_json()
-    message = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return {"error": {"kind": "internal", "message": message}}
+    return (exc if isinstance(exc, CfsmError) else internal_error(exc)).to_json()
 
 
 class BatchTally:
@@ -512,10 +523,12 @@ def cmd_replay(args) -> int:
     if c is None:
         raise CfsmError("invalid_input", "give --regex, --schema or --grammar")
     if args.response:
-        p = Path(args.response)
-        if p.stat().st_size > MAX_RESPONSE_FILE_BYTES:
-            raise CfsmError("input_too_large", f"{p} is over 16 MB")
-        resp, source = json.loads(p.read_text(encoding="utf-8")), "file"
+        text = read_user_file(args.response, "--response", MAX_RESPONSE_FILE_BYTES)
+        try:
+            resp, source = json.loads(text), "file"
+        except (ValueError, RecursionError) as exc:
+            msg = f"--response {args.response}: not JSON: {exc}"
+            raise CfsmError("invalid_input", msg) from None
     elif args.endpoint and args.model:
         body = request_body(c, args.prompt, args.model, args.flavor, args.max_tokens, args.stream)
         resp = send(args.endpoint, body, args.api_key_env or "", args.timeout)
@@ -735,19 +748,19 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(exc.to_json(), ensure_ascii=False))
         else:
             print(f"error ({exc.kind}): {exc.message}", file=sys.stderr)
-        return 2
+        return exc.spec.exit_code  # 2 for bad input (errors.ErrorKind)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `cfsm ... | head`: the reader left; nothing more to say
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout's own close must not raise
         return 0
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
-        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+        err = internal_error(exc)
         if as_json:
-            print(json.dumps({"error": {"kind": "internal", "message": msg}}))
+            print(json.dumps(err.to_json(), ensure_ascii=False))
         else:
-            print(f"internal error: {msg}", file=sys.stderr)
-        return 1
+            print(f"internal error: {err.message}", file=sys.stderr)
+        return err.spec.exit_code
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ MAX_PROMPT_CHARS = _int("CFSM_MAX_PROMPT_CHARS", 20_000)
 MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)
 MAX_REGEX_CHARS = _int("CFSM_MAX_REGEX_CHARS", 20_000)
 MAX_SCHEMA_CHARS = _int("CFSM_MAX_SCHEMA_CHARS", 200_000)
+# the regex a schema lowers to, checked while it is built (engine/schema/budget.py)
+MAX_SCHEMA_REGEX_CHARS = _int("CFSM_MAX_SCHEMA_REGEX_CHARS", 2_000_000)
 MAX_GRAMMAR_CHARS = _int("CFSM_MAX_GRAMMAR_CHARS", 100_000)
 
 # Every cache of compiled constraints, token indexes, device masks and automata shares one

@@ -241,6 +241,7 @@ class ObjectCompiler:
         self, members: list[tuple[str, bool]], extra: str | None, room: int | None
     ) -> str | None:
         item = self.sep.item
+        self.c.budget.charge(_listed_size(members, item), self.ptr)  # before it is built
         listed = _listed(members, item)
         can_be_empty = not any(r for _, r in members)
         if extra is None:
@@ -283,6 +284,21 @@ def _region(chosen: set[int], n: int, has_names: bool):
 
 def _all_of(subs: list):
     return subs[0] if len(subs) == 1 else {"allOf": subs}
+
+
+def _listed_size(members: list[tuple[str, bool]], item: str) -> int:
+    """The length of `_listed`'s regex, known before it is written: each alternative
+    copies every later member (optional ones as `(,x)?`)."""
+    total, tail = 0, 0
+    sizes = [len(m) for m, _ in members]
+    first_required = next((i for i, (_, r) in enumerate(members) if r), len(members) - 1)
+    tails = [0] * (len(members) + 1)
+    for i in range(len(members) - 1, -1, -1):
+        tail = sizes[i] + len(item) + (0 if members[i][1] else 3)
+        tails[i] = tails[i + 1] + tail
+    for i in range(first_required + 1):
+        total += sizes[i] + tails[i + 1] + 1
+    return total
 
 
 def _listed(members: list[tuple[str, bool]], item: str) -> str | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..regex.sets import sre_parse
+from .budget import LoweringBudget
 from .ecma import ecma_schema
 from .formats import FORMATS
 from .numbers import (
@@ -87,6 +88,7 @@ class SchemaCompiler(NumberKeywords):
         whitespace: str = "compact",
         lenient: bool = False,
         spec: bool = False,
+        budget: LoweringBudget | None = None,
     ) -> None:
         self.root = root
         self.sep = Separators.of(whitespace)
@@ -97,6 +99,8 @@ class SchemaCompiler(NumberKeywords):
         )
         self.warnings: list[str] = []
         self.refs = RefResolver(root, REF_DEPTH)
+        self.budget = budget or LoweringBudget()
+        self._by_ref: dict[tuple, str | None] = {}  # a $ref lowered once per recursion path
 
     def compile(self) -> SchemaRegex:
         try:
@@ -126,18 +130,29 @@ class SchemaCompiler(NumberKeywords):
 
     # -- dispatch ----------------------------------------------------------------
     def node(self, s, ptr: str) -> str | None:
+        """The regex of the value `s` describes, within the lowering's budget."""
+        self.budget.check(ptr)
         if s is True or s == {}:
             return self.any_value(ANY_DEPTH)
         if s is False:
             return None
         if not isinstance(s, dict):
             raise CfsmError("invalid_schema", f"schema at {ptr or '/'} is not an object or boolean")
+        key = _ref_key(s, self.refs.stack)
+        if key is not None and key in self._by_ref:
+            return self._by_ref[key]  # the same $ref on the same path: the same regex
         with self.refs.entering(s, ptr) as (s, ptr):
             if s is None or s is False:
-                return None
-            if s is True:
-                return self.any_value(ANY_DEPTH)
-            return self._node(s, ptr)
+                rx = None
+            elif s is True:
+                rx = self.any_value(ANY_DEPTH)
+            else:
+                rx = self._node(s, ptr)
+        if rx is not None:
+            self.budget.charge(len(rx), ptr)
+        if key is not None:
+            self._by_ref[key] = rx
+        return rx
 
     def _node(self, s: dict, ptr: str) -> str | None:
         s = self.flatten_all_of(dict(s), ptr)
@@ -410,6 +425,15 @@ class SchemaCompiler(NumberKeywords):
         return f"({scalars[1:-1]}|{arr}|{obj})"
 
 
+def _ref_key(s: dict, stack: list) -> tuple | None:
+    """A plain `{"$ref": ...}` (nothing beside it) lowers alike wherever it is met with the
+    same references being expanded around it: its memo key; None for any other node."""
+    ref = s.get("$ref")
+    if not isinstance(ref, str) or len(s) != 1:
+        return None
+    return (ref, tuple(stack))
+
+
 def _sequence(prefix: list[str], rest: str | None, lo: int, hi: int | None, sep: str) -> str | None:
     """Array body: prefix items then `rest` items, with lo..hi elements in all."""
     k = len(prefix)
@@ -449,8 +473,6 @@ def _counted(unit: str, lo: int, hi: int | None) -> str:
         if lo == hi
         else f"{{{lo},{hi}}}"
     )
-
-
 
 
 def _width(rx: str) -> tuple[int, int]:

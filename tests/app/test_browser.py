@@ -1036,12 +1036,20 @@ def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_gramma
     page.screenshot(path=str(ARTIFACTS / "tool-call-view.png"), full_page=True)
 
 
-def _wait_new_view(page, old: str) -> None:
-    page.wait_for_function(
-        f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
-        f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
-        timeout=120_000,
-    )
+def _wait_new_view(page, old: str, timeout: int = 120_000) -> None:
+    """Until a run other than `old` is drawn; past `timeout`, fail with what the page says."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            f"(() => {{ const v = document.querySelector('#step-view'); return v && "
+            f"v.dataset.run && v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
+            timeout=timeout,
+        )
+    except PlaywrightTimeout:
+        said = {s: _text(page, s) for s in ("#summary", "#run-error", "#stop-message")}
+        msg = f"no new step view in {timeout / 1000:g} s; the page: {said}"
+        raise AssertionError(msg) from None
 
 
 def _wait_playground_shown(page) -> None:
@@ -1162,7 +1170,7 @@ def _every_button_answers(page, app_url: str, regex: str, after: str) -> None:
     page.locator("#prompt textarea").fill("Is water wet? Answer yes or no.")
     old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
     page.locator("#run").click()
-    _wait_new_view(page, old)
+    _wait_new_view(page, old, 60_000)
     answer = page.locator("#output-text").inner_text()
     assert re.fullmatch(regex, answer), (after, answer)
     rows = _check_test_strings(page, f"{answer}\nmaybe?")

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from engine.errors import CfsmError
 from engine.openai.errors import ApiError
 from engine.openai.request import read_request, regex_literal
 from engine.openai.stream import ChunkWriter, live_parts
@@ -202,7 +203,7 @@ def test_the_routes_answer_503_while_loading_and_429_when_full():
     body = {"model": "some/model-that-is-not-here", "messages": USER}
     r = client.post("/v1/chat/completions", json=body)
     assert r.status_code == 503 and r.headers["retry-after"] == "5"
-    assert r.json()["error"]["code"] == "model_not_ready"
+    assert r.json()["error"]["code"] == "model_loading"
     assert client.get("/v1/models").json()["data"][0]["id"] == "some/model-that-is-not-here"
     hub._engines[hub.default] = object()  # loaded (the engine is never reached: full first)
     full = FastAPI()
@@ -212,6 +213,43 @@ def test_the_routes_answer_503_while_loading_and_429_when_full():
     assert r.json()["error"]["type"] == "rate_limit_error"
     r = client.post("/v1/chat/completions", content=b"{nope")
     assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+
+
+def test_the_openai_client_retries_a_full_server_and_unknown_paths_are_openai_errors():
+    """429 (full) is retried by the official client as its docs say (after Retry-After);
+    every other /v1 path answers in OpenAI's error shape (404, or 405 for a known path)."""
+    import openai
+    from fastapi import FastAPI, Request
+    from fastapi.testclient import TestClient
+
+    from app.openai_routes import openai_router
+    from app.state import EngineHub
+
+    hub = EngineHub("m")
+    hub._engines[hub.default] = object()  # loaded; never reached: the server is full first
+    app = FastAPI()
+    app.include_router(openai_router(hub, max_in_flight=0))
+    seen: list[str] = []
+
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        seen.append(request.url.path)
+        return await call_next(request)
+
+    http = TestClient(app)
+    client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http,
+                           max_retries=1)  # fmt: skip
+    with pytest.raises(openai.RateLimitError) as got:
+        client.chat.completions.create(model="m", messages=USER)
+    assert seen == ["/v1/chat/completions"] * 2  # asked again once
+    assert got.value.response.headers["retry-after"] == "1"
+    assert got.value.body["code"] == "busy"
+    r = http.post("/v1/embeddings", json={"model": "m", "input": "x"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_endpoint"
+    assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    r = http.get("/v1/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert http.get("/v1/models").json()["data"][0]["id"] == "m"  # the real routes first
 
 
 def test_a_trigger_the_model_wrote_is_not_part_of_the_answer():
@@ -273,7 +311,7 @@ def test_a_slot_is_given_back_once_even_by_a_stream_never_started():
 
     adm = Admission(limit=1)
     slot = adm.enter()
-    with pytest.raises(ApiError):
+    with pytest.raises(CfsmError, match="busy"):
         adm.enter()
     slot.leave()
     slot.leave()

@@ -375,8 +375,8 @@ def test_a_full_cache_makes_requests_wait_and_each_equals_its_single_run(
 
 @pytest.mark.model
 def test_a_request_that_cannot_fit_alone_fails_and_the_others_finish(small_cache, engine):
-    """Only a request whose own prompt and output exceed the cache is refused (busy, with
-    the cells it needs); the request beside it decodes to its end."""
+    """Only a request whose own prompt and output exceed the cache is refused
+    (exceeds_capacity, with the cells it needs); the request beside it decodes to its end."""
     c = Constraint("regex", "(yes|no)")
     comp = engine.compile(c, "fsm").compiled
     big = small_cache.sequence(
@@ -386,7 +386,7 @@ def test_a_request_that_cannot_fit_alone_fails_and_the_others_finish(small_cache
         GenerateRequest(prompt="Is water wet?", constraint=c, mode="jump"), comp
     )
     small_cache.run_many([big, ok])
-    assert isinstance(big.error, CfsmError) and big.error.kind == "busy"
+    assert isinstance(big.error, CfsmError) and big.error.kind == "exceeds_capacity"
     assert "KV cells" in big.error.message and "512" in big.error.message
     assert ok.error is None and ok.finished
     assert small_cache.texts.bytes(ok.out_ids).decode() in ("yes", "no")
