@@ -32,6 +32,7 @@ from .openai_routes import openai_router
 from .presets import presets
 from .replay import replay_enabled, wire_replay
 from .run import wire_run, wire_trace_link
+from .serving_routes import serving_router
 from .state import DECODE_SLOTS, EngineHub
 
 # The step view carries its data in an inert <script type="application/json">, read by the
@@ -238,6 +239,7 @@ def serve(
         run_history=False,
     )
     demo.app.include_router(openai_router(hub))  # the OpenAI-compatible API, under /v1
+    demo.app.include_router(serving_router(hub))  # /health, /version, /tokenize, /metrics
     if not prevent_thread_lock:
         demo.block_thread()
     return demo, hub

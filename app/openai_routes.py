@@ -139,7 +139,8 @@ def model_ids(hub: EngineHub) -> list[str]:
     return [hub.default]
 
 
-async def _body(request: Request) -> dict:
+async def read_body(request: Request) -> dict:
+    """The request's JSON body, within MAX_BODY_BYTES (413 past it, 400 if not JSON)."""
     if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
         raise ApiError(413, f"the request body is over {MAX_BODY_BYTES // 2**20} MB",
                        code="input_too_large")  # fmt: skip
@@ -156,6 +157,7 @@ async def _body(request: Request) -> dict:
 def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITING) -> APIRouter:
     router = APIRouter(prefix="/v1")
     admission = Admission(max_in_flight)
+    hub.metrics.count_in_flight(lambda: admission.n)
 
     @router.get("/models")
     def list_models():
@@ -165,7 +167,7 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
 
     async def complete(request: Request, endpoint: str):
         try:
-            body = await _body(request)
+            body = await read_body(request)
             eng = _engine(hub)
             api = read_request(body, endpoint, model_ids(hub))
             slot = admission.enter()
@@ -190,6 +192,7 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
         try:
             trace = await _decode(ApiRun(eng, api), request, threads)
             tid = await anyio.to_thread.run_sync(hub.traces.put, trace, limiter=threads)
+            hub.metrics.finished(trace)
             build = chat_completion if chat else text_completion
             return JSONResponse(build(trace, api, cid, tid))
         except Exception as exc:  # noqa: BLE001 - (a cancelled request is not answered)
@@ -197,13 +200,18 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
         finally:
             slot.leave()
 
+    async def counted(request: Request, endpoint: str):
+        response = await complete(request, endpoint)
+        hub.metrics.answered(response.status_code)  # a stream as it starts: 200
+        return response
+
     @router.post("/chat/completions")
     async def chat_completions(request: Request):
-        return await complete(request, "chat")
+        return await counted(request, "chat")
 
     @router.post("/completions")
     async def completions(request: Request):
-        return await complete(request, "completions")
+        return await counted(request, "completions")
 
     return router
 
@@ -267,6 +275,7 @@ async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, sl
                 tid = await anyio.to_thread.run_sync(
                     hub.traces.put, value, limiter=slot.admission.threads
                 )
+                hub.metrics.finished(value)
                 for c in writer.finish(value, tid):
                     yield _sse(c)
             break

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from engine.errors import CfsmError
+from engine.serving.metrics import ServingMetrics
 from engine.serving.service import Engine
 from engine.serving.trace_store import TraceStore
 from viz.summaries import model_card
@@ -97,6 +98,7 @@ class EngineHub:
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
         self.traces = TraceStore()  # API requests' traces, opened by /?trace=ID
+        self.metrics = ServingMetrics(self.peek)  # this server's own registry (/metrics)
 
     def start(self, name: str | None = None) -> None:
         name = name or self.default

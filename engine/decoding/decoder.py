@@ -165,6 +165,11 @@ class Decoder:
         """No request decoding or waiting in the continuous batch (a moment's answer)."""
         return self._batcher is None or self._batcher.idle()
 
+    def load(self) -> tuple[int, int]:
+        """(requests decoding, requests waiting) in the continuous batch; (0, 0) before it
+        starts. A moment's answer, for a server's metrics."""
+        return (0, 0) if self._batcher is None else self._batcher.load()
+
     def _check_costs(self, step_ms: float, clock: str, prompt_ids: list[int]) -> None:
         """The load-time cost model, measured again when a run's own one-token passes
         disagree with it by more than CostModel.DISAGREE (a busy machine at load skews it),

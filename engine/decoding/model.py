@@ -214,6 +214,17 @@ class LoadedModel:
         return getattr(self.model.config, "model_type", None)
 
     @property
+    def max_model_len(self) -> int | None:
+        """The most tokens one request may hold, prompt and output (vLLM's max_model_len):
+        the model's trained positions, and on llama.cpp no more than its KV cache."""
+        if self.runtime == "llamacpp":
+            arch = self.model.meta("general.architecture")
+            trained = self.model.meta(f"{arch}.context_length") if arch else None
+            n_ctx = int(self.model.n_ctx)
+            return min(n_ctx, int(trained)) if trained and trained.isdigit() else n_ctx
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    @property
     def eos_token_id(self) -> int:
         eos = self.tokenizer.eos_token_id
         if eos is None and self.runtime == "transformers":

@@ -145,6 +145,11 @@ class ContinuousBatcher:
         """Nothing decoding and nothing waiting (a moment's answer, without the lock)."""
         return not self.n_active and self._inbox.empty()
 
+    def load(self) -> tuple[int, int]:
+        """(requests decoding, requests waiting for a place in the batch): a moment's
+        answer, without the lock (a server's metrics; the close marker may count once)."""
+        return self.n_active, self._inbox.qsize()
+
     def submit(self, seq: Sequence) -> Future:
         fut: Future = Future()
         with self._gate:

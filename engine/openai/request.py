@@ -63,16 +63,7 @@ class ApiRequest:
 
 def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
     """`endpoint` is "chat" or "completions"; `models` the ids /v1/models lists."""
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
-    model = body.get("model")
-    if model not in models:
-        raise ApiError(
-            404,
-            f"model {model!r} is not served here; /v1/models lists {', '.join(models)}",
-            param="model",
-            code="model_not_found",
-        )
+    model = served_model(body, models)
     _refuse_unsupported(body, endpoint)
     prompt, messages = _prompt(body, endpoint)
     constraint, from_field = _constraint(body)
@@ -116,6 +107,21 @@ def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
         ignored=sorted(k for k in body if k not in known),
         constraint_field=from_field or ("tools" if tools else None),
     )
+
+
+def served_model(body, models: list[str]) -> str:
+    """The body's `model`, one of `models` (a 404 otherwise), as every route reads it."""
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    model = body.get("model")
+    if model not in models:
+        raise ApiError(
+            404,
+            f"model {model!r} is not served here; /v1/models lists {', '.join(models)}",
+            param="model",
+            code="model_not_found",
+        )
+    return model
 
 
 _USED = {

@@ -178,6 +178,12 @@ class Runner(ABC):
         computed (0 on a runtime that keeps none). Changes nothing."""
         return 0
 
+    def kv_cells_used(self) -> int:
+        """KV cache cells held now, by every request and any kept prompt, for a server's
+        metrics (0 on a runtime that does not count them). Any thread; never waits for a
+        pass, so it may be one pass behind. Changes nothing."""
+        return 0
+
     @abstractmethod
     def self_check(self, prompt_ids: list[int]) -> dict:
         """Prove at load that cached steps, crops and batched passes give a fresh

@@ -348,10 +348,11 @@ class LlamaCppRunner(Runner):
             self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
             self._grave = 0
 
-    def _cells_used(self) -> int:
+    def kv_cells_used(self) -> int:
         """Cells held now, counted from above: live requests' resident positions, the kept
-        prompt and the retired cells (a shared prompt position is counted twice)."""
-        held = sum(c.n for c in self._live.values() if c.resident)
+        prompt and the retired cells (a shared prompt position is counted twice). A
+        server's metrics read it without the lock (held through a whole pass)."""
+        held = sum(c.n for c in list(self._live.values()) if c.resident)
         return held + len(self._prefix) + self._grave
 
     def _evict_all(self) -> None:
@@ -384,7 +385,7 @@ class LlamaCppRunner(Runner):
         runnable = [i for i in order if plan[i] is True]
         if not runnable:
             return plan
-        room = self.n_ctx - self._cells_used()
+        room = self.n_ctx - self.kv_cells_used()
         oldest = min(c.ticket for c in self._live.values())
         head = feeds[runnable[0]]
         if self._need(head) > room and head.cache.ticket == oldest:

@@ -361,6 +361,9 @@ class CompileCache:
         if self._worker is not None and warm:  # a server: no first compile pays the setup
             self._worker.warm(ctx, [n for n in BACKENDS if get_backend(n).compiles_in_worker])
         self.dfa_builds = 0
+        # compiled-constraint lookups (`submit`) that found an entry, cached or compiling, and
+        # that started a compile: the server's /metrics reads them
+        self.hits = self.misses = 0
 
     def key(self, constraint: Constraint, backend: str) -> tuple:
         return (
@@ -514,10 +517,13 @@ class CompileCache:
         k = self.key(constraint, backend)
         with self._lock:
             fut = self._cached(k)
-            if fut is None:
-                fut = self._threads.submit(self._compile, constraint, backend)
-                self.lru.put(k, fut)
-                self._watch(k, fut)
+            if fut is not None:
+                self.hits += 1
+                return fut
+            self.misses += 1
+            fut = self._threads.submit(self._compile, constraint, backend)
+            self.lru.put(k, fut)
+            self._watch(k, fut)
             return fut
 
     def get(
