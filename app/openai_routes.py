@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine.errors import CfsmError
-from engine.openai.errors import ApiError, from_engine
+from engine.openai.errors import ApiError, from_engine, internal, not_found
 from engine.openai.request import ApiRequest, read_request
 from engine.openai.response import chat_completion, cut_at_stop, new_id, text_completion
 from engine.openai.stream import ChunkWriter, answer_so_far
@@ -42,9 +42,8 @@ class Admission:
     def enter(self) -> Slot:
         with self._lock:
             if self.n >= self.limit:
-                raise ApiError(429, f"the server is full ({self.limit} requests in flight); "
-                               "retry shortly", "rate_limit_error", code="server_full",
-                               retry_after=1)  # fmt: skip
+                raise CfsmError("busy", f"the server is full ({self.limit} requests in "
+                                "flight); retry shortly")  # fmt: skip
             self.n += 1
         return Slot(self)
 
@@ -74,8 +73,9 @@ class ApiRun:
     the output's bytes, an unfinished UTF-8 character held back), the stop switch a gone
     client or a stop string flips, and its result."""
 
-    def __init__(self, eng, api: ApiRequest, on_text=None) -> None:
+    def __init__(self, eng, api: ApiRequest, on_text=None, compile_cached: bool = False) -> None:
         self.eng, self.api, self.on_text = eng, api, on_text
+        self.compile_cached = compile_cached  # as the request's first compile found it
         self.stop = threading.Event()
         self.token_bytes = eng.ctx.vocab.token_bytes
 
@@ -100,25 +100,30 @@ class ApiRun:
 
     def __call__(self) -> dict:
         listen = self.on_text is not None or bool(self.api.stop)  # else no per-step work
-        return self.eng.generate(self.api.gen, on_event=self.on_event if listen else None,
-                                 should_stop=self.stop.is_set)  # fmt: skip
+        trace = self.eng.generate(self.api.gen, on_event=self.on_event if listen else None,
+                                  should_stop=self.stop.is_set)  # fmt: skip
+        if "totals" in trace:  # generate's own compile found _prepare's in the cache
+            trace["totals"]["compile_cached"] = self.compile_cached
+        return trace
 
 
-def _prepare(eng, api: ApiRequest) -> None:
+def _prepare(eng, api: ApiRequest) -> bool:
     """The request's prompt rendered (a chat template that cannot render the messages) and
-    its constraint compiled (cached for the run), ahead of the decode."""
+    its constraint compiled (cached for the run), ahead of the decode; whether that compile
+    was in the cache already."""
     g = api.gen
     eng.ensure_model(g.runtime).prompt_ids(g.prompt, g.raw_prompt, g.messages, g.tools)
-    if g.mode != "free":
-        eng.compile_request(g)
+    return eng.compile_request(g)[2] if g.mode != "free" else False
+
+
+def _api_error(exc: BaseException, param: str | None = None) -> ApiError:
+    if isinstance(exc, CfsmError):
+        return from_engine(exc, param)
+    return exc if isinstance(exc, ApiError) else internal(exc)
 
 
 def _error(exc: BaseException, param: str | None = None) -> JSONResponse:
-    if isinstance(exc, CfsmError):
-        exc = from_engine(exc, param)
-    if not isinstance(exc, ApiError):
-        msg = " ".join(str(exc).split()) or type(exc).__name__
-        exc = ApiError(500, f"internal error: {msg}", "server_error", code="internal_error")
+    exc = _api_error(exc, param)
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
 
@@ -127,9 +132,9 @@ def _engine(hub: EngineHub):
     if eng is None:
         hub.start()
         line = hub.status()
-        raise ApiError(503, line if line.startswith("Model failed") else
-                       f"the model is not ready yet ({line}); retry shortly", "server_error",
-                       code="model_not_ready", retry_after=5)  # fmt: skip
+        if line.startswith("Model failed"):
+            raise ApiError(503, line, "server_error", code="model_failed")
+        raise CfsmError("model_loading", f"the model is not ready yet ({line}); retry shortly")
     return eng
 
 
@@ -175,14 +180,14 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
             return _error(exc)
         threads = admission.threads
         try:  # what can fail before decoding fails before a stream starts: a 400
-            await anyio.to_thread.run_sync(_prepare, eng, api, limiter=threads)
+            cached = await anyio.to_thread.run_sync(_prepare, eng, api, limiter=threads)
         except Exception as exc:  # noqa: BLE001 - one JSON error, the server goes on
             slot.leave()
             return _error(exc, api.constraint_field)
         chat = endpoint == "chat"
         cid = new_id("chatcmpl" if chat else "cmpl")
         if api.stream:
-            chunks = _stream(eng, api, cid, chat, hub, slot)
+            chunks = _stream(ApiRun(eng, api, compile_cached=cached), cid, chat, hub, slot)
             weakref.finalize(chunks, slot.leave)  # a client gone before the stream began
             return StreamingResponse(
                 chunks,
@@ -190,7 +195,7 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         try:
-            trace = await _decode(ApiRun(eng, api), request, threads)
+            trace = await _decode(ApiRun(eng, api, compile_cached=cached), request, threads)
             tid = await anyio.to_thread.run_sync(hub.traces.put, trace, limiter=threads)
             hub.metrics.finished(trace)
             build = chat_completion if chat else text_completion
@@ -212,6 +217,13 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
     @router.post("/completions")
     async def completions(request: Request):
         return await counted(request, "completions")
+
+    known = {r.path for r in router.routes}
+
+    @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def unknown(request: Request, rest: str):  # last: every other /v1 path
+        path = request.url.path
+        return _error(not_found(path, request.method, path in known))
 
     return router
 
@@ -236,13 +248,13 @@ def _sse(obj) -> bytes:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
-async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, slot: Slot):
+async def _stream(run: ApiRun, cid: str, chat: bool, hub: EngineHub, slot: Slot):
     """Server-sent chunks as the run decodes; an error after the start is one `error`
     event (the client raises it), then [DONE]."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
-    writer = ChunkWriter(api, cid, chat)
-    run = ApiRun(eng, api, on_text=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t))
+    writer = ChunkWriter(run.api, cid, chat)
+    run.on_text = lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)
 
     def work():
         try:
@@ -266,11 +278,7 @@ async def _stream(eng, api: ApiRequest, cid: str, chat: bool, hub: EngineHub, sl
                 continue
             kind, value = item
             if kind == "error":
-                exc = from_engine(value) if isinstance(value, CfsmError) else value
-                body = exc.body() if isinstance(exc, ApiError) else {"error": {
-                    "message": f"internal error: {exc}", "type": "server_error",
-                    "param": None, "code": "internal_error"}}  # fmt: skip
-                yield _sse(body)
+                yield _sse(_api_error(value).body())
             else:
                 tid = await anyio.to_thread.run_sync(
                     hub.traces.put, value, limiter=slot.admission.threads

@@ -29,13 +29,19 @@ class RunHandle:
         # a finished run whose last updates are not sent yet (its trace, and the rest of
         # its step view's bundle): Stop then cancels only those, and sends them itself
         self.unsent: tuple[dict, str] | None = None
+        self.line = ""  # what Stop said
 
     def set_phase(self, phase: str, detail: str = "") -> None:
         self.phase, self.detail, self.t0 = phase, detail, time.time()
 
     def stop(self) -> str:
-        """Cancel the run; returns the line the page shows."""
+        """Cancel the run; returns the line the page shows (kept as `line`, set before the
+        switch flips, so the run's handler can show it too)."""
+        self.line = self._line()
         self.event.set()
+        return self.line
+
+    def _line(self) -> str:
         took = time.time() - self.t0
         if self.phase == "compiling":
             return (
@@ -110,7 +116,6 @@ class EngineHub:
 
     def _load(self, name: str) -> None:
         try:
-
             eng = Engine(
                 None if name == "embedded" else name, self.device, continuous=True, **self.limits
             )

@@ -377,7 +377,7 @@ class LlamaCppRunner(Runner):
             c = feeds[i].cache
             if c.n + len(feeds[i].tokens) > self.n_ctx:
                 plan[i] = CfsmError(
-                    "busy",
+                    "exceeds_capacity",
                     f"this request needs {c.n + len(feeds[i].tokens)} KV cells and llama.cpp's "
                     f"cache has {self.n_ctx} (set CFSM_LLAMA_N_CTX higher, or ask for fewer "
                     "tokens)",
