@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from engine.analysis.check import check_text
-from engine.backends import DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
+from engine.backends import AUTO, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
 from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.limits import LIVE_CHECK_S
@@ -59,6 +59,8 @@ def live_check(
         return ""
     more = ""
     try:
+        if kind == "grammar" and backend == AUTO:
+            return _grammar_for_auto(text)
         if kind == "grammar":
             takes = backend in GRAMMAR_SYNTAX
             parser = backend if takes else next(iter(GRAMMAR_SYNTAX))
@@ -86,6 +88,21 @@ def live_check(
         return f'<div class="cfsm-muted" style="color:#15803d">{ok}</div>'
     except CfsmError as exc:
         return error_line(exc)
+
+
+def _grammar_for_auto(text: str) -> str:
+    """A grammar under `auto`: valid when one grammar backend parses it (auto runs it on
+    that one); else each one's reason."""
+    why = []
+    for name, syntax in GRAMMAR_SYNTAX.items():
+        try:
+            check_grammar(text, name)
+        except CfsmError as exc:
+            why.append(f"{syntax} ({name}): {exc.message}")
+            continue
+        ok = f"\u2713 valid {syntax}: auto runs it on {name}"
+        return f'<div class="cfsm-muted" style="color:#15803d">{html.escape(ok)}</div>'
+    return error_line(CfsmError("invalid_grammar", "; ".join(why)))
 
 
 def tools_check(text: str) -> str:

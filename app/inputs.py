@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine.backends import BACKENDS, DEFAULT_BACKEND
+from engine.backends import BACKEND_CHOICES, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest
 from engine.errors import CfsmError
@@ -22,7 +22,7 @@ from .layout import CUSTOM, RUNTIME_CHOICES
 
 MODES = ["jump", "masked", "free"]  # the page's order: the technique first
 PAGE_KINDS = (*KINDS, "tools")
-CHOICES = {"ws": WS, "backend": BACKENDS, "mode": MODES, "runtime": RUNTIME_CHOICES}
+CHOICES = {"ws": WS, "backend": BACKEND_CHOICES, "mode": MODES, "runtime": RUNTIME_CHOICES}
 RANGES = {"max_new": (1, 512), "temp": (0, 2), "top_p": (0.05, 1), "seed": (0, 2**31)}
 TEXT_BOX = {"regex": "rx", "schema": "sch", "grammar": "gram", "tools": "tools"}
 

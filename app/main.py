@@ -9,7 +9,7 @@ import warnings
 
 import gradio as gr
 
-from engine.backends import BACKENDS, DEFAULT_BACKEND
+from engine.backends import AUTO, BACKEND_CHOICES, BACKENDS, DEFAULT_BACKEND
 from viz.step_bundle import head_html
 
 from .api import wire_api
@@ -68,8 +68,8 @@ def build_demo(hub: EngineHub) -> gr.Blocks:
     P = presets()
     with gr.Blocks(title="cfsm-lab: compressed-FSM constrained decoding") as demo:
         gr.Markdown("# cfsm-lab \u2014 constrained decoding with a compressed FSM and jump-forward")
-        ui = playground_tab(P, hub.status(), MODES, BACKENDS, WS)
-        cmp = compare_tab(MODES, BACKENDS, WS)
+        ui = playground_tab(P, hub.status(), MODES, BACKEND_CHOICES, WS)
+        cmp = compare_tab(MODES, (*BACKENDS, AUTO), WS)  # both sides on fsm by default
         doc = doctor_tab()
         rp = replay_tab() if replay_enabled() else None
         _wire_inputs(ui, P, hub)

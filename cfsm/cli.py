@@ -59,7 +59,6 @@ def load_schema_arg(arg: str) -> str:
     )
 
 
-
 def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--regex", help="regular expression (Python syntax, full match)")
@@ -214,6 +213,8 @@ def cmd_compile(args) -> int:
     else:
         st = rep.get("stats", {})
         print(f"backend {rep['backend']}: compiled in {rep['compile_seconds']} s")
+        if rep.get("backend_why"):
+            print(f"chosen by auto: {rep['backend_why']}")
         if st:
             print(
                 f"DFA states {st['num_states']}, jumpable {st['jumpable_states']} "
@@ -338,7 +339,6 @@ def cmd_generate(args) -> int:
     if args.json:
         print(json.dumps(tr, ensure_ascii=False))
     else:
-
         print(tr["text"])
         t = tr["totals"]
         print(
@@ -350,6 +350,7 @@ def cmd_generate(args) -> int:
                 if ((tr.get("request") or {}).get("constraint") or {}).get("spec")
                 else ""
             )
+            + (f"\nbackend chosen by auto: {tr['backend_why']}" if tr.get("backend_why") else "")
             + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or [])
             + (f"\nNOTE: {note}" if (note := (tr.get("model") or {}).get("runtime_note")) else "")
             + (f"\nNOTE: {skipped_jumps_line(tr)}" if skipped_jumps_line(tr) else "")
@@ -433,7 +434,8 @@ def _check_line(eng, obj) -> list[dict]:
                 )
             res = eng.compile(c, b)
             verdict = check_text(res.compiled, res.dfa, eng.ctx, obj["text"], c)
-            out.append({"backend": b, "text": obj["text"], **verdict})
+            chosen = {"auto": res.why} if res.why else {}  # why auto chose it
+            out.append({"backend": res.backend or b, **chosen, "text": obj["text"], **verdict})
         except Exception as exc:  # noqa: BLE001 - one line's failure is that line's answer
             out.append({"backend": b, **_line_error(exc)})
     return out

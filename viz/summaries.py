@@ -27,6 +27,8 @@ def summary_md(trace: dict) -> str:
         f"{plural(t['forward_passes'], 'forward pass')} \u00b7 {speed}{plural(t['jumps'], 'jump')} "
         f"({plural(t['jumped_chars'], 'char')}) \u00b7 finished: {t['finished']} ({t['reason']})"
     ]
+    if trace.get("backend_why"):
+        parts.append(f"**Backend chosen by auto**: {html.escape(str(trace['backend_why']))}")
     valid, why = trace.get("valid"), trace.get("validation") or ""
     if valid is not None or why:
         mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(

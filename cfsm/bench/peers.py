@@ -291,7 +291,7 @@ class PeerRunner:
             if system == HTTP_PEERS[1]:
                 return json.loads(c.text)  # the server converts it itself
             return schema_gbnf(json.loads(c.text), LLAMA_PEERS.get(system, ("", "compact"))[1])
-        return get_backend(GenerateRequest.backend).compile(c, self.eng.ctx)  # cold: no cache
+        return get_backend("fsm").compile(c, self.eng.ctx)  # cold: no cache; the lab's own
 
     def warm(self, system: str, compiled, task: Task) -> None:
         """Untimed, for every system alike: a short run of the compiled constraint, so that

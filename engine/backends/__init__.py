@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import CfsmError
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .choose import AUTO
 from .fsm import FsmBackend
 from .llguidance_backend import LlguidanceBackend
 from .outlines_backend import OutlinesBackend
@@ -14,8 +15,9 @@ from .xgrammar_backend import XgrammarBackend
 _REGISTRY: dict[str, type[GrammarBackend]] = {
     b.name: b for b in (FsmBackend, OutlinesBackend, XgrammarBackend, LlguidanceBackend)
 }
-BACKENDS = tuple(_REGISTRY)
-DEFAULT_BACKEND = "fsm"
+BACKENDS = tuple(_REGISTRY)  # the backends themselves (tests and benchmarks loop over them)
+BACKEND_CHOICES = (AUTO, *BACKENDS)  # what a user may ask for: `auto` chooses (choose.py)
+DEFAULT_BACKEND = AUTO
 REGEX_BACKENDS = BACKENDS
 # Backends that take grammars, and the syntax each reads.
 GRAMMAR_SYNTAX = {n: b.grammar_syntax for n, b in _REGISTRY.items() if b.grammar_syntax}
@@ -43,7 +45,9 @@ def check_grammar(text: str, backend: str) -> None:
 
 
 __all__ = [
+    "AUTO",
     "BACKENDS",
+    "BACKEND_CHOICES",
     "DEFAULT_BACKEND",
     "GRAMMAR_SYNTAX",
     "CompiledConstraint",

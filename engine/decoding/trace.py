@@ -28,7 +28,7 @@ from ..lazy import lazy_module
 
 np = lazy_module("numpy")  # viz and app read traces without numpy otherwise
 
-TRACE_VERSION = 5
+TRACE_VERSION = 6
 MAX_SKIPS_IN_TRACE = 200  # every skip is counted in the totals; the first ones are listed
 REQUIRED_KEYS = ("version", "mode", "text", "tokens", "steps", "jumps", "totals")
 
@@ -69,6 +69,9 @@ class StepRecord:
     allowed_sample: list | None = None
     mask_key: str | None = None
     segment: int | None = None  # the trace's `segments` entry it belongs to (triggered runs)
+    # {id: hex} of the `top_raw` alternatives whose bytes are not whole UTF-8 characters
+    # (their text reads `<F0 9F>`): /v1 logprobs report a token's own bytes
+    top_hex: dict | None = None
 
     OPTIONAL = (
         "verifies",
@@ -78,6 +81,7 @@ class StepRecord:
         "allowed_sample",
         "mask_key",
         "segment",
+        "top_hex",
     )
 
     def to_json(self) -> dict:
@@ -251,6 +255,7 @@ class Trace:
     # the constraint holds over the whole output (engine.triggers)
     segments: list[dict] = field(default_factory=list)
     replay: dict | None = None  # a replayed output's engine, savings and violations
+    backend_why: str = ""  # why `auto` chose `backend` (engine.backends.choose); "" if asked
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -258,6 +263,7 @@ class Trace:
             "request": self.request,
             "model": self.model,
             "backend": self.backend,
+            "backend_why": self.backend_why,
             "mode": self.mode,
             "scheduler": self.scheduler,
             "prompt_tokens": self.prompt_tokens,
@@ -461,6 +467,11 @@ def _upgrade_v4(obj: dict) -> dict:
     return {**obj, "version": 5}
 
 
+def _upgrade_v5(obj: dict) -> dict:
+    """Version 5 -> 6: the backend was the one asked for (no `auto`)."""
+    return {**obj, "backend_why": "", "version": 6}
+
+
 def validate_trace(obj) -> dict:
     """Check that an uploaded/loaded object is a trace this version can show (and bring
     an older one up to this version)."""
@@ -485,7 +496,13 @@ def validate_trace(obj) -> dict:
         raise CfsmError(
             "invalid_input", "not a cfsm trace: steps must be a list and totals an object"
         )
-    for at, step in ((1, _upgrade_v1), (2, _upgrade_v2), (3, _upgrade_v3), (4, _upgrade_v4)):
+    for at, step in (
+        (1, _upgrade_v1),
+        (2, _upgrade_v2),
+        (3, _upgrade_v3),
+        (4, _upgrade_v4),
+        (5, _upgrade_v5),
+    ):
         if obj["version"] == at:
             obj = step(obj)
     return obj

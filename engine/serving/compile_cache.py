@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backend
+from ..backends.choose import AUTO, NEXT_ON, ORDER, none_enforces, why_chosen
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, LIVE_CHECK_S, WORKER_RSS_MB
@@ -303,6 +304,8 @@ class CompileResult:
     dfa: CharDFA | None
     dfa_error: str | None
     seconds: float
+    backend: str = ""  # the backend that compiled it (`auto` chose it: `why` says why)
+    why: str = ""
 
 
 FAILURE_TTL_S = 600.0
@@ -475,6 +478,8 @@ class CompileCache:
         builds it first and compiles in what is left; a native backend compiles first, and
         the automaton (only its FSM view) gets what is left. Waiting for a worker and a
         fresh worker's one-time setup are not counted."""
+        if backend == AUTO:
+            return self._compile_auto(constraint)
         t0 = time.perf_counter()
         impl = get_backend(backend)
         clock = Clock(self.timeout_s)
@@ -496,7 +501,24 @@ class CompileCache:
             compiled = impl.compile(
                 constraint, self.ctx, dfa=dfa, worker=self._native_runner(clock)
             )
-        return CompileResult(compiled, dfa, dfa_error, time.perf_counter() - t0)
+        return CompileResult(compiled, dfa, dfa_error, time.perf_counter() - t0, backend)
+
+    def _compile_auto(self, constraint: Constraint) -> CompileResult:
+        """The first backend in `ORDER` that compiles the constraint; a failure another
+        backend may not have moves on, any other is the answer (engine.backends.choose)."""
+        t0, tried = time.perf_counter(), []
+        for name in ORDER[constraint.kind]:
+            try:
+                res = self._compile(constraint, name)
+            except CfsmError as exc:
+                if exc.kind not in NEXT_ON:
+                    raise
+                tried.append((name, exc.kind, exc.message))
+                continue
+            res.seconds = time.perf_counter() - t0
+            res.why = why_chosen(constraint.kind, name, [(n, m) for n, _, m in tried])
+            return res
+        raise CfsmError(*none_enforces(constraint.kind, tried))
 
     def _native_runner(self, clock: Clock):
         """What a backend that compiles in a worker calls: (name, constraint, dfa) ->
@@ -513,7 +535,8 @@ class CompileCache:
         return _succeeded(self.lru.peek(self.key(constraint, backend)))
 
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
-        get_backend(backend)  # unknown names fail here, synchronously
+        if backend != AUTO:
+            get_backend(backend)  # unknown names fail here, synchronously
         k = self.key(constraint, backend)
         with self._lock:
             fut = self._cached(k)

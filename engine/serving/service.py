@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..analysis.doctor import diagnose
 from ..analysis.ideal import ideal_counts
 from ..analysis.unbounded import unfinished_line, why_unfinished
-from ..backends import DEFAULT_BACKEND, TokenizerContext, get_backend
+from ..backends import AUTO, DEFAULT_BACKEND, TokenizerContext, get_backend
 from ..backends.audit import audit
 from ..constraint import Constraint
 from ..decoding.decoder import Decoder, GenerateRequest
@@ -169,7 +169,8 @@ class Engine:
                 "lenient": constraint.lenient,
                 "spec": constraint.spec,
             },
-            "backend": backend,
+            "backend": res.backend or backend,
+            **({"backend_why": res.why} if res.why else {}),
             "compile_seconds": round(res.seconds, 4),
             "backend_stats": res.compiled.stats(),
             "warnings": list(res.compiled.warnings) + list(self.ctx.vocab.warnings),
@@ -216,7 +217,7 @@ class Engine:
         if plan is None:
             return results[0], results[0].compiled, cached
         if native is not None:
-            how = f"native ({req.backend})"
+            how = f"native ({results[0].backend or req.backend})"
             return results[0], NativeTriggeredConstraint(plan, results[0].compiled, how), cached
         compiled = TriggeredConstraint(plan, [r.compiled for r in results], self.ctx)
         return results[0], compiled, cached
@@ -245,7 +246,9 @@ class Engine:
         if not opts.active:
             return None, None
         plan = build_plan(opts, req.constraint)
-        backend = get_backend(req.backend)
+        if req.backend == AUTO and req.trigger_impl != "native":
+            return plan, None  # the engine's layer; each segment's backend chosen by auto
+        backend = get_backend(req.backend if req.backend != AUTO else "xgrammar")
         native = None
         if req.trigger_impl != "engine":
             native = backend.triggered_grammar(plan, opts, self.ctx)
@@ -264,6 +267,7 @@ class Engine:
         """What the compile adds to a trace: its stats, the automaton with the path the
         output took, and the ideal forward-pass count of the output."""
         trace.totals.compile_s = round(res.seconds, 4)
+        trace.backend, trace.backend_why = res.backend or trace.backend, res.why
         if trace.totals.reason == "max_new_tokens":
             u = why_unfinished(req.constraint, trace.text)
             trace.unfinished = u and {**u, "line": unfinished_line(u)}
@@ -315,7 +319,7 @@ class Engine:
         trace = replay_trace(walk, tokens, ids, text, ids_of, {**meta, "ids_from": how})
         if message and message != text:  # the engine's parser changed its tokens' text
             trace.replay["message"] = message
-        trace.backend = backend
+        trace.backend, trace.backend_why = res.backend or backend, res.why
         trace.compile = res.compiled.stats()
         if constraint.kind == "schema" and res.dfa is not None:
             trace.regex = constraint.regex()

@@ -1,0 +1,65 @@
+"""`auto` chooses the backend that can enforce the constraint and says why; a keyword no
+backend enforces is named with every backend's reason and the ways to compile leniently.
+No weights: the compile engine's tokenizer only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.backends import AUTO, DEFAULT_BACKEND
+from engine.constraint import Constraint
+from engine.errors import CfsmError
+
+
+def _schema(s: dict, **kw) -> Constraint:
+    return Constraint.from_inputs("schema", json.dumps(s), "compact", **kw)
+
+
+def test_auto_is_the_default_and_a_regex_goes_to_fsm(compile_engine):
+    assert DEFAULT_BACKEND == AUTO
+    res = compile_engine.compile(Constraint("regex", "(yes|no)"), AUTO)
+    assert res.backend == "fsm" and "first choice" in res.why
+
+
+def test_a_schema_too_large_for_the_regex_path_goes_to_a_native_backend(compile_engine):
+    defs = {"l0": {"type": "integer"}}
+    for d in range(1, 5):  # a small schema whose regex would be gigabytes
+        ref = {"$ref": f"#/$defs/l{d - 1}"}
+        defs[f"l{d}"] = {"type": "object", "properties": {f"p{i}": ref for i in range(40)}}
+    res = compile_engine.compile(_schema({"$defs": defs, "$ref": "#/$defs/l4"}), AUTO)
+    assert res.backend == "llguidance", res.why
+    assert res.why.startswith("llguidance, because fsm refused it")
+    assert "grows past" in res.why  # fsm's own reason, with the pointer
+
+
+def test_a_keyword_no_backend_enforces_names_each_reason_and_lenient(compile_engine):
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    with pytest.raises(CfsmError) as got:
+        compile_engine.compile(_schema(schema), AUTO)
+    msg = got.value.message
+    assert got.value.kind == "unsupported_feature"
+    assert "no backend enforces this schema" in msg and "uniqueItems" in msg
+    assert all(f"{b}: " in msg for b in ("fsm", "llguidance", "xgrammar")), msg
+    assert "tick Lenient" in msg and "--lenient" in msg and '"lenient": true' in msg
+    lenient = compile_engine.compile(_schema(schema, lenient=True), AUTO)
+    assert lenient.backend == "fsm" and any("uniqueItems" in w for w in lenient.compiled.warnings)
+
+
+def test_a_grammar_goes_to_the_backend_whose_syntax_it_is(compile_engine):
+    ebnf = compile_engine.compile(Constraint("grammar", 'root ::= "yes" | "no"'), AUTO)
+    assert ebnf.backend == "xgrammar"
+    lark = compile_engine.compile(Constraint("grammar", 'start: "yes" | "no"'), AUTO)
+    assert lark.backend == "llguidance" and "xgrammar refused it" in lark.why
+
+
+def test_what_no_backend_can_do_better_is_answered_at_once(compile_engine):
+    with pytest.raises(CfsmError) as got:
+        compile_engine.compile(Constraint("regex", "a(b"), AUTO)
+    assert got.value.kind == "invalid_regex" and "no backend" not in got.value.message
+
+
+def test_a_backend_asked_for_by_name_is_not_second_guessed(compile_engine):
+    res = compile_engine.compile(Constraint("regex", "(yes|no)"), "llguidance")
+    assert res.backend == "llguidance" and res.why == ""
