@@ -265,9 +265,10 @@ def _as_v1(trace: dict) -> dict:
 def test_version_1_traces_still_load_and_render(trace):
     from engine.decoding.trace import TRACE_VERSION, validate_trace
 
-    assert trace["version"] == TRACE_VERSION == 5
+    assert trace["version"] == TRACE_VERSION == 6
     up = validate_trace(json.dumps(_as_v1(trace)))
-    assert up["version"] == 5 and up["segments"] == [] and up["scheduler"]["kind"] == "single"
+    assert up["version"] == 6 and up["segments"] == [] and up["scheduler"]["kind"] == "single"
+    assert up["backend_why"] == ""  # the backend asked for was the one used
     assert up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
     assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
     assert up["valid"] is None and "version 1" in up["validation"]
