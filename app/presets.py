@@ -202,8 +202,8 @@ def presets() -> dict[str, dict]:
             "reasoning": True,
             "think_budget": 32,
         },
-        # the embedded model never writes <tool_call> unprompted, but it opens ```json blocks:
-        # a template whose start tag it writes shows the trigger inside free text
+        # the embedded model opens ```json blocks: a template whose start tag it writes
+        # shows the trigger inside free text (the prompt shows it the tools in these tags)
         "Tool calls, auto (tools)": {
             "kind": "tools",
             "text": json.dumps(TOOLS, indent=2),

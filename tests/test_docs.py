@@ -9,8 +9,18 @@ record and is exempt).
 * A block right after `<!-- test: run -->` is executed: each command must exit 0, and where
   the line right after a command is a `# {` or `# [` comment, that JSON (continued over the
   following comment lines) must equal the command's first line of output.
+* A block right after `<!-- test: server -->` (shell or Python) runs against `cfsm serve`
+  on the embedded model (the session's test server, whose URL replaces
+  `http://127.0.0.1:7860`): Python code must exit 0; `cfsm` and `curl` commands too, and a
+  `curl` command answers JSON that equals its output comment, or without one holds no
+  `error`.
 * Any other command must sit in a block right after `<!-- illustrative -->` (or
   `<!-- illustrative: reason -->`).
+* Every code block of docs/api.md is run (`test: run` or `test: server`), or is output a
+  test compares with what the code writes (`<!-- test: checked by tests/PATH.py -->`, a
+  test file that names the doc).
+* Commands run in a fresh folder holding the small FIXTURES files, and `docs/examples/` and
+  `tests/data/` as in the checkout, so a command may name a file by its path there.
 * README.md has at most 200 lines, the docs it lists exist, and relative links resolve.
 """
 
@@ -38,7 +48,12 @@ LINKED = [*CHECKED, *sorted((DOCS / "history").glob("*.md"))]
 
 SHELL_INFO = {"sh", "bash", "console", "shell"}
 RUN_MARK = re.compile(r"^<!--\s*test:\s*run\s*-->$")
+SERVER_MARK = re.compile(r"^<!--\s*test:\s*server\s*-->$")
+CHECKED_MARK = re.compile(r"^<!--\s*test:\s*checked by\s+(\S+)\s*-->$")
 ILLUSTRATIVE_MARK = re.compile(r"^<!--\s*illustrative(\s*:.*)?\s*-->$")
+SERVED_URL = "http://127.0.0.1:7860"  # the server the docs call; the test server's URL replaces it
+EVERY_EXAMPLE_RUNS = [DOCS / "api.md"]  # docs whose every code block is run
+REPO_PATHS = ("docs/examples", "tests/data")  # files the commands may name by their path
 ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 OPERATORS = {"&&", "||", ";", "|"}
 RUN_TIMEOUT_S = 300
@@ -95,16 +110,30 @@ class Command:
 class Block:
     path: Path
     lineno: int  # the opening fence's line
-    marker: str  # "run", "illustrative" or ""
-    commands: list[Command] = field(default_factory=list)
+    marker: str  # "run", "server", "illustrative" or ""
+    info: str = ""  # the fence's language: sh, python, json, ...
+    checked_by: str = ""  # the test file that compares it with the code's output
+    body: list[str] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)  # a shell block's
 
     @property
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.lineno}"
 
 
-def shell_blocks(path: Path) -> list[Block]:
-    """The shell blocks of a Markdown file, each with its marker and commands."""
+def marker_of(line: str) -> tuple[str, str]:
+    """The marker a block's preceding line names, and the test file of `checked by`."""
+    for name, mark in (("run", RUN_MARK), ("server", SERVER_MARK)):
+        if mark.match(line):
+            return name, ""
+    if m := CHECKED_MARK.match(line):
+        return "checked", m.group(1)
+    return ("illustrative" if ILLUSTRATIVE_MARK.match(line) else ""), ""
+
+
+def code_blocks(path: Path) -> list[Block]:
+    """The fenced blocks of a Markdown file, each with its marker (a shell block's
+    commands parsed)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     i = 0
@@ -117,20 +146,19 @@ def shell_blocks(path: Path) -> list[Block]:
         j = i + 1
         while j < len(lines) and not lines[j].strip().startswith(fence):
             j += 1
+        prev = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        marker, checked_by = marker_of(prev)
+        block = Block(path, i + 1, marker, info, checked_by, lines[i + 1 : j])
         if info in SHELL_INFO:
-            prev = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
-            marker = (
-                "run"
-                if RUN_MARK.match(prev)
-                else "illustrative"
-                if ILLUSTRATIVE_MARK.match(prev)
-                else ""
-            )
-            block = Block(path, i + 1, marker)
-            block.commands = commands_of(lines[i + 1 : j], i + 2)
-            blocks.append(block)
+            block.commands = commands_of(block.body, i + 2)
+        blocks.append(block)
         i = j + 1
     return blocks
+
+
+def shell_blocks(path: Path) -> list[Block]:
+    """The shell blocks of a Markdown file, each with its marker and commands."""
+    return [b for b in code_blocks(path) if b.info in SHELL_INFO]
 
 
 def commands_of(body: list[str], first_lineno: int) -> list[Command]:
@@ -205,6 +233,7 @@ def cfsm_argv(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
 
 ALL_BLOCKS = [b for path in CHECKED for b in shell_blocks(path)]
 RUN_BLOCKS = [b for b in ALL_BLOCKS if b.marker == "run"]
+SERVER_BLOCKS = [b for path in CHECKED for b in code_blocks(path) if b.marker == "server"]
 
 
 def test_readme_is_short():
@@ -299,31 +328,108 @@ def python_path() -> str:
     return str(ROOT) + (os.pathsep + rest if rest else "")
 
 
-@pytest.mark.parametrize("block", RUN_BLOCKS, ids=lambda b: b.where)
-def test_run_block(block: Block, tmp_path: Path):
+def work_folder(tmp_path: Path) -> Path:
+    """A fresh folder with the FIXTURES files and REPO_PATHS linked as in the checkout."""
     for name, text in FIXTURES.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    for rel in REPO_PATHS:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).symlink_to(ROOT / rel, target_is_directory=True)
+    return tmp_path
+
+
+def run_cfsm(words: list[str], cwd: Path, where: str) -> subprocess.CompletedProcess:
+    """A cfsm command (its words) run from this checkout; it must exit 0."""
+    found = cfsm_argv(words)
+    assert found is not None, f"{where}: only cfsm commands are run: {shlex.join(words)}"
+    env_extra, argv = found
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfsm", *argv],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": python_path(), **env_extra},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert proc.returncode == 0, (
+        f"{where}: `{shlex.join(words)}` exited {proc.returncode}\n"
+        f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+    )
+    return proc
+
+
+def first_json_line(proc: subprocess.CompletedProcess):
+    first = proc.stdout.splitlines()[0] if proc.stdout.strip() else ""
+    return json.loads(first)
+
+
+@pytest.mark.parametrize("block", RUN_BLOCKS, ids=lambda b: b.where)
+def test_run_block(block: Block, tmp_path: Path):
+    cwd = work_folder(tmp_path)
     for cmd in block.commands:
+        where = f"{block.path.relative_to(ROOT)}:{cmd.lineno}"
         parts = split_command(cmd.line)
         assert len(parts) == 1, f"{block.where}: a run block holds simple commands: {cmd.line}"
-        found = cfsm_argv(parts[0])
-        assert found is not None, f"{block.where}: only cfsm commands are run: {cmd.line}"
-        env_extra, argv = found
-        proc = subprocess.run(
-            [sys.executable, "-m", "cfsm", *argv],
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": python_path(), **env_extra},
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT_S,
-        )
-        assert proc.returncode == 0, (
-            f"{block.path.relative_to(ROOT)}:{cmd.lineno}: `{cmd.line}` exited "
-            f"{proc.returncode}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
-        )
+        proc = run_cfsm(parts[0], cwd, where)
         if cmd.expected is not None:
-            first = proc.stdout.splitlines()[0] if proc.stdout.strip() else ""
-            assert json.loads(first) == json.loads(cmd.expected), (
-                f"{block.path.relative_to(ROOT)}:{cmd.lineno}: `{cmd.line}` printed\n{first}\n"
-                f"the docs say\n{cmd.expected}"
+            got = first_json_line(proc)
+            assert got == json.loads(cmd.expected), (
+                f"{where}: `{cmd.line}` printed\n{json.dumps(got)}\nthe docs say\n{cmd.expected}"
             )
+
+
+def test_every_example_of_the_api_doc_runs():
+    blocks = [b for path in EVERY_EXAMPLE_RUNS for b in code_blocks(path)]
+    idle = [b.where for b in blocks if b.marker not in ("run", "server", "checked")]
+    assert not idle, f"code blocks neither run, run against a server nor checked: {idle}"
+    for b in blocks:
+        if b.marker == "checked":
+            test = ROOT / b.checked_by
+            named = test.is_file() and str(b.path.relative_to(ROOT)) in test.read_text()
+            assert named, f"{b.where}: {b.checked_by} is not a test file that names the doc"
+
+
+def run_python(code: str, cwd: Path, where: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": python_path()},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert proc.returncode == 0, (
+        f"{where}: the Python example exited {proc.returncode}\n"
+        f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}"
+    )
+
+
+def run_curl(words: list[str], cmd: Command, cwd: Path, where: str) -> None:
+    """A curl command: its JSON answer equals the output comment, or holds no error."""
+    proc = subprocess.run(words, cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, f"{where}: `{cmd.line}` exited {proc.returncode}: {proc.stderr}"
+    got = first_json_line(proc)
+    if cmd.expected is not None:
+        assert got == json.loads(cmd.expected), (
+            f"{where}: `{cmd.line}` printed\n{json.dumps(got)}\nthe docs say\n{cmd.expected}"
+        )
+    else:
+        assert "error" not in got, f"{where}: `{cmd.line}` answered {got}"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("block", SERVER_BLOCKS, ids=lambda b: b.where)
+def test_server_block(block: Block, tmp_path: Path, app_url: str):
+    cwd = work_folder(tmp_path)
+    if block.info == "python":
+        run_python("\n".join(block.body).replace(SERVED_URL, app_url), cwd, block.where)
+        return
+    assert block.info in SHELL_INFO, f"{block.where}: a server block is Python or shell"
+    for cmd in block.commands:
+        where = f"{block.path.relative_to(ROOT)}:{cmd.lineno}"
+        parts = split_command(cmd.line.replace(SERVED_URL, app_url))
+        assert len(parts) == 1, f"{where}: a server block holds simple commands: {cmd.line}"
+        if parts[0][0] == "curl":
+            run_curl(parts[0], cmd, cwd, where)
+        else:
+            run_cfsm(parts[0], cwd, where)

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from ..backends import CompiledConstraint, TokenizerContext
 from ..errors import CfsmError
 from ..runtimes.base import Runner
+from ..triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
+from ..triggers.tool_prompt import with_tools
+from ..triggers.tools import parse_tools
 from .model import LoadedModel
 from .request import GenerateRequest
 from .scheduler import ContinuousBatcher, PassCounts, run_to_completion
@@ -19,24 +22,43 @@ from .sequence import Sequence, TokenText
 from .trace import Trace
 
 REMEASURE_EVERY_S = 60.0  # the cost model is measured again at most this often
+TOOL_TAGS = (DEFAULT_TOOL_START, DEFAULT_TOOL_END)  # a call's start and end tags
 
 
-def chat_ids(tok, messages: str, tools: str = "") -> list[int]:
-    """OpenAI messages (JSON text) through the tokenizer's chat template, with the tools
-    where the template takes them. A template that cannot render them is the user's
-    `invalid_input` (a tool message to a model without tool support, say)."""
-    msgs = json.loads(messages)
+def _render(tok, msgs: list[dict], tools: list | None = None) -> str:
+    """The chat template's text (a plain `role: content` list where the tokenizer has no
+    template). A template that cannot render the messages is the user's `invalid_input`
+    (a tool message to a model without tool support, say)."""
     if not getattr(tok, "chat_template", None):
-        text = "\n".join(f"{m.get('role')}: {m.get('content') or ''}" for m in msgs) + "\n"
-        return list(tok.encode(text, add_special_tokens=True))
-    kw = {"tools": json.loads(tools)} if tools.strip() else {}
+        return "\n".join(f"{m.get('role')}: {m.get('content') or ''}" for m in msgs) + "\n"
+    kw = {"tools": tools} if tools else {}
     try:
-        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kw)
+        return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kw)
     except Exception as exc:  # noqa: BLE001 - jinja's errors name the template's problem
         raise CfsmError(
             "invalid_input", f"the model's chat template cannot render these messages: {exc}"
         ) from exc
-    return list(tok.encode(text, add_special_tokens=False))
+
+
+def chat_text(tok, msgs: list[dict], tools: str = "", tags: tuple[str, str] = TOOL_TAGS) -> str:
+    """The prompt's text, with the tools where given: the template's own rendering where
+    it renders them (its text changes with them), else the messages with a system block
+    that lists them and an example call in `tags` (engine.triggers.tool_prompt), so a
+    model whose template ignores tools still learns the start tag the trigger waits for."""
+    if not tools.strip():
+        return _render(tok, msgs)
+    if getattr(tok, "chat_template", None):
+        own = _render(tok, msgs, json.loads(tools))
+        if own != _render(tok, msgs):
+            return own
+    return _render(tok, with_tools(msgs, parse_tools(tools), *tags))
+
+
+def chat_ids(tok, messages: str, tools: str = "", tags: tuple[str, str] = TOOL_TAGS) -> list[int]:
+    """OpenAI messages (JSON text) through the tokenizer's chat template, with the tools."""
+    text = chat_text(tok, json.loads(messages), tools, tags)
+    special = not getattr(tok, "chat_template", None)  # a template writes its own
+    return list(tok.encode(text, add_special_tokens=special))
 
 
 class Decoder:
@@ -55,18 +77,28 @@ class Decoder:
         self.remeasure_costs = True
         self._next_measure = 0.0
 
-    def prompt_ids(self, prompt: str, raw: bool, messages: str = "", tools: str = "") -> list[int]:
-        """The model's input: a chat's messages (and tools) through the chat template; a
-        prompt as one user message, or as it is (`raw`)."""
+    def prompt_ids(
+        self,
+        prompt: str,
+        raw: bool,
+        messages: str = "",
+        tools: str = "",
+        tags: tuple[str, str] = TOOL_TAGS,
+    ) -> list[int]:
+        """The model's input: a chat's messages (and tools, shown with the call `tags`)
+        through the chat template; a prompt as one user message, or as it is (`raw`: no
+        template, no tools)."""
         tok = self.lm.tokenizer
         if messages:
-            return chat_ids(tok, messages, tools)
-        if not raw and getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-            )
-            return list(tok.encode(text, add_special_tokens=False))
+            return chat_ids(tok, messages, tools, tags)
+        if not raw and (getattr(tok, "chat_template", None) or tools.strip()):
+            return chat_ids(tok, json.dumps([{"role": "user", "content": prompt}]), tools, tags)
         return list(tok.encode(prompt, add_special_tokens=True))
+
+    def request_ids(self, req: GenerateRequest) -> list[int]:
+        """A request's prompt, rendered as every surface (page, CLI, /v1) renders it."""
+        tags = (req.tool_start, req.tool_end)
+        return self.prompt_ids(req.prompt, req.raw_prompt, req.messages, req.tools, tags)
 
     def model_info(self) -> dict:
         """The model card the trace, the CLI and the page show."""
@@ -108,7 +140,7 @@ class Decoder:
             compiled if req.mode != "free" else None,
             self.ctx,
             self.texts,
-            self.prompt_ids(req.prompt, req.raw_prompt, req.messages, req.tools),
+            self.request_ids(req),
             self.runner,
             on_event,
             should_stop,

@@ -100,6 +100,11 @@ class TokenText:
         except UnicodeDecodeError:
             return b.hex()
 
+    def hexes(self, ids) -> dict[str, str] | None:
+        """{id: hex} of the ids whose bytes `hex` spells (None when there are none)."""
+        found = {str(i): h for i in ids if (h := self.hex(i)) is not None}
+        return found or None
+
     def bytes(self, ids: list[int]) -> bytes:
         tb = self.token_bytes
         return b"".join(tb[t] or b"" for t in ids)
@@ -316,6 +321,7 @@ class Sequence:
             raw_prob=round(pack.raw_prob, 6),
             feasible_mass=round(min(1.0, pack.feasible_mass), 6),
             top_raw=[[i, t(i), round(v, 6)] for i, v in pack.raw_top[:top]],
+            top_hex=self.texts.hexes(i for i, _v in pack.raw_top[:top]),
             top_masked=[[i, t(i), v] for i, v in self._likely[:top]],
             forward_ms=round(st.pending.forward_s * 1e3, 3),
             mask_us=round(st.mask_s * 1e6, 1),

@@ -150,17 +150,27 @@ def token_logprobs(trace: dict, top: int, spans: list[tuple[int, int]] | None = 
                 "token": tok["text"],
                 "logprob": _log(st["raw_prob"]) if st else 0.0,
                 "bytes": list(_raw(tok)),
-                "top_logprobs": [
-                    {"token": t, "logprob": _log(p), "bytes": list(t.encode("utf-8"))}
-                    for _i, t, p in (st["top_raw"][:top] if st else [])
-                ],
+                "top_logprobs": _alternatives(st, top) if st else [],
             }
         )
     return out
 
 
+def _alternatives(step: dict, top: int) -> list[dict]:
+    """A step's `top` alternatives, each with its own bytes: a token that is part of a
+    UTF-8 character reads `<F0 9F>` in the trace, its bytes are in the step's `top_hex`."""
+    hexes = step.get("top_hex") or {}
+    out = []
+    for i, t, p in step["top_raw"][:top]:
+        raw = _raw({"text": t, "hex": hexes.get(str(i))})
+        out.append({"token": t, "logprob": _log(p), "bytes": list(raw)})
+    return out
+
+
 def _raw(tok: dict) -> bytes:
-    return bytes.fromhex(tok["hex"]) if "hex" in tok else tok["text"].encode("utf-8")
+    """A token's own bytes: its hex where its text is not them, else its text's UTF-8."""
+    h = tok.get("hex")
+    return bytes.fromhex(h) if h else tok["text"].encode("utf-8")
 
 
 def _log(p: float) -> float:

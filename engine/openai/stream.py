@@ -107,7 +107,9 @@ class ChunkWriter:
         return out
 
     def finish(self, trace: dict, trace_id: str | None) -> list[dict]:
-        """The rest of the answer from the trace, then the finish and usage chunks."""
+        """The rest of the answer from the trace, then the finish chunk (with `cfsm`) and,
+        asked for, the usage chunk (with `cfsm` again: the last chunk always has it, as a
+        client that keeps the last chunk for its `usage` expects)."""
         parts = answer_parts(trace, self.api)
         out = self._deltas({"reasoning_content": parts["reasoning"], "content": parts["content"]})
         for call in parts["calls"]:
@@ -121,8 +123,8 @@ class ChunkWriter:
             lps = token_logprobs(trace, self.api.top_logprobs, parts["spans"])
             extra["logprobs"] = {"content": lps} if self.chat else legacy_logprobs(lps)
         out.append(self.chunk({}, parts["finish"], **extra))
-        if self.api.include_usage:
-            last = self.chunk(usage=usage(trace))
+        if self.api.include_usage:  # the stream's last chunk carries cfsm too, as usage
+            last = self.chunk(usage=usage(trace), cfsm=extra["cfsm"])
             last["choices"] = []
             out.append(last)
         return out
