@@ -94,8 +94,6 @@ FIXTURES = {
     "tools.json": json.dumps(TOOLS),
     "checks.jsonl": json.dumps({"regex": "[0-9]+", "backend": "fsm", "text": "42"}) + "\n",
     "requests.jsonl": json.dumps({"prompt": "A year?", "regex": "(19|20)[0-9]{2}"}) + "\n",
-    # llama-server's answer to a phone-number regex, recorded (docs/api.md replays it)
-    "phone-response.json": (ROOT / "tests/data/replay/llama-server-phone.json").read_text(),
 }
 
 
