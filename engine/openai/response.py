@@ -114,6 +114,7 @@ def figures(trace: dict, trace_id: str | None, api: ApiRequest) -> dict:
         "trace_url": f"/?trace={trace_id}" if trace_id else None,
         "mode": trace["mode"],
         "backend": trace.get("backend"),
+        "backend_why": trace.get("backend_why") or None,  # why `auto` chose it
         "runtime": t.get("runtime"),
         "valid": trace.get("valid"),
         "forward_passes": t["forward_passes"],
