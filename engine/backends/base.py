@@ -61,7 +61,6 @@ class TokenizerContext:
         llguidance builds its tokenizer from, here and in a compile worker alike); None for
         a tokenizer that has none."""
         if self._tokenizer_json is None and self.tokenizer is not None:
-
             backend = getattr(self.tokenizer, "backend_tokenizer", None)
             if backend is None:
                 return None
@@ -75,7 +74,6 @@ class TokenizerContext:
     def continuation(self):
         """Encodes outputs as they stand inside a longer text (tokens/continuation.py)."""
         if self._continuation is None:
-
             self._continuation = ContinuationEncoder(self.tokenizer, self.vocab)
         return self._continuation
 
