@@ -1052,6 +1052,18 @@ def _wait_new_view(page, old: str, timeout: int = 120_000) -> None:
         raise AssertionError(msg) from None
 
 
+def _replay_own_endpoint(page, app_url: str) -> None:
+    """The Replay tab asks this lab's own /v1 for the Playground's constraint; until its
+    replay is drawn."""
+    page.get_by_role("tab", name="Replay").click()
+    page.locator("#replay-pasted textarea").fill("")
+    page.locator("#replay-endpoint textarea").fill(f"{app_url}/v1")
+    page.locator("#replay-model textarea").fill("embedded")
+    old = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.locator("#replay-run").click()
+    _wait_new_view(page, old)
+
+
 def _wait_playground_shown(page) -> None:
     page.wait_for_function(
         "[...document.querySelectorAll('button[role=tab]')].find((x) => x.innerText.trim() === "
@@ -1107,9 +1119,9 @@ def test_the_replay_tab_draws_llama_servers_tokens_and_its_own_endpoints(
     assert page.locator("#output-text").inner_text() == text
     forced = page.locator("#step-view #token-strip .cfsm-chip[data-origin=forced]").count()
     assert forced == 130  # the forced tokens of llama-server's 158 (the analysis' count)
-    assert "Jump-forward would have saved 130 forward passes" in page.locator(
-        "#summary"
-    ).inner_text()
+    assert (
+        "Jump-forward would have saved 130 forward passes" in page.locator("#summary").inner_text()
+    )
     # the graph marks the state of the first token's step, on the automaton's path
     assert page.locator("#fsm-graph svg g.current").count() == 1
     cards = page.locator("#stat-cards").inner_text()
@@ -1122,13 +1134,7 @@ def test_the_replay_tab_draws_llama_servers_tokens_and_its_own_endpoints(
     allowed = page.locator("#allowed-panel .cfsm-arow .cfsm-tok").all_inner_texts()
     assert allowed[0] == "u" and sorted(allowed) == ["u", "uf", "uff", "uffle"]
     # this lab's own /v1 endpoint, asked from the tab: its answer replayed the same way
-    page.get_by_role("tab", name="Replay").click()
-    page.locator("#replay-pasted textarea").fill("")
-    page.locator("#replay-endpoint textarea").fill(f"{app_url}/v1")
-    page.locator("#replay-model textarea").fill("embedded")
-    old = page.evaluate("document.querySelector('#step-view').dataset.run")
-    page.locator("#replay-run").click()
-    _wait_new_view(page, old)
+    _replay_own_endpoint(page, app_url)
     _wait_playground_shown(page)
     assert page.locator("#output-text").inner_text().startswith('{\n    "name": "')
     summary = page.locator("#summary").inner_text()
@@ -1186,13 +1192,7 @@ def _every_button_answers(page, app_url: str, regex: str, after: str) -> None:
     page.locator("#doctor-run").click()
     report = _wait_text(page, "#doctor-report", "Ideal forward-pass reduction", old)
     assert "synthesized samples" in report and "states" in report, (after, report)
-    page.get_by_role("tab", name="Replay").click()
-    page.locator("#replay-pasted textarea").fill("")
-    page.locator("#replay-endpoint textarea").fill(f"{app_url}/v1")
-    page.locator("#replay-model textarea").fill("embedded")
-    old = page.evaluate("document.querySelector('#step-view').dataset.run")
-    page.locator("#replay-run").click()
-    _wait_new_view(page, old)
+    _replay_own_endpoint(page, app_url)
     assert f"Replay of embedded at {app_url}/v1" in _text(page, "#summary"), after
 
 
