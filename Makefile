@@ -15,7 +15,7 @@ run: setup
 
 test: setup
 	$(VENV)/bin/ruff check engine viz app cfsm tests scripts
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 lint: setup
 	$(VENV)/bin/ruff check engine viz app cfsm tests scripts

@@ -7,7 +7,7 @@ import pytest
 
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
-from engine.decoding.trace import encode_mask
+from engine.decoding.trace import TRACE_VERSION, encode_mask
 from engine.regex.dfa import build_char_dfa
 from engine.serving.service import automaton_json
 from viz.graph import FOCUS_NODES, dot_source, graph_view, mark_svg, plan_focus, render_svg, trail
@@ -298,7 +298,7 @@ def test_version_2_traces_load_with_no_skipped_jumps(trace):
     v2 = {k: v for k, v in trace.items() if k != "jump_skips"}
     v2["totals"] = {k: v for k, v in trace["totals"].items() if k != "jumps_skipped"}
     up = validate_trace(json.dumps({**v2, "version": 2}))
-    assert up["version"] == 5 and up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
+    assert up["version"] == TRACE_VERSION and up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
     assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
 
 
@@ -308,7 +308,7 @@ def test_version_3_traces_load_as_one_segment(trace):
 
     v3 = {k: v for k, v in trace.items() if k != "segments"}
     up = validate_trace(json.dumps({**v3, "version": 3}))
-    assert up["version"] == 5 and up["segments"] == []
+    assert up["version"] == TRACE_VERSION and up["segments"] == []
     assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
 
 
