@@ -402,10 +402,17 @@ def replay_tab() -> Replay:
             w["endpoint"] = gr.Textbox(label="Endpoint", placeholder="http://127.0.0.1:8000/v1",
                                        elem_id="replay-endpoint")  # fmt: skip
             w["model"] = gr.Textbox(label="Model name", elem_id="replay-model")
-            w["key_env"] = gr.Textbox(label="Key from environment variable",
-                                      placeholder="CFSM_REPLAY_KEY", elem_id="replay-key")
-            w["flavor"] = gr.Dropdown(["openai", "sglang", "llama-server"], value="openai",
-                                      label="Constraint fields", elem_id="replay-flavor")
+            w["key_env"] = gr.Textbox(
+                label="Key from environment variable",
+                placeholder="CFSM_REPLAY_KEY",
+                elem_id="replay-key",
+            )
+            w["flavor"] = gr.Dropdown(
+                ["openai", "sglang", "llama-server"],
+                value="openai",
+                label="Constraint fields",
+                elem_id="replay-flavor",
+            )
         w["pasted"] = gr.Textbox(label="Or paste a response (JSON)", lines=4,
                                  elem_id="replay-pasted")  # fmt: skip
         w["btn"] = gr.Button("Replay", variant="primary", elem_id="replay-run")

@@ -72,9 +72,11 @@ def _sum(rows: list[dict]) -> dict:
         "forced_tokens": forced,
         "forced_fraction": round(forced / max(1, tokens), 3),
         # where the outputs stay in the automaton: the replay's count is the analysis' count
-        "analysis_agrees": all(r["analysis_forced"] == r["forced"] for r in rows
-                               if r["analysis_forced"] is not None)
-        if any(r["analysis_forced"] is not None for r in rows) else None,  # fmt: skip
+        "analysis_agrees": all(
+            r["analysis_forced"] == r["forced"] for r in rows if r["analysis_forced"] is not None
+        )
+        if any(r["analysis_forced"] is not None for r in rows)
+        else None,  # fmt: skip
         "valid": sum(1 for r in rows if r["valid"]),
         "outside_constraint": sum(1 for r in rows if r["violations"]),
         "median_ms_per_token": round(statistics.median(ms), 2) if ms else None,

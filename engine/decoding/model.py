@@ -367,7 +367,6 @@ def checked_runner(lm: LoadedModel):
     logits (raises `unsupported_model` otherwise), with its pass costs measured."""
     ids = list(lm.tokenizer.encode(SELF_CHECK_TEXT, add_special_tokens=False))
     if lm.runtime == "llamacpp":
-
         own = lm.model.tokenize(SELF_CHECK_TEXT)
         if own != ids:
             raise CfsmError(
@@ -378,7 +377,6 @@ def checked_runner(lm: LoadedModel):
             )
         runner = LlamaCppRunner(lm.model)
     else:
-
         runner = ModelRunner(lm.model, lm.device, pad_id=lm.eos_token_id)
     check = runner.self_check(ids)
     check["costs"] = runner.measure_costs(ids).to_json()

@@ -107,7 +107,6 @@ class GenerateRequest:
                 f"not {self.trigger_impl!r}",
             )
         if opts.active:
-
             build_plan(opts, self.constraint)  # bad tools or tags say so before any model loads
         for name in ("prompt", "messages"):
             n = len(getattr(self, name))

@@ -35,11 +35,11 @@ def split_reasoning(text: str, api: ApiRequest) -> tuple[str, str | None]:
     g = api.gen
     if g.think_start.startswith(text):
         return "", None
-    body = text[len(g.think_start):] if text.startswith(g.think_start) else text
+    body = text[len(g.think_start) :] if text.startswith(g.think_start) else text
     end = body.find(g.think_end)
     if end < 0:
         return body[: len(body) - _held(body, [g.think_end])], None
-    return body[:end], body[end + len(g.think_end):]
+    return body[:end], body[end + len(g.think_end) :]
 
 
 def answer_so_far(text: str, api: ApiRequest) -> tuple[str, str | None]:
@@ -102,7 +102,7 @@ class ChunkWriter:
         for key in ("reasoning_content", "content"):
             was, new = self.sent[key], now.get(key) or ""
             if len(new) > len(was) and new.startswith(was):
-                out.append(self.chunk({key: new[len(was):]}))
+                out.append(self.chunk({key: new[len(was) :]}))
                 self.sent[key] = new
         return out
 
@@ -128,4 +128,3 @@ class ChunkWriter:
             last["choices"] = []
             out.append(last)
         return out
-

@@ -32,8 +32,10 @@ class IdResolver:
         raw = t.raw if t.raw is not None else t.text.encode("utf-8")
         if t.id is not None and 0 <= t.id < len(tb):
             here = tb[t.id] or b""
-            if here == raw or t.raw is None and (
-                TOKEN_ID.fullmatch(t.text) or here.decode("utf-8", "replace") == t.text
+            if (
+                here == raw
+                or t.raw is None
+                and (TOKEN_ID.fullmatch(t.text) or here.decode("utf-8", "replace") == t.text)
             ):
                 return t.id
         return self.by_bytes.get(raw)

@@ -69,8 +69,11 @@ def from_response(resp) -> tuple[list[EngineToken], str]:
     try:
         return _from_response(resp)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
-        raise CfsmError("invalid_input", "the response's logprobs are not in a shape replay "
-                        f"reads (OpenAI's chat or completion logprobs): {exc}") from None
+        raise CfsmError(
+            "invalid_input",
+            "the response's logprobs are not in a shape replay "
+            f"reads (OpenAI's chat or completion logprobs): {exc}",
+        ) from None
 
 
 def _from_response(resp) -> tuple[list[EngineToken], str]:

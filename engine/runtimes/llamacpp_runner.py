@@ -463,9 +463,7 @@ class LlamaCppRunner(Runner):
     def _first_alone(self, run: list[Feed]) -> bool:
         """A first feed alone in its pass, with no other request live, shares the kept
         prompt and becomes it."""
-        return (
-            self._reuse and len(run) == 1 and run[0].cache.n == 0 and len(self._live) == 1
-        )
+        return self._reuse and len(run) == 1 and run[0].cache.n == 0 and len(self._live) == 1
 
     def _items(self, run: list[Feed], rows: dict) -> list[tuple]:
         """(logits tensor or None, its row, seq, pos, token) for every token of the pass:

@@ -297,7 +297,6 @@ class NumberKeywords:
         under draft-04, where 7.0 is no integer."""
         return self.spec and not (integer and self.draft4)
 
-
     def bounds(self, s: dict, ptr: str):
         """The bounds, refused when their decimal spelling is too long for a float to keep
         order with the documents' numbers (jsonschema compares floats)."""
@@ -377,7 +376,6 @@ class NumberKeywords:
             "which no regex can follow",
         )
         return _bounded(lo, lo_strict, hi, hi_strict, integer)
-
 
 
 def _spelled(text: str, spec: bool) -> str:
@@ -466,5 +464,3 @@ def _decimal_text(v: Fraction) -> str:
     n = abs(v) * 10**k
     digits = str(n.numerator).rjust(k + 1, "0")
     return f"{sign}{digits[:-k]}.{digits[-k:]}"
-
-

@@ -208,7 +208,6 @@ def _merge_key(k: str, a, b):
     if k == "uniqueItems":
         return bool(a or b), None
     if k == "multipleOf":
-
         fa, fb = Fraction(str(a)), Fraction(str(b))
         big, small = max(fa, fb), min(fa, fb)
         if (big / small).denominator == 1:

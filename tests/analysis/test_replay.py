@@ -81,8 +81,18 @@ def test_responses_without_logprobs_or_with_other_tokenizers(compile_engine):
     with pytest.raises(CfsmError, match="logprobs"):
         compile_engine.replay(c, {"choices": [{"message": {"content": "yes"}}]}, {})
     # a token this vocabulary lacks: the text is re-tokenized here, and still walked
-    foreign = {"choices": [{"message": {"content": "yes"}, "logprobs": {"content": [
-        {"token": "yes", "bytes": [0xFF, 0xFE], "logprob": -0.1, "top_logprobs": []}]}}]}
+    foreign = {
+        "choices": [
+            {
+                "message": {"content": "yes"},
+                "logprobs": {
+                    "content": [
+                        {"token": "yes", "bytes": [0xFF, 0xFE], "logprob": -0.1, "top_logprobs": []}
+                    ]
+                },
+            }
+        ]
+    }
     tr = compile_engine.replay(c, foreign, {})
     assert tr["replay"]["ids_from"] == "re-tokenized" and tr["text"] == "yes" and tr["valid"]
 

@@ -340,7 +340,7 @@ def test_compare_shows_outputs_as_text_with_their_first_difference_marked():
     md = compare_md(a, b, "A", "B", 0.0, 0)
     row = next(line for line in md.splitlines() if line.startswith("| output |"))
     assert "\\n" not in row and "\u21b5" in row  # the newline as a glyph, in the text
-    assert row.count("▶") == 2 and "**`London\"}`**" in row and "**`Paris\"}`**" in row
+    assert row.count("▶") == 2 and '**`London"}`**' in row and '**`Paris"}`**' in row
     assert f"from character {len(shared)} on" in md
     same = compare_md(_run("a|b`c", 1.0, 4), _run("a|b`c", 1.0, 4), "A", "B", 0.0, 0)
     out = next(line for line in same.splitlines() if line.startswith("| output |"))

@@ -298,7 +298,11 @@ def test_version_2_traces_load_with_no_skipped_jumps(trace):
     v2 = {k: v for k, v in trace.items() if k != "jump_skips"}
     v2["totals"] = {k: v for k, v in trace["totals"].items() if k != "jumps_skipped"}
     up = validate_trace(json.dumps({**v2, "version": 2}))
-    assert up["version"] == TRACE_VERSION and up["jump_skips"] == [] and up["totals"]["jumps_skipped"] == 0
+    assert (
+        up["version"] == TRACE_VERSION
+        and up["jump_skips"] == []
+        and up["totals"]["jumps_skipped"] == 0
+    )
     assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
 
 

@@ -222,6 +222,3 @@ def analyse_samples(
         "boundary_tokens": boundary_tokens,
         "per_sample": per_sample,
     }
-
-
-
