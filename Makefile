@@ -15,10 +15,12 @@ run: setup
 
 test: setup
 	$(VENV)/bin/ruff check engine viz app cfsm tests scripts
+	$(VENV)/bin/ruff format --check engine viz app cfsm tests scripts
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 lint: setup
 	$(VENV)/bin/ruff check engine viz app cfsm tests scripts
+	$(VENV)/bin/ruff format --check engine viz app cfsm tests scripts
 
 bench: setup
 	$(PY) -m cfsm bench --names 10
