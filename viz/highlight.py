@@ -7,22 +7,20 @@ import html
 import json
 import re
 
+from engine.schema.pointer import join, resolve, split
+
 _MARK = "\ue001MARK\ue001"
 
 
 def _resolve(node, pointer: str):
     """(parent, key) of the node at a JSON pointer; None when it is not there."""
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.strip("/").split("/") if p]
-    parent, key = None, None
-    cur = node
-    for p in parts:
-        if isinstance(cur, dict) and p in cur:
-            parent, key, cur = cur, p, cur[p]
-        elif isinstance(cur, list) and p.isdigit() and int(p) < len(cur):
-            parent, key, cur = cur, int(p), cur[int(p)]
-        else:
-            return None
-    return parent, key
+    parts = split(pointer)
+    if not parts:
+        return None, None
+    found, parent = resolve(node, join("", *parts[:-1]))
+    if not found or not resolve(node, pointer)[0]:
+        return None
+    return parent, int(parts[-1]) if isinstance(parent, list) else parts[-1]
 
 
 def schema_node_html(schema_text: str, pointer: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 @dataclass
 class JsonScan:
-    stack: list  # ["obj", key or None] / ["arr", index]
+    stack: list  # ["obj", key of the member in progress, or None] / ["arr", index]
     expecting_key: bool
     in_str: bool
     str_is_key: bool
@@ -57,26 +57,11 @@ def scan_json(text: str, pos: int) -> JsonScan:
         elif c == ",":
             if stack and stack[-1][0] == "arr":
                 stack[-1][1] += 1
+            elif stack:
+                stack[-1][1] = None  # the next key is not chosen yet
+                expecting_key = True
             else:
                 expecting_key = True
         if c in "{}[],:":
             last_struct = c
     return JsonScan(stack, expecting_key, in_str, str_is_key, last_struct, n_chars)
-
-
-def escape_pointer(key: str) -> str:
-    """A key as one JSON-pointer segment (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def pointer_of(stack: list) -> str:
-    """JSON-schema pointer of the innermost container on a scan stack."""
-    parts = []
-    for kind, v in stack:
-        if kind == "obj":
-            if v is None:
-                break
-            parts.append("properties/" + escape_pointer(str(v)))
-        else:
-            parts.append("items")
-    return "/" + "/".join(parts) if parts else "/"

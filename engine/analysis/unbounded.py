@@ -10,35 +10,18 @@ import json
 import re
 
 from ..constraint import Constraint
-from .json_scan import pointer_of, scan_json
+from ..schema.pointer import follow_refs, join_raw, scan_path, schema_walk, subschema_parts
+from .json_scan import scan_json
 
 WS_RUN = re.compile(r"\s{8,}$")
-
-
-def _resolve(root: dict, node: dict, depth: int = 0) -> dict:
-    ref = node.get("$ref") if isinstance(node, dict) else None
-    if not isinstance(ref, str) or not ref.startswith("#") or depth > 20:
-        return node if isinstance(node, dict) else {}
-    target: object = root
-    for part in ref[1:].strip("/").split("/") if ref != "#" else []:
-        part = part.replace("~1", "/").replace("~0", "~")
-        target = target.get(part, {}) if isinstance(target, dict) else {}
-    return _resolve(root, target if isinstance(target, dict) else {}, depth + 1)
+MAX_PARTS = 24  # unbounded places the doctor lists
 
 
 def _node_at(root: dict, stack: list) -> tuple[dict, str]:
-    """The schema node of the innermost container on a JSON scan stack, and its pointer."""
-    node = _resolve(root, root)
-    for kind, v in stack:
-        if kind == "obj":
-            if v is None:
-                break
-            props = node.get("properties") or {}
-            node = _resolve(root, props.get(str(v), node.get("additionalProperties") or {}))
-        else:
-            prefix = node.get("prefixItems") or []
-            node = _resolve(root, prefix[v] if v < len(prefix) else node.get("items") or {})
-    return node, pointer_of(stack)
+    """The schema node of the value in progress on a JSON scan stack, and its pointer (the
+    node the schema has: engine/schema/pointer.py's stopping rule)."""
+    node, pointer = schema_walk(root, scan_path(stack))
+    return (node if isinstance(node, dict) else {}), pointer
 
 
 # what bounds a value of each kind; without any of these a run can stay in it
@@ -46,12 +29,23 @@ _BOUNDED_BY = {
     "string": {"maxLength", "enum", "const"},
     "number": {"maximum", "exclusiveMaximum", "enum", "const"},
     "array": {"maxItems"},
+    "object": {"maxProperties"},
 }
 _BOUND_IT = {
     "string": ("a string{fmt} with no maxLength", "set maxLength on it"),
     "number": ("a number with no maximum", "set minimum and maximum on it"),
     "array": ("an array with no maxItems", "set maxItems on it"),
+    "object": (
+        "an object with free keys (additionalProperties or patternProperties) and no maxProperties",
+        "list its keys in properties, or set maxProperties on it",
+    ),
 }
+# a format fixes the characters, not the length; fsm refuses maxLength together with a
+# format whose length has no bound, so the advice there is a bounded pattern instead
+_FORMAT_BOUND = (
+    "replace the format by a pattern whose repeats have a maximum (maxLength cannot be "
+    "enforced together with this format)"
+)
 
 
 def _unbounded(node: dict, kind: str, where: str, name_format: bool = False) -> dict | None:
@@ -60,7 +54,17 @@ def _unbounded(node: dict, kind: str, where: str, name_format: bool = False) -> 
         return None
     what, bound = _BOUND_IT[kind]
     fmt = f" (format {node['format']})" if name_format and "format" in node else ""
+    if kind == "string" and "format" in node:
+        bound = _FORMAT_BOUND
     return _reason(where, what.format(fmt=fmt), bound)
+
+
+def _free_keys(node: dict) -> bool:
+    """Whether an object schema admits keys it does not list, with no maxProperties."""
+    extra = node.get("additionalProperties")
+    return "maxProperties" not in node and (
+        isinstance(extra, dict) or bool(node.get("patternProperties"))
+    )
 
 
 def _schema_reason(schema: dict, text: str) -> dict | None:
@@ -74,6 +78,10 @@ def _schema_reason(schema: dict, text: str) -> dict | None:
     if not sc.in_str and sc.stack and sc.stack[-1][0] == "arr":
         arr, ptr = _node_at(schema, sc.stack[:-1])  # between items: the array itself
         return _unbounded(arr, "array", ptr)
+    if sc.stack and sc.stack[-1][0] == "obj" and (sc.str_is_key or sc.expecting_key):
+        obj, ptr = _node_at(schema, [*sc.stack[:-1], ["obj", None]])  # choosing a key
+        if _free_keys(obj):
+            return _unbounded(obj, "object", ptr)
     return None
 
 
@@ -140,42 +148,48 @@ def why_unfinished(constraint: Constraint | None, text: str) -> dict | None:
     return None
 
 
-def _walk(root: dict, node: dict, ptr: str, out: list, depth: int = 0) -> None:
-    node = _resolve(root, node)
-    if depth > 12 or len(out) >= 12:
+_KINDS = (
+    ("string", {"string"}),
+    ("number", {"integer", "number"}),
+    ("array", {"array"}),
+    ("object", {"object", None}),
+)
+
+
+def _walk(root: dict, node, ptr: str, out: list, seen: set) -> None:
+    """Every unbounded place under `node`, each named by a pointer the schema resolves
+    (references are followed to their targets, each target walked once)."""
+    node, ptr = follow_refs(root, node, ptr)
+    if not isinstance(node, dict) or ptr in seen or len(out) >= MAX_PARTS:
         return
+    seen.add(ptr)
     types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
-    for kind, names in (
-        ("string", {"string"}),
-        ("number", {"integer", "number"}),
-        ("array", {"array"}),
-    ):
-        why = _unbounded(node, kind, ptr) if names & set(types) else None
+    for kind, names in _KINDS:
+        if not names & set(types):
+            continue
+        why = (
+            (_unbounded(node, kind, ptr) if _free_keys(node) else None)
+            if kind == "object"
+            else _unbounded(node, kind, ptr, name_format=True)
+        )
         if why is not None:
             out.append(why)
-    for key, sub in (node.get("properties") or {}).items():
-        _walk(root, sub, f"{ptr.rstrip('/')}/properties/{key}", out, depth + 1)
-    for i, sub in enumerate(node.get("prefixItems") or []):
-        _walk(root, sub, f"{ptr.rstrip('/')}/prefixItems/{i}", out, depth + 1)
-    if isinstance(node.get("items"), dict):
-        _walk(root, node["items"], f"{ptr.rstrip('/')}/items", out, depth + 1)
-    for kw in ("anyOf", "oneOf", "allOf"):
-        for i, sub in enumerate(node.get(kw) or []):
-            _walk(root, sub, f"{ptr.rstrip('/')}/{kw}/{i}", out, depth + 1)
+    for part, sub in subschema_parts(node):
+        _walk(root, sub, join_raw(ptr.rstrip("/"), part), out, seen)
 
 
 def unbounded_parts(constraint: Constraint) -> list[dict]:
     """Every part of the constraint a run could stay in until the token limit (at most
-    12), for the doctor: what it is, where, and what would bound it."""
+    MAX_PARTS), for the doctor: what it is, where, and what would bound it."""
     out: list[dict] = (
         [_flexible("flexible whitespace")] if constraint.whitespace == "flexible" else []
     )
     schema = _schema_of(constraint)
     if schema is not None:
-        _walk(schema, schema, "/", out)
+        _walk(schema, schema, "/", out, set())
     elif constraint.kind == "regex":
         out += [_repeat_reason(m, "give it a maximum") for m in _REPEAT.finditer(constraint.text)]
-    return out[:12]
+    return out[:MAX_PARTS]
 
 
 def limit_reached(constraint: Constraint | None, prefix: str) -> str:

@@ -12,7 +12,8 @@ from ..lazy import lazy_module
 from ..regex.algebra import TooLarge, combine
 from .ecma import ecma_schema, to_python
 from .numbers import alt
-from .refs import merge_all, pointer_join
+from .pointer import escape, join_raw
+from .refs import merge_all
 from .strings import RAW, PatternTranslator, literal_text
 
 jsonschema = lazy_module("jsonschema")
@@ -76,7 +77,7 @@ class ObjectCompiler:
         members = []
         for name in names:
             value = self.c.node(
-                self.value_schema(name), pointer_join(self.ptr, f"properties/{_esc(name)}")
+                self.value_schema(name), join_raw(self.ptr, f"properties/{escape(name)}")
             )
             required = name in self.required
             if value is None:
@@ -154,13 +155,13 @@ class ObjectCompiler:
             key_schema, conflict = merge_all([pn, {"type": "string"}])
             if conflict:
                 return None
-            key = self.c.node(key_schema, pointer_join(self.ptr, "propertyNames"))
-            value = self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
+            key = self.c.node(key_schema, join_raw(self.ptr, "propertyNames"))
+            value = self.c.node(self.extra_schema, join_raw(self.ptr, "additionalProperties"))
             return None if key is None or value is None else key + key_sep + value
         if self.patterns:
             return self.pattern_member(listed)
         if self.extra_schema is not False:
-            value = self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
+            value = self.c.node(self.extra_schema, join_raw(self.ptr, "additionalProperties"))
             return None if value is None else key_not_in(listed) + key_sep + value
         return None
 
@@ -174,7 +175,7 @@ class ObjectCompiler:
             return exact or None
         if any(self.matches(p, n) for p in self.patterns for n in listed):
             return None
-        where = pointer_join(self.ptr, "patternProperties")
+        where = join_raw(self.ptr, "patternProperties")
         bodies = [PatternTranslator(p, where).translate()[0] for p in self.patterns]
         subs = list(self.patterns.values())
         value = self.c.node(subs[0] if len(subs) == 1 else {"allOf": subs}, where)
@@ -189,7 +190,7 @@ class ObjectCompiler:
         pats = list(self.patterns.items())
         if len(pats) > MAX_EXACT_PATTERNS:
             return None
-        where = pointer_join(self.ptr, "patternProperties")
+        where = join_raw(self.ptr, "patternProperties")
         translators = [PatternTranslator(p, where) for p, _ in pats]
         keys = [KEY_UNIVERSE] + [t.translate()[0] for t in translators]
         if not all(
@@ -204,7 +205,7 @@ class ObjectCompiler:
                 if not chosen and self.extra_schema is False:
                     continue
                 value = (
-                    self.c.node(self.extra_schema, pointer_join(self.ptr, "additionalProperties"))
+                    self.c.node(self.extra_schema, join_raw(self.ptr, "additionalProperties"))
                     if not chosen
                     else self.c.node(_all_of([pats[i][1] for i in chosen]), where)
                 )
@@ -311,7 +312,3 @@ def _listed(members: list[tuple[str, bool]], item: str) -> str | None:
         if req:
             break
     return alt(out)
-
-
-def _esc(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")

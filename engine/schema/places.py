@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from ..analysis.json_scan import escape_pointer, scan_json
+from ..analysis.json_scan import scan_json
 from ..regex.dfa import CharDFA
+from .pointer import scan_path, schema_pointer
 
 MAX_STATES = 5_000  # larger automata get no places (a second of scanning at most)
 _PREFERRED = "a0 .-e"  # representatives that keep a prefix readable (a letter, a digit...)
@@ -67,25 +68,14 @@ def _forced_tail(dfa: CharDFA, state: int, stop: str, limit: int = 200) -> str |
     return None
 
 
-def _pointer(stack: list, key: str | None) -> str:
-    """A schema pointer (`/properties/a/items`) for a container stack, with the key being
-    written (if known) as the last property."""
-    parts = []
-    for depth, (kind, v) in enumerate(stack):
-        last = depth == len(stack) - 1
-        if kind == "obj":
-            name = key if last and key is not None else v
-            if name is None or (last and key is None and v is None):
-                break
-            parts.append("properties/" + escape_pointer(str(name)))
-        else:
-            parts.append("items")
-    return "/" + "/".join(parts)
-
-
-def place_of(dfa: CharDFA, state: int, prefix: str) -> dict:
-    """{"pointer", "part"} for a state reached by `prefix`."""
+def place_of(dfa: CharDFA, state: int, prefix: str, schema: dict | None = None) -> dict:
+    """{"pointer", "part"} for a state reached by `prefix`; the pointer is walked in
+    `schema` when given (engine/schema/pointer.py), so it names a node the schema has."""
     sc = scan_json(prefix, len(prefix))
+
+    def _pointer(stack: list, key: str | None) -> str:
+        return schema_pointer(schema, scan_path(stack, key))
+
     if sc.in_str and sc.str_is_key:
         start = prefix.rfind('"') + 1
         tail = _forced_tail(dfa, state, '"')
@@ -119,21 +109,21 @@ def place_of(dfa: CharDFA, state: int, prefix: str) -> dict:
     return {"pointer": _pointer(sc.stack, None), "part": "after the value"}
 
 
-def schema_places(dfa: CharDFA) -> dict[str, list[str]] | None:
+def schema_places(dfa: CharDFA, schema: dict | None = None) -> dict[str, list[str]] | None:
     """state -> [pointer, part] for every state (JSON keys are strings), or None for an
     automaton too large to scan."""
     if dfa.num_states > MAX_STATES:
         return None
     return {
-        str(s): [(p := place_of(dfa, s, text))["pointer"], p["part"]]
+        str(s): [(p := place_of(dfa, s, text, schema))["pointer"], p["part"]]
         for s, text in shortest_prefixes(dfa).items()
     }
 
 
-def places_for_view(dfa: CharDFA) -> dict[str, list[str]] | None:
+def places_for_view(dfa: CharDFA, schema: dict | None = None) -> dict[str, list[str]] | None:
     """`schema_places`, kept with the automaton's trace view (`dfa.view`) once built, so a
-    cached constraint scans its states once."""
+    cached constraint scans its states once (a dfa is built from one schema)."""
     view = dfa.view if dfa.view is not None else {}
     if "places" not in view:
-        view["places"] = schema_places(dfa)
+        view["places"] = schema_places(dfa, schema)
     return view["places"]

@@ -9,10 +9,7 @@ from fractions import Fraction
 from urllib.parse import unquote
 
 from ..errors import CfsmError
-
-
-def pointer_join(ptr: str, part: str) -> str:
-    return f"{ptr}/{part}" if part else (ptr or "/")
+from .pointer import escape, unescape
 
 
 class RefResolver:
@@ -44,7 +41,7 @@ class RefResolver:
             return self.anchors[frag]
         node = self.root
         for part in [p for p in frag.split("/")[1:]]:
-            part = part.replace("~1", "/").replace("~0", "~")
+            part = unescape(part)
             try:
                 node = node[int(part)] if isinstance(node, list) else node[part]
             except (KeyError, IndexError, ValueError, TypeError):
@@ -106,10 +103,6 @@ DATA_KEYWORDS = (
 NAMED_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
-def esc(k: str) -> str:
-    return k.replace("~", "~0").replace("/", "~1")
-
-
 def subschemas(node, ptr: str = ""):
     """(pointer, subschema) for every subschema: maps of named subschemas (`properties`,
     `$defs`, ...) are walked into, not taken for schemas (a property may be named
@@ -121,9 +114,9 @@ def subschemas(node, ptr: str = ""):
                 continue
             if k in NAMED_SCHEMA_MAPS and isinstance(v, dict):
                 for name, sub in v.items():
-                    yield from subschemas(sub, f"{ptr}/{esc(k)}/{esc(name)}")
+                    yield from subschemas(sub, f"{ptr}/{escape(k)}/{escape(name)}")
             else:
-                yield from subschemas(v, f"{ptr}/{esc(k)}")
+                yield from subschemas(v, f"{ptr}/{escape(k)}")
     elif isinstance(node, list):
         for i, v in enumerate(node):
             yield from subschemas(v, f"{ptr}/{i}")

@@ -31,7 +31,8 @@ from .numbers import (
     number_spellings,
 )
 from .objects import ObjectCompiler, extra_schema_of
-from .refs import RefResolver, json_equal, merge_all, pointer_join
+from .pointer import join_raw
+from .refs import RefResolver, json_equal, merge_all
 from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
 from .whitespace import WhitespacePolicy
 
@@ -118,7 +119,7 @@ class SchemaCompiler(NumberKeywords):
 
     def refuse(self, keyword: str, ptr: str, why: str) -> None:
         """A keyword that cannot be enforced: an error, or with lenient a warning."""
-        where = pointer_join(ptr, keyword)
+        where = join_raw(ptr, keyword)
         if not self.lenient:
             raise CfsmError(
                 "unsupported_feature",
@@ -268,7 +269,7 @@ class SchemaCompiler(NumberKeywords):
             return s
         parts = []
         for i, sub in enumerate(s["allOf"]):
-            sub = self.refs.inline(sub, pointer_join(ptr, f"allOf/{i}"))
+            sub = self.refs.inline(sub, join_raw(ptr, f"allOf/{i}"))
             if sub is False:
                 return None
             if sub is True:
@@ -291,13 +292,12 @@ class SchemaCompiler(NumberKeywords):
             if conflict:
                 self.refuse("anyOf", ptr, conflict)
                 return self.node(rest, ptr)
-            branches.append(self.node(merged, pointer_join(ptr, f"anyOf/{i}")))
+            branches.append(self.node(merged, join_raw(ptr, f"anyOf/{i}")))
         return alt(branches)
 
     def one_of(self, s: dict, ptr: str) -> str | None:
         subs = [
-            self.refs.inline(sub, pointer_join(ptr, f"oneOf/{i}"))
-            for i, sub in enumerate(s["oneOf"])
+            self.refs.inline(sub, join_raw(ptr, f"oneOf/{i}")) for i, sub in enumerate(s["oneOf"])
         ]
         live = [x for x in subs if x is not False]
         if len(live) > 1 and not _pairwise_disjoint(live):
@@ -376,7 +376,7 @@ class SchemaCompiler(NumberKeywords):
         body, width = (
             (FORMATS[fmt], _width(FORMATS[fmt]))
             if fmt
-            else PatternTranslator(pattern, pointer_join(ptr, "pattern")).translate()
+            else PatternTranslator(pattern, join_raw(ptr, "pattern")).translate()
         )
         if (lo or hi is not None) and not (width[0] >= lo and (hi is None or width[1] <= hi)):
             if not (width[1] < lo or (hi is not None and width[0] > hi)):
@@ -395,11 +395,11 @@ class SchemaCompiler(NumberKeywords):
         lo, hi = int(s.get("minItems", 0)), s.get("maxItems")
         hi = None if hi is None else int(hi)
         prefix = [
-            self.node(x, pointer_join(ptr, f"prefixItems/{i}"))
+            self.node(x, join_raw(ptr, f"prefixItems/{i}"))
             for i, x in enumerate(s.get("prefixItems", []))
         ]
         items = s.get("items", True)
-        rest = None if items is False else self.node(items, pointer_join(ptr, "items"))
+        rest = None if items is False else self.node(items, join_raw(ptr, "items"))
         if None in prefix:
             cut = prefix.index(None)
             prefix, rest = prefix[:cut], None

@@ -67,7 +67,7 @@ def test_the_doctor_lists_every_unbounded_part_and_only_those():
     assert parts == {
         ("/properties/tags", "an array with no maxItems"),
         ("/properties/count", "a number with no maximum"),
-        ("/properties/when", "a string with no maxLength"),
+        ("/properties/when", "a string (format date-time) with no maxLength"),
     }
     rx = unbounded_parts(Constraint("regex", r"(a|b)*c[0-9]{2,}"))
     assert [u["where"] for u in rx] == [
@@ -139,3 +139,48 @@ def test_a_limit_is_found_in_a_string_with_escaped_quotes():
     c = Constraint("schema", '{"type": "string", "maxLength": 4}')
     assert limit_reached(c, '"a\\"b\\\\c') == "maxLength 4 of / reached"
     assert limit_reached(c, '"\\"a\\"') == ""  # three characters so far
+
+
+KUBE = {
+    "type": "object",
+    "properties": {
+        "metadata": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 63},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "renewTime": {"type": "string", "format": "date-time"},
+            },
+        },
+        "spec": {"$ref": "#/$defs/spec"},
+    },
+    "$defs": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}}},
+}
+
+
+def test_free_keys_strings_under_them_and_references_are_named_where_the_schema_has_them():
+    """The Kubernetes-style schema of issue 46: labels' free keys are an unbounded place,
+    a value under them sits at .../additionalProperties, a referenced node at its target,
+    and a format's advice is not maxLength (fsm cannot enforce the two together)."""
+    from engine.analysis.unbounded import unbounded_parts
+    from engine.schema.pointer import resolve
+
+    parts = {u["where"]: u for u in unbounded_parts(Constraint("schema", json.dumps(KUBE)))}
+    labels = "/properties/metadata/properties/labels"
+    assert set(parts) == {
+        labels,
+        labels + "/additionalProperties",
+        "/properties/metadata/properties/renewTime",
+        "/$defs/spec/properties/replicas",
+    }
+    assert all(resolve(KUBE, w)[0] for w in parts)
+    assert "free keys" in parts[labels]["what"]
+    renew = parts["/properties/metadata/properties/renewTime"]["bound"]
+    assert renew.startswith("replace the format by a pattern") and "set maxLength" not in renew
+    c = Constraint("schema", json.dumps(KUBE))
+    in_key = why_unfinished(c, '{"metadata":{"labels":{"app":"x","tier')
+    assert (in_key["where"], "free keys" in in_key["what"]) == (labels, True)
+    in_value = why_unfinished(c, '{"metadata":{"labels":{"app":"xxxxxxxx')
+    assert in_value["where"] == labels + "/additionalProperties"
+    deep = why_unfinished(c, '{"spec":{"replicas":1234567')
+    assert deep["where"] == "/$defs/spec/properties/replicas"

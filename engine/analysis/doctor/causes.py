@@ -137,7 +137,10 @@ def analyse_samples(
     is_schema: bool,
     threshold: int = 1,
     pattern: str | None = None,
+    schema: dict | None = None,
 ) -> dict:
+    """Where the samples' passes go: each costly character's cause and its place (a
+    pointer walked in `schema` when given, a span of `pattern` for a regex)."""
     cf = compressed_of(dfa)
     counts: Counter = Counter()
     places: dict[str, Counter] = defaultdict(Counter)
@@ -187,9 +190,9 @@ def analyse_samples(
             place = None
             if is_schema:
                 place = (
-                    _choice_pointer(text, c)
+                    _choice_pointer(text, c, schema)
                     if cause == "optional_or_order"
-                    else _json_pointer_at(text, c)
+                    else _json_pointer_at(text, c, schema)
                 )
             if not is_schema and pattern:
                 forced_before = text[max(0, c - 16) : c]

@@ -6,39 +6,29 @@ from __future__ import annotations
 import json
 import re
 
-from ..json_scan import escape_pointer, pointer_of, scan_json
+from ...schema.pointer import scan_path, schema_pointer
+from ..json_scan import scan_json
 
 
-def _json_pointer_at(text: str, pos: int) -> str:
-    """JSON pointer of the value being written at `pos`."""
-    sc = scan_json(text, pos)
-    parts = []
-    for depth, (kind, v) in enumerate(sc.stack):
-        last = depth == len(sc.stack) - 1
-        if kind == "obj":
-            if v is None or (last and sc.expecting_key and not sc.in_str):
-                break  # choosing a key: the place is the object itself
-            parts.append("properties/" + str(v).replace("~", "~0").replace("/", "~1"))
-        else:
-            parts.append("items")
-    return "/" + "/".join(parts) if parts else "/"
+def _json_pointer_at(text: str, pos: int, schema: dict | None = None) -> str:
+    """Schema pointer of the value being written at `pos` (the object while a key is
+    chosen), walked in `schema` when given."""
+    return schema_pointer(schema, scan_path(scan_json(text, pos).stack))
 
 
 _NEXT_KEY = re.compile(r'\s*,?\s*"((?:[^"\\]|\\.)*)"\s*:')
 
 
-def _choice_pointer(text: str, pos: int) -> str:
+def _choice_pointer(text: str, pos: int, schema: dict | None = None) -> str:
     """Where an object-level choice (another property or the end; which key) points: the
     property the text chose next, else the object that was closed."""
     sc = scan_json(text, pos)
     if not sc.stack or sc.stack[-1][0] != "obj":
-        return _json_pointer_at(text, pos)
-    base = pointer_of(sc.stack[:-1])
+        return _json_pointer_at(text, pos, schema)
     start = text.rfind('"', 0, pos) if sc.in_str and sc.str_is_key else pos
     m = _NEXT_KEY.match(text, start)
-    if m:
-        return base.rstrip("/") + "/properties/" + escape_pointer(json.loads(f'"{m.group(1)}"'))
-    return base
+    key = json.loads(f'"{m.group(1)}"') if m else None  # None: the object was closed
+    return schema_pointer(schema, scan_path([*sc.stack[:-1], ["obj", key]]))
 
 
 def _json_context(text: str, pos: int) -> str:

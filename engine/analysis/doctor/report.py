@@ -9,6 +9,7 @@ from ...constraint import Constraint
 from ...errors import CfsmError
 from ...regex.compressed import compressed_of
 from ...regex.dfa import CharDFA, build_char_dfa
+from ...schema.pointer import walkable
 from ..unbounded import unbounded_parts
 from .causes import BOUNDARY, CAUSES, analyse_samples
 from .samples import synthesize
@@ -79,6 +80,7 @@ def diagnose(
         is_schema,
         threshold,
         None if is_schema else constraint.text,
+        walkable(constraint.text) if is_schema else None,
     )
     total = max(1, res["model_tokens"])
     causes = []

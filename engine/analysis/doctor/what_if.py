@@ -10,6 +10,7 @@ from ...constraint import Constraint
 from ...errors import CfsmError
 from ...regex.dfa import build_char_dfa
 from ...schema import dump_as_generated, parse_schema, schema_to_regex
+from ...schema.pointer import resolve, split
 from .causes import analyse_samples
 from .samples import synthesize
 
@@ -56,35 +57,30 @@ def _what_if_schema(schema: dict, fix: str) -> dict | None:
 
 
 def _node_at(schema: dict, pointer: str) -> dict | None:
-    """The schema node a doctor place names (`/properties/a/items`), or None."""
-    node, parts = schema, [p for p in pointer.strip("/").split("/") if p]
-    i = 0
-    while i < len(parts):
-        if not isinstance(node, dict):
-            return None
-        if parts[i] == "properties" and i + 1 < len(parts):
-            name = parts[i + 1].replace("~1", "/").replace("~0", "~")
-            node, i = (node.get("properties") or {}).get(name), i + 2
-        elif parts[i] == "items":
-            node, i = node.get("items"), i + 1
-        else:
-            return None
-    return node if isinstance(node, dict) else None
+    """The schema node a doctor place names (a pointer into the schema), or None."""
+    found, node = resolve(schema, pointer)
+    return node if found and isinstance(node, dict) else None
 
 
 def _values_at(docs: list, pointer: str) -> list:
-    """The values the sample documents hold at a doctor place (every item of an array)."""
-    found = list(docs)
-    parts = [p for p in pointer.strip("/").split("/") if p]
-    i = 0
+    """The values the sample documents hold at a doctor place: every item of an array,
+    every value of an object with free keys; none where the place is reached through a
+    reference (its pointer no longer follows the documents)."""
+    found, parts, i = list(docs), split(pointer), 0
     while i < len(parts):
-        if parts[i] == "properties" and i + 1 < len(parts):
-            name = parts[i + 1].replace("~1", "/").replace("~0", "~")
-            found = [d[name] for d in found if isinstance(d, dict) and name in d]
-            i += 2
-        else:  # items
-            found = [v for d in found if isinstance(d, list) for v in d]
-            i += 1
+        kw, arg = parts[i], parts[i + 1] if i + 1 < len(parts) else None
+        if kw == "properties" and arg is not None:
+            found, i = [d[arg] for d in found if isinstance(d, dict) and arg in d], i + 2
+        elif kw in ("additionalProperties", "patternProperties"):
+            found = [v for d in found if isinstance(d, dict) for v in d.values()]
+            i += 1 if kw == "additionalProperties" else 2
+        elif kw == "prefixItems" and arg is not None and arg.isdigit():
+            k = int(arg)
+            found, i = [d[k] for d in found if isinstance(d, list) and k < len(d)], i + 2
+        elif kw == "items":
+            found, i = [v for d in found if isinstance(d, list) for v in d], i + 1
+        else:
+            return []
     return found
 
 

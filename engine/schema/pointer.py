@@ -1,0 +1,190 @@
+"""JSON pointers (RFC 6901) into a schema, built and resolved in this one module.
+
+A place in a document is a path of keys and item indices. Its schema pointer names the
+schema node that governs the value there, walked the way a validator would:
+
+- a key: `properties/<key>` when the object lists it, else `patternProperties/<pattern>`
+  for the first pattern the key matches, else `additionalProperties` when that is a schema;
+- an item index: `prefixItems/<i>` for a listed position, else `items`;
+- a local `$ref` on the way is followed: the pointer goes on from its target
+  (`/$defs/node/properties/next`), so it can be resolved in the schema as written.
+
+The stopping rule: a pointer names the deepest node that the path reaches without
+guessing, so it never names a node the schema does not have. It stops at a key that no
+keyword admits (a closed or open object: the object is the place), at `anyOf`/`oneOf`/
+`allOf` whose branch the path does not decide, and at a reference that is not local.
+Without a schema (a caller that has only the text), a path is spelled `properties/<key>`
+and `items`, as the old places were."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from urllib.parse import unquote
+
+MAX_REF_HOPS = 32  # a chain of references longer than this is left where it is
+
+
+def escape(key: str) -> str:
+    """A key as one pointer segment (`~` -> `~0`, `/` -> `~1`)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def unescape(segment: str) -> str:
+    """One pointer segment back to its key."""
+    return segment.replace("~1", "/").replace("~0", "~")
+
+
+def split(pointer: str) -> list[str]:
+    """A pointer's segments, unescaped (`/` and `` are the root: no segments)."""
+    return [unescape(p) for p in pointer.strip("/").split("/") if p] if pointer else []
+
+
+def join(pointer: str, *segments: str | int) -> str:
+    """`pointer` with segments appended, each escaped (`join("/a", "b/c") == "/a/b~1c"`)."""
+    parts = [p for p in pointer.strip("/").split("/") if p] if pointer else []
+    parts += [escape(str(s)) for s in segments]
+    return "/" + "/".join(parts)
+
+
+def join_raw(pointer: str, part: str) -> str:
+    """`pointer` with an already escaped part (`properties/a~1b`) appended."""
+    return f"{pointer}/{part}" if part else (pointer or "/")
+
+
+def resolve(doc, pointer: str):
+    """(found, value) for the node at `pointer` in `doc` (lists take decimal indices)."""
+    cur = doc
+    for p in split(pointer):
+        if isinstance(cur, dict) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list) and p.isdigit() and int(p) < len(cur):
+            cur = cur[int(p)]
+        else:
+            return False, None
+    return True, cur
+
+
+def resolve_ref(root, ref: str):
+    """The target of a local `$ref` (`#`, `#/…`, percent-encoded as URI fragments are), or
+    None where it is not local (an `$anchor` or another document) or points at nothing."""
+    if not isinstance(ref, str) or not ref.startswith("#") or (len(ref) > 1 and ref[1] != "/"):
+        return None
+    found, node = resolve(root, unquote(ref[1:]))
+    return node if found else None
+
+
+def follow_refs(root, node, pointer: str) -> tuple[object, str]:
+    """(node, pointer) with `node`'s `$ref` chain followed to where it ends (`pointer` is
+    where `node` sits; a reference that is not local leaves both as they are)."""
+    for _ in range(MAX_REF_HOPS):
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        target = resolve_ref(root, ref) if ref is not None else None
+        if target is None:
+            return node, pointer
+        node, pointer = target, "/" + unquote(ref[1:]).strip("/")
+    return node, pointer
+
+
+def _key_step(node: dict, key: str) -> str | None:
+    """Which keyword of an object schema governs `key`, as an escaped pointer part."""
+    props = node.get("properties")
+    if isinstance(props, dict) and key in props:
+        return "properties/" + escape(key)
+    patterns = node.get("patternProperties")
+    if isinstance(patterns, dict):
+        for pat in patterns:
+            try:
+                if re.search(pat, key):
+                    return "patternProperties/" + escape(pat)
+            except (re.error, RecursionError, OverflowError):
+                continue
+    if isinstance(node.get("additionalProperties"), dict):
+        return "additionalProperties"
+    return None
+
+
+def _index_step(node: dict, index: int) -> str | None:
+    prefix = node.get("prefixItems")
+    if isinstance(prefix, list) and index < len(prefix):
+        return f"prefixItems/{index}"
+    items = node.get("items")
+    if isinstance(items, list):  # draft-4 tuple form
+        return f"items/{index}" if index < len(items) else None
+    return "items" if isinstance(items, dict) else None
+
+
+def schema_walk(schema, path: Sequence[str | int]) -> tuple[object, str]:
+    """(node, pointer) of the deepest schema node `path` reaches (the stopping rule above);
+    the node is the schema's own, with references followed."""
+    node, pointer = follow_refs(schema, schema, "/")
+    for step in path:
+        if not isinstance(node, dict):
+            break
+        part = _index_step(node, step) if isinstance(step, int) else _key_step(node, str(step))
+        if part is None:
+            break
+        child = _child(node, part)
+        node, pointer = follow_refs(schema, child, join_raw(pointer.rstrip("/"), part))
+    return node, pointer or "/"
+
+
+def _child(node: dict, part: str):
+    """The subschema an escaped pointer part (`properties/a~1b`, `items`) names in `node`."""
+    return resolve(node, "/" + part)[1]
+
+
+def subschema_parts(node: dict):
+    """(escaped pointer part, subschema) for each subschema a value under `node` can be
+    governed by: properties, patternProperties, additionalProperties, prefixItems, items
+    and the branches of anyOf/oneOf/allOf."""
+    for kw in ("properties", "patternProperties"):
+        for name, sub in (node.get(kw) or {}).items() if isinstance(node.get(kw), dict) else ():
+            yield f"{kw}/{escape(name)}", sub
+    for kw in ("additionalProperties", "items"):
+        if isinstance(node.get(kw), dict):
+            yield kw, node[kw]
+    for kw in ("prefixItems", "items", "anyOf", "oneOf", "allOf"):
+        if isinstance(node.get(kw), list):
+            for i, sub in enumerate(node[kw]):
+                yield f"{kw}/{i}", sub
+
+
+def schema_pointer(schema, path: Sequence[str | int]) -> str:
+    """The schema pointer of a document path; `properties/…`/`items` without a schema."""
+    if schema is None or not isinstance(schema, dict):
+        return text_pointer(path)
+    return schema_walk(schema, path)[1]
+
+
+def text_pointer(path: Iterable[str | int]) -> str:
+    """A document path spelled as a schema pointer with no schema to walk."""
+    parts = ["items" if isinstance(s, int) else "properties/" + escape(str(s)) for s in path]
+    return "/" + "/".join(parts)
+
+
+def scan_path(stack: list, key: str | None = None) -> list[str | int]:
+    """The document path of a JSON scan's stack (`["obj", key] / ["arr", index]`): the value
+    whose key is known; where a key is being chosen (None) the path ends at the object.
+    `key` names the key being written in the innermost object, when the caller knows it."""
+    path: list[str | int] = []
+    for depth, (kind, v) in enumerate(stack):
+        if kind == "arr":
+            path.append(v)
+            continue
+        name = key if depth == len(stack) - 1 and key is not None else v
+        if name is None:
+            break
+        path.append(str(name))
+    return path
+
+
+def walkable(schema_text: str) -> dict | None:
+    """A schema's text parsed for walking pointers in it; None where it is not a JSON
+    object (pointers are then spelled as `text_pointer` spells them)."""
+    try:
+        obj = json.loads(schema_text)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
