@@ -4,6 +4,7 @@ strings panel; every error as one visible line."""
 from __future__ import annotations
 
 import html
+import re
 
 from engine.analysis.check import check_text
 from engine.backends import AUTO, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
@@ -19,12 +20,26 @@ from .inputs import PageInputs
 from .state import EngineHub, check_page_model
 
 
+# the engine's messages name CLI flags; on the page the same switch is a control
+PAGE_CONTROLS = (
+    ("--lenient", "the Lenient box"),
+    ("--spec", "the Spec reading box"),
+)
+
+
+def for_the_page(message: str) -> str:
+    """An engine message with its CLI flags named as the page's controls."""
+    for flag, control in PAGE_CONTROLS:  # "pass --lenient to the CLI" stays as it is
+        message = re.sub(re.escape(flag) + r"\b(?! to the CLI)", control, message)
+    return message
+
+
 def error_line(exc: BaseException) -> str:
     """An error as the page's one visible line (never a traceback)."""
     if isinstance(exc, CfsmError):
         return (
             f'<div class="cfsm-error" id="error-box">\u26a0 {html.escape(exc.kind)}: '
-            f"{html.escape(exc.message)}</div>"
+            f"{html.escape(for_the_page(exc.message))}</div>"
         )
     text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
     return (

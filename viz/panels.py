@@ -549,7 +549,7 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     passes = totals.get("forward_passes", 0)
     cards = [
         ("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),
-        ("forward passes saved vs masked", f"{100 * (1 - passes / base):.0f}%", 1 - passes / base),
+        _saving_card("forward passes", "vs masked", 1 - passes / base),
         (
             "output tokens jumped",
             f"{100 * totals.get('jumped_tokens', 0) / out:.0f}%",
@@ -564,7 +564,7 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     saved = time_saved(totals)
     if saved is not None:
         clock = "this run's clock" if totals.get("run_masked_ms") else "this runtime's costs"
-        cards.append((f"decode time saved vs masked ({clock})", f"{100 * saved:.0f}%", saved))
+        cards.append(_saving_card("decode time", f"vs masked ({clock})", saved))
     if "compile_s" in totals:
         # a cached constraint: its once-paid compile time, said so (not this run's)
         label = "compile (cached: none this run)" if totals.get("compile_cached") else "compile"
@@ -572,6 +572,15 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
     if totals.get("runtime"):
         cards.append(("runtime", RUNTIME_NAMES.get(totals["runtime"], totals["runtime"]), None))
     return _card_row(cards)
+
+
+def _saving_card(what: str, against: str, saved: float) -> tuple:
+    """A saving as a card that never reads as a negative saving: a loss is named a loss
+    ("104% more decode time"), and a saving that rounds to 0 reads 0%, not -0%."""
+    pct = round(100 * saved)
+    if pct < 0:
+        return (f"more {what} {against}", f"{-pct}% more", None)
+    return (f"{what} saved {against}", f"{pct}%", max(0.0, saved))
 
 
 def _card_row(cards: list[tuple]) -> str:

@@ -52,7 +52,7 @@ def summary_md(trace: dict) -> str:
     elif ideal:
         parts.append(
             f"Ideal for this output: {plural(ideal['ideal_forward_passes'], 'pass')} "
-            f"({ideal['ideal_reduction']}x fewer than one per token)."
+            f"({per_token_line(ideal['ideal_reduction'])})."
         )
     est = time_saved_line(t)
     if est:
@@ -152,11 +152,8 @@ def time_saved_line(t: dict) -> str:
             f"On {rt}'s measured costs: {t['est_forward_ms'] / 1e3:.2f} s of forward passes "
             f"against {t['est_masked_ms'] / 1e3:.2f} s for the same output decoded masked: "
         )
-    verdict = (
-        f"{100 * saved:.0f}% of the time saved."
-        if saved >= 0
-        else f"{100 * -saved:.0f}% more time than masked."
-    )
+    pct = round(100 * saved)
+    verdict = f"{pct}% of the time saved." if pct >= 0 else f"{-pct}% more time than masked."
     return (
         head
         + verdict
@@ -441,3 +438,11 @@ def doctor_plot(rep: dict):
         title="Where the forward passes go",
     )
     return fig
+
+
+def per_token_line(reduction: float) -> str:
+    """The ideal against one pass per token, never "0.995x fewer": a ratio under 1.01
+    reads as one pass per token."""
+    if reduction >= 1.01:
+        return f"{reduction}x fewer than one per token"
+    return "about one per token: no pass to save"

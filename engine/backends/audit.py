@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..constraint import Constraint
 from ..errors import CfsmError
+from ..schema.pointer import join
 from ..schema.refs import subschemas
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ def audit(backend: GrammarBackend, c: Constraint) -> list[str]:
     name = backend.name
     if gaps and not c.lenient:
         kw, ptr, why = gaps[0]
-        where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
+        where = join(ptr, kw)
         raise CfsmError(
             "unsupported_feature",
             f"`{kw}` at {where} is not enforced by {name}: {why} "
@@ -207,6 +208,6 @@ def audit(backend: GrammarBackend, c: Constraint) -> list[str]:
             + ("; the fsm backend may enforce it)" if backend.known_gaps else ")"),
         )
     for kw, ptr, why in gaps:
-        where = f"{ptr.rstrip('/')}/{kw}" if ptr != "/" else f"/{kw}"
+        where = join(ptr, kw)
         warnings.append(f"`{kw}` at {where} is NOT enforced by {name}: {why}")
     return warnings

@@ -583,3 +583,23 @@ def test_step_0_shows_both_the_initial_jump_and_the_one_after_its_token(engine):
     for j in at0:
         assert f"<code>{visible(j['string'])}</code>" in html
     assert 'id="jump-panel"' in html and 'id="jump-panel-2"' in html
+
+
+def test_a_loss_is_never_shown_as_a_negative_saving():
+    """Issue 46: "-104% decode time saved" on a busy machine, and a "-0%" card."""
+    base = {"output_tokens": 20, "forward_passes": 10, "reason": "length", "tokens_per_s": 5}
+    lost = stat_cards({**base, "run_forward_ms": 2040.0, "run_masked_ms": 1000.0})
+    assert re.search(r'class="v">104% more</div><div class="l">more decode time vs masked', lost)
+    tiny = stat_cards({**base, "run_forward_ms": 1001.0, "run_masked_ms": 1000.0})
+    assert re.search(r'class="v">0%</div><div class="l">decode time saved vs masked', tiny)
+    more_passes = stat_cards({**base, "forward_passes": 25})
+    assert '25% more</div><div class="l">more forward passes vs masked' in more_passes
+    for cards in (lost, tiny, more_passes):
+        assert not re.search(r'class="v">-', cards)
+
+
+def test_an_ideal_of_about_one_pass_per_token_is_not_called_fewer():
+    from viz.summaries import per_token_line
+
+    assert per_token_line(0.995) == "about one per token: no pass to save"
+    assert per_token_line(2.5) == "2.5x fewer than one per token"
