@@ -19,7 +19,6 @@ from viz.highlight import test_strings_html
 from .inputs import PageInputs
 from .state import EngineHub, check_page_model
 
-
 # the engine's messages name CLI flags; on the page the same switch is a control
 PAGE_CONTROLS = (
     ("--lenient", "the Lenient box"),
