@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..backends import CompiledConstraint, TokenizerContext
 from ..constraint import Constraint
 from ..regex.dfa import CharDFA
+from .json_scan import scan_json
 from .unbounded import limit_reached
 
 MAX_EXPECTED = 8
@@ -57,11 +58,33 @@ def check_text(
     out = _check(compiled, dfa, ctx, text)
     at = out["rejected_at"]
     if at is not None and constraint is not None:
-        prefix = text.encode("utf-8")[:at].decode("utf-8", "ignore")
-        limit = limit_reached(constraint, prefix)
+        data = text.encode("utf-8")
+        prefix = data[:at].decode("utf-8", "ignore")
+        nxt = data[at:].decode("utf-8", "ignore")[:1]
+        limit = limit_reached(constraint, prefix, nxt) or _whitespace_hint(constraint, prefix, nxt)
         if limit:
             out["limit"] = limit
     return out
+
+
+_WS_POLICY = {
+    "compact": "the compact whitespace policy writes no whitespace between JSON tokens",
+    "spaced": "the spaced whitespace policy writes one space after ',' and ':', no other",
+    "flexible": "the flexible whitespace policy allows at most one space around separators",
+}
+
+
+def _whitespace_hint(constraint: Constraint, prefix: str, nxt: str) -> str:
+    """Why whitespace outside a string was refused: the policy that forbids it, so that
+    pretty-printed JSON is not only "expected '\"'"."""
+    if constraint.kind != "schema" or not nxt.isspace():
+        return ""
+    if scan_json(prefix, len(prefix)).in_str:
+        return ""
+    hint = _WS_POLICY[constraint.whitespace]
+    if nxt != " ":
+        return hint + " (no policy allows newlines or tabs: pretty-printed JSON is refused)"
+    return hint if constraint.whitespace == "flexible" else hint + " (flexible allows a space)"
 
 
 def _check(

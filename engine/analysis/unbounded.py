@@ -192,13 +192,22 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
     return out[:MAX_PARTS]
 
 
-def limit_reached(constraint: Constraint | None, prefix: str) -> str:
+_NUMBER_BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+
+
+def limit_reached(constraint: Constraint | None, prefix: str, nxt: str = "") -> str:
     """Which schema bound a JSON prefix has used up where a text leaves the language (a
-    string at its maxLength, an array at its maxItems): '' when none is."""
+    string at its maxLength, an array at its maxItems, a number's range when the refused
+    character `nxt` is part of a number): '' when none is."""
     schema = _schema_of(constraint)
     if schema is None:
         return ""
     sc = scan_json(prefix, len(prefix))
+    if nxt and nxt in "-0123456789.eE+" and not sc.in_str:
+        node, where = _node_at(schema, sc.stack)
+        bounds = [f"{k} {node[k]}" for k in _NUMBER_BOUNDS if k in node]
+        if bounds:
+            return f"the number would leave {', '.join(bounds)} of {where}"
     if sc.in_str and not sc.str_is_key:
         node, where = _node_at(schema, sc.stack)
         used = sc.str_chars

@@ -113,3 +113,23 @@ def test_a_string_with_escaped_quotes_is_checked_not_an_internal_error(
     by = {o["backend"]: o for o in out}
     for b in ("fsm", "outlines", "llguidance"):
         assert "accepted" in by[b], by[b]
+
+
+def test_a_refusal_names_the_number_range_or_the_whitespace_policy(capsys, tiny_model, tmp_path):
+    """Issue 46: 3601 against maximum 3600 answered only "expected ',', '0', '}'", and
+    pretty-printed JSON only "expected '\"'"; the answer names what refused them."""
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 3600}},
+        "required": ["n"],
+    }
+    lines = [
+        json.dumps({"schema": schema, "text": '{"n":3601}', "backend": "fsm"}),
+        json.dumps({"schema": schema, "text": '{\n  "n": 1\n}', "backend": "fsm"}),
+        json.dumps({"schema": schema, "text": '{"n": 1}', "backend": "fsm"}),
+    ]
+    _, out, _ = run_check(capsys, tiny_model, lines, tmp_path)
+    assert out[0]["limit"] == "the number would leave minimum 0, maximum 3600 of /properties/n"
+    assert out[1]["limit"].startswith("the compact whitespace policy writes no whitespace")
+    assert "no policy allows newlines" in out[1]["limit"]
+    assert "compact" in out[2]["limit"] and "flexible allows a space" in out[2]["limit"]
