@@ -210,23 +210,31 @@ def jump_for_step(trace: dict, step: int | None) -> dict | None:
     return js[-1] if js else None
 
 
+def no_jump_text(trace: dict, step: int | None = None) -> str:
+    """Why a step shows no jump: the mode, the end of the run, or a choice ahead."""
+    if trace.get("mode") == "replay":
+        return REPLAY_NO_JUMP
+    if trace.get("mode") != "jump":
+        return (
+            f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
+            "token by token."
+        )
+    reason = (trace.get("totals") or {}).get("reason")
+    if step is not None and step >= len(trace.get("steps", [])) and reason:
+        return f"No jump here: the run has ended ({reason})."
+    return (
+        "No jump at this step: the next character is a choice (or the forced text is too short "
+        "to be worth a jump)."
+    )
+
+
 def jump_panel(trace: dict, step: int | None) -> str:
     """Each jump-forward string at this step with its re-tokenization diff (step 0 may
     have two: the initial jump and the one after its token)."""
     js = jumps_for_step(trace, step)
     if js:
         return "".join(_one_jump_panel(j, k) for k, j in enumerate(js))
-    msg = (
-        "No jump at this step: the next character is a choice (or the forced text is too short "
-        "to be worth a jump)."
-    )
-    if trace.get("mode") == "replay":
-        msg = REPLAY_NO_JUMP
-    elif trace.get("mode") != "jump":
-        msg = (
-            f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
-            "token by token."
-        )
+    msg = no_jump_text(trace, step)
     return (
         '<div class="cfsm-panel" id="jump-panel"><h4>Jump-forward</h4><div '
         f'class="cfsm-muted">{esc(msg)}</div></div>'

@@ -34,11 +34,11 @@ from .graph import (
 )
 from .panels import (
     CSS,
-    REPLAY_NO_JUMP,
     caption,
     glossary_html,
     jump_for_step,
     jump_panel,
+    no_jump_text,
     output_panel,
     token_strip,
 )
@@ -170,7 +170,7 @@ def _step_entry(
             t=upto[min(rel, len(upto) - 1)],
         )
     j = jump_for_step(trace, k) if k < len(steps) else None
-    e["j"] = jump_panel(trace, k) if j is not None else ""
+    e["j"] = jump_panel(trace, k) if j is not None or k >= len(steps) else ""
     e["J"] = sum(1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k)
     if k < len(steps):
         s = steps[k]
@@ -247,26 +247,12 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
         "trail": trail_els,
         "jumps": jumps,
         "masks": masks,
-        "noJump": _no_jump(trace),
+        "noJump": no_jump_text(trace),
         "replay": trace.get("mode") == "replay",
         "outline": schema_outline(trace, view),
         "markCss": MARK_CSS,
         "steps": [_step_entry(trace, k, pos, view, upto, which) for k, pos in enumerate(where)],
     }
-
-
-def _no_jump(trace: dict) -> str:
-    if trace.get("mode") == "replay":
-        return REPLAY_NO_JUMP
-    if trace.get("mode") != "jump":
-        return (
-            f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded token by "
-            "token."
-        )
-    return (
-        "No jump at this step: the next character is a choice (or the forced text is too short to "
-        "be worth a jump)."
-    )
 
 
 def _no_graph(trace: dict) -> str:

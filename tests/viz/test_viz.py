@@ -603,3 +603,10 @@ def test_an_ideal_of_about_one_pass_per_token_is_not_called_fewer():
 
     assert per_token_line(0.995) == "about one per token: no pass to save"
     assert per_token_line(2.5) == "2.5x fewer than one per token"
+
+
+def test_the_end_of_a_run_is_not_called_a_choice_in_the_jump_panel():
+    t = {"mode": "jump", "steps": [{}, {}, {}], "jumps": [], "totals": {"reason": "eos"}}
+    assert "the run has ended (eos)" in jump_panel(t, 3)
+    assert "the next character is a choice" in jump_panel(t, 1)
+    assert "jump-forward is off" in jump_panel({**t, "mode": "masked"}, 3)
