@@ -319,8 +319,9 @@ def _replay_sentence(trace: dict, s: dict, step: int, tok: str, allowed: int, vo
     if first is not None and step > first["step"]:
         return f"Step {step}: the engine wrote {tok}, after its output had left the constraint."
     if s["origin"] == "forced":
-        return (f"Step {step}: every character of {tok} was fixed by the constraint ({allowed:,} "
-                "tokens fit it): jump-forward would have written it without a forward pass; "
+        fit = f"{allowed:,} token fits" if allowed == 1 else f"{allowed:,} tokens fit"
+        return (f"Step {step}: every character of {tok} was fixed by the constraint ({fit} "
+                "it): jump-forward would have written it without a forward pass; "
                 "this engine spent one.")  # fmt: skip
     return (f"Step {step}: a choice: the constraint allows {allowed:,} of {vocab:,} tokens and "
             f"the engine wrote {tok} (p={s.get('prob', 0):.2f} by its own logprobs).")  # fmt: skip

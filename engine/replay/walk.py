@@ -75,6 +75,8 @@ class ReplayWalk:
             raw, masked, mass = self._alternatives(tok, allowed, resolve)
             p = tok.prob if tok.prob is not None else 0.0
             shown = self.texts.text(tid)
+            # a token the mask refused (or any after it) was not fixed by the constraint
+            forced[i] = forced[i] and inside
             step = self.rec.add_step(_step(i, state, allowed, tid, shown, forced[i], p, raw,
                                            masked, mass, tok.ms, char_at))  # fmt: skip
             if allowed is not None:
@@ -125,6 +127,12 @@ def replay_trace(walk: ReplayWalk, tokens: list[EngineToken], ids: list[int], te
     streamed = [t.ms for t in tokens if t.ms is not None]
     wall = round(sum(streamed) / 1e3, 4)
     valid, why = validate_output(walk.constraint, text, walk.final, "replay", walk.final)
+    if walk.violations:  # not "incomplete": the engine wrote what the constraint refuses
+        v = walk.violations[0]
+        valid, why = False, (
+            f"outside the constraint at step {v['step']}: the engine wrote {v['text']!r}, "
+            "which the mask did not allow there"
+        )
     totals = Totals(
         forward_passes=n, output_tokens=n, prompt_tokens=meta.get("prompt_tokens", 0),
         prefilled_tokens=0, steps=n, model_steps=n - n_forced, forced_steps=n_forced,

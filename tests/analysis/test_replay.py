@@ -59,6 +59,22 @@ def test_a_token_outside_the_constraint_is_flagged_at_its_step(
     assert v["allowed"] >= 3  # Gryffindor, Slytherin, Ravenclaw's first tokens
 
 
+def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(
+    compile_engine, recorded
+):
+    """Issue 46: the badge said "not finished (replay)" and the summary claimed a saved pass
+    for a token after the output had left the constraint."""
+    from viz.summaries import replay_md
+
+    tr = compile_engine.replay(Constraint.from_inputs("regex", "ab(c|d)efgh"), recorded, {})
+    (v,) = tr["replay"]["violations"]
+    assert v["step"] == 0 and tr["valid"] is False
+    assert tr["validation"].startswith("outside the constraint at step 0")
+    assert tr["replay"]["forced_tokens"] == 0
+    assert all(t["origin"] != "forced" for t in tr["tokens"])
+    assert "would have saved 0 forward passes" in replay_md(tr)
+
+
 def test_a_stream_is_timed_per_token_and_the_cli_replays_a_saved_response(character_regex):
     out = subprocess.run(
         [sys.executable, "-m", "cfsm", "replay", "--response",
