@@ -129,9 +129,12 @@ def replay_trace(walk: ReplayWalk, tokens: list[EngineToken], ids: list[int], te
     valid, why = validate_output(walk.constraint, text, walk.final, "replay", walk.final)
     if walk.violations:  # not "incomplete": the engine wrote what the constraint refuses
         v = walk.violations[0]
-        valid, why = False, (
-            f"outside the constraint at step {v['step']}: the engine wrote {v['text']!r}, "
-            "which the mask did not allow there"
+        valid, why = (
+            False,
+            (
+                f"outside the constraint at step {v['step']}: the engine wrote {v['text']!r}, "
+                "which the mask did not allow there"
+            ),
         )
     totals = Totals(
         forward_passes=n, output_tokens=n, prompt_tokens=meta.get("prompt_tokens", 0),

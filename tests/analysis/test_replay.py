@@ -59,9 +59,7 @@ def test_a_token_outside_the_constraint_is_flagged_at_its_step(
     assert v["allowed"] >= 3  # Gryffindor, Slytherin, Ravenclaw's first tokens
 
 
-def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(
-    compile_engine, recorded
-):
+def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(compile_engine, recorded):
     """Issue 46: the badge said "not finished (replay)" and the summary claimed a saved pass
     for a token after the output had left the constraint."""
     from viz.summaries import replay_md
