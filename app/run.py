@@ -153,24 +153,26 @@ def run_streamer(ui, hub: EngineHub):
                 yield from _compile_progress(eng, c, inp.backend, handle, out)
             if handle.event.is_set():
                 yield out.set(
-                    **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw)
+                    **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw),
+                    permalink=inp.permalink(),  # what is on screen, not the previous run's
                 )
                 return  # (Stop's own reply said the same)
             handle.set_phase("decoding")
             trace = yield from _decode_streaming(eng, req, handle, out)
             if handle.event.is_set():
                 yield out.set(
-                    **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw)
+                    **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw),
+                    permalink=inp.permalink(),  # what is on screen, not the previous run's
                 )
                 return
             first, rest = finished_run(trace, inp.collapse, inp.whole, inp.raw)
-            yield out.set(**first)
+            yield out.set(**first, permalink=inp.permalink())
             handle.unsent = (trace, rest)  # the view is shown: Stop sends the rest (stop_reply)
-            # below the step view, after it: the timeline and the permalink; then what only a
+            # below the step view, after it: the timeline; then what only a
             # scrub or a download needs. The trace file goes in the last update: a file
             # output set in an earlier one stayed "Uploading..." with no link (Gradio 6)
             for last in (
-                dict(timeline=draw_timeline(trace), permalink=inp.permalink()),
+                dict(timeline=draw_timeline(trace)),
                 dict(view_rest=rest, dl_trace=write_trace_file(trace)),
             ):
                 if handle.event.is_set():

@@ -659,6 +659,12 @@ def test_stop_during_a_compile_says_so_and_other_tabs_are_not_held_up(page, app_
     page.wait_for_function(
         "!document.querySelector('#step-view')?.innerText.includes('Decoding')", timeout=20_000
     )
+    # the permalink is what is on screen (it carried the previous run's inputs)
+    page.wait_for_function(
+        "decodeURIComponent(document.querySelector('#permalink a')?.href || '')"
+        ".includes('(a|b)*a(a|b){18}')",
+        timeout=20_000,
+    )
     page.goto(app_url, wait_until="domcontentloaded")  # the next tests start from the defaults
 
 
