@@ -3,7 +3,13 @@ Schema's own reading), read by its adapter and by its trigger grammars alike."""
 
 from __future__ import annotations
 
+import copy
+
 from ..constraint import Constraint
+from ..schema.pointer import resolve_ref, split
+from ..schema.refs import subschemas
+
+_OPENERS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 
 
 def xgrammar_json_options(constraint: Constraint) -> dict:
@@ -25,3 +31,28 @@ def llguidance_json_overrides(constraint: Constraint) -> dict:
     if ws.flexible:
         opts["whitespace_pattern"] = ws.pattern
     return opts
+
+
+def closed_reading(schema):
+    """`schema` read as generation reads it (the default, not `--spec`): an object schema
+    that lists `properties` and says nothing of other keys gets `additionalProperties:
+    false`, as fsm and xgrammar (strict mode) close it; llguidance has no closed mode, so it
+    is given the schema closed. An object assembled by `allOf` stays open (closing each
+    member would refuse the other members' keys): its members, and the targets of members
+    that are references, are left as they are."""
+    if not isinstance(schema, dict):
+        return schema
+    out = copy.deepcopy(schema)
+    keep_open = set()
+    for ptr, node in subschemas(out):
+        for i, member in enumerate(node.get("allOf") or []):
+            keep_open.add(f"{ptr.rstrip('/')}/allOf/{i}")
+            target = resolve_ref(out, member.get("$ref")) if isinstance(member, dict) else None
+            if target is not None:
+                keep_open.add("/" + "/".join(split(member["$ref"][1:])))
+    for ptr, node in list(subschemas(out)):
+        if ptr in keep_open or not isinstance(node.get("properties"), dict):
+            continue
+        if not any(k in node for k in _OPENERS):
+            node["additionalProperties"] = False
+    return out

@@ -535,13 +535,23 @@ def test_spec_reading_reaches_every_backend_and_the_cache_key(byte_ctx):
         compiled = get_backend(b).compile(open_, byte_ctx)
         assert check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
         assert not check_text(compiled, None, byte_ctx, '{"b":2}')["accepted"], b
-    for b in (
-        "fsm",
-        "outlines",
-        "xgrammar",
-    ):  # llguidance always reads objects as the spec does (README)
+    for b in ("fsm", "outlines", "xgrammar", "llguidance"):  # llguidance gets it closed
         compiled = get_backend(b).compile(closed, byte_ctx)
         assert not check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
+
+
+def test_llguidance_in_the_closed_reading_keeps_allof_members_open(byte_ctx):
+    """llguidance is given the schema closed, except an allOf's members (and a member's
+    reference target): closing each would refuse the keys the other member lists."""
+    member = {"properties": {"y": {"type": "integer"}}}
+    schema = {
+        "type": "object",
+        "properties": {"b": {"allOf": [{"$ref": "#/$defs/base"}, member]}},
+        "$defs": {"base": {"properties": {"z": {"type": "integer"}}}},
+    }
+    compiled = get_backend("llguidance").compile(Constraint("schema", json.dumps(schema)), byte_ctx)
+    assert check_text(compiled, None, byte_ctx, '{"b":{"z":1,"y":2}}')["accepted"]
+    assert not check_text(compiled, None, byte_ctx, '{"c":1}')["accepted"]  # the root: closed
 
 
 def test_an_anchor_inside_an_enum_is_data_not_an_identifier():
