@@ -184,3 +184,27 @@ def test_free_keys_strings_under_them_and_references_are_named_where_the_schema_
     assert in_value["where"] == labels + "/additionalProperties"
     deep = why_unfinished(c, '{"spec":{"replicas":1234567')
     assert deep["where"] == "/$defs/spec/properties/replicas"
+
+
+def test_the_doctors_what_ifs_never_set_maxlength_next_to_a_format():
+    """Issue 46: the Doctor advised maxLength on `renewTime` (format date-time), a change
+    its own what-if then found fsm cannot enforce."""
+    from engine.analysis.doctor.what_if import advice_variants
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "renewTime": {"type": "string", "format": "date-time"},
+            "name": {"type": "string"},
+        },
+    }
+    causes = [{"cause": "free_text", "places": ["/properties/renewTime", "/properties/name"]}]
+    texts = [
+        json.dumps({"renewTime": f"2024-01-0{i}T00:00:00Z", "name": "n" * (i + 20)})
+        for i in range(1, 9)
+    ]
+    variants = dict(advice_variants(schema, causes, texts))
+    (label,) = [k for k in variants if k.startswith("maxLength")]
+    assert label.endswith("at /properties/name")  # the places it changed, only
+    fixed = variants[label]["properties"]
+    assert fixed["name"]["maxLength"] == 28 and "maxLength" not in fixed["renewTime"]

@@ -87,15 +87,16 @@ def _values_at(docs: list, pointer: str) -> list:
 MAX_ENUM = 16  # an enum of the sampled values is offered up to this many distinct values
 
 
-def _applied(schema: dict, pointers: list[str], change) -> dict | None:
+def _applied(schema: dict, pointers: list[str], change) -> tuple[dict, list[str]] | None:
     """A copy of `schema` with `change(node, pointer)` applied at each pointer that names a
-    node (`change` returns False where it does not apply); None when nothing changed."""
-    s, changed = copy.deepcopy(schema), False
+    node (`change` returns False where it does not apply), and the pointers it changed;
+    None when nothing changed."""
+    s, changed = copy.deepcopy(schema), []
     for ptr in pointers:
         node = _node_at(s, ptr)
         if node is not None and change(node, ptr):
-            changed = True
-    return s if changed else None
+            changed.append(ptr)
+    return (s, changed) if changed else None
 
 
 def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[tuple[str, dict]]:
@@ -123,6 +124,8 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
 
     def max_length(node: dict, ptr: str) -> bool:
         lens = [len(v) for v in _values_at(docs, ptr) if isinstance(v, str)]
+        if "format" in node:  # fsm cannot enforce maxLength with a format: not advice
+            return False
         if not lens or node.get("maxLength", 10**9) <= max(lens):
             return False
         node["maxLength"] = max(lens)
@@ -167,7 +170,7 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
             ptrs = list(dict.fromkeys(p.removesuffix("/items") or "/" for p in ptrs))
         fixed = _applied(schema, ptrs, change) if ptrs else None
         if fixed is not None:
-            out.append((f"{label} {where(ptrs)}", fixed))
+            out.append((f"{label} {where(fixed[1])}", fixed[0]))
     return out
 
 
