@@ -8,6 +8,7 @@ import gradio as gr
 from engine.backends import DEFAULT_BACKEND
 from engine.constraint import Constraint
 from engine.errors import CfsmError
+from engine.internals import gradio_jobs
 from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
 
 from .inputs import TEXT_BOX, PageInputs
@@ -23,8 +24,7 @@ def client_gone(demo: gr.Blocks, request: gr.Request | None):
         return None
 
     def gone() -> bool:
-        queue = getattr(demo, "_queue", None)
-        jobs = [j for js in getattr(queue, "active_jobs", None) or [] if js for j in js]
+        jobs = gradio_jobs(demo)
         mine = [j for j in jobs if getattr(j, "session_hash", None) == session]
         return bool(mine) and not any(getattr(j, "alive", True) for j in mine)
 

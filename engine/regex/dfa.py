@@ -221,7 +221,7 @@ def _interegular_neutral(norm: str, max_states: int):
         raise CfsmError("state_explosion", f"regex needs more than {max_states} DFA states")
     fsm = fsm.reduce()
     by_class: dict[int, list] = {}
-    for sym, k in fsm.alphabet._symbol_mapping.items():
+    for sym, k in fsm.alphabet.items():  # Alphabet is a Mapping: symbol -> class
         by_class.setdefault(k, []).append(sym)
     anything_else = interegular_fsm.anything_else
     chars, other = {}, None

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CfsmError
+from ..internals import llama_lib_and_ffi
 from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
 from .host_threads import torch_ops_on_one_thread, usable_cpus
@@ -30,7 +31,6 @@ np = lazy_module("numpy")
 torch = lazy_module("torch")
 # optional: the wheel exists for x86_64 Linux only (pyproject.toml); a read raises ImportError
 llama_cpp = lazy_module("llama_cpp_py_sync")
-llama_cffi = lazy_module("llama_cpp_py_sync._cffi_bindings")
 
 SETTING_ERRORS: list[str] = []  # refused environment settings: loading a model says so
 
@@ -151,7 +151,7 @@ def _lib():
     if "lib" in _HOOKS:
         return _HOOKS["lib"], _HOOKS["ffi"]
     try:
-        lib, ffi = llama_cffi.get_lib(), llama_cffi.get_ffi()
+        lib, ffi = llama_lib_and_ffi()
     except Exception as exc:  # noqa: BLE001
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise CfsmError(
