@@ -114,7 +114,7 @@ class ConformanceRun:
             spec,
         )
         self.impl = get_backend(backend)
-        self.isolate, self.timeout_s = self.impl.compile_isolated, timeout_s
+        self.isolate, self.timeout_s = self.impl.compiles_in_worker, timeout_s
         self.totals = dict.fromkeys(COUNTERS, 0)
         self.files: dict[str, dict] = {}
         self.refusals: dict[str, int] = {}

@@ -279,14 +279,12 @@ class GrammarBackend(ABC):
     needs_automaton: bool = False
     # The grammar language it reads ("EBNF", "Lark"), None when it takes no grammars.
     grammar_syntax: str | None = None
-    # Its compiles can run away in native code that no timeout interrupts: benchmarks that
-    # feed it many schemas run each compile in a child process.
-    compile_isolated: bool = False
     # Schema constructs the library is known to mishandle (checks from audit.py): refused
     # unless lenient, so nothing is silently dropped.
     known_gaps: tuple = ()
-    # Its library compiles in native code that no thread can stop: the compile cache runs
-    # `compile_native` in a killable worker process and sends back `dump_compiled`'s payload.
+    # Its library compiles in native code that no thread can stop (the one isolation flag):
+    # the compile cache runs `compile_native` in a killable worker process and sends back
+    # `dump_compiled`'s payload; benchmarks that feed it many schemas fork a child per compile.
     compiles_in_worker: bool = False
 
     def compile(

@@ -206,8 +206,7 @@ class OutlinesBackend(GrammarBackend):
     name = "outlines"
     kinds = ("regex", "schema")
     needs_automaton = True
-    compile_isolated = True  # its Rust Index build cannot be interrupted
-    compiles_in_worker = True
+    compiles_in_worker = True  # its Rust Index build cannot be interrupted
 
     def warm(self, ctx: TokenizerContext) -> None:
         ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
