@@ -288,14 +288,19 @@ class GrammarBackend(ABC):
     compiles_in_worker: bool = False
 
     def compile(
-        self, constraint: Constraint, ctx: TokenizerContext, worker=None, **opts
+        self,
+        constraint: Constraint,
+        ctx: TokenizerContext,
+        worker=None,
+        dfa: CharDFA | None = None,
     ) -> CompiledConstraint:
         """Compile for `ctx`'s tokenizer. Pure (no shared state is changed except the
         tokenizer context's per-library views); raises CfsmError with a kind on any input
         it cannot enforce, never a library exception. With `worker` ((name, constraint,
         dfa) -> payload, the compile cache's killable processes), a backend that
         `compiles_in_worker` runs its library there, within the compile's time and memory
-        limits, and loads the result here."""
+        limits, and loads the result here. `dfa`: the constraint's character automaton when
+        the caller has it (a backend that `needs_automaton` builds it otherwise)."""
 
         if constraint.kind not in self.kinds:
             raise CfsmError(
@@ -308,11 +313,11 @@ class GrammarBackend(ABC):
         warnings = audit(self, constraint)  # a known gap of this backend: refused unless lenient
         payload = None
         if worker is not None and self.compiles_in_worker:
-            payload = worker(self.name, constraint, opts.get("dfa"))
+            payload = worker(self.name, constraint, dfa)
         if payload is not None:
-            compiled = self.load_compiled(payload, constraint, ctx, **opts)
+            compiled = self.load_compiled(payload, constraint, ctx, dfa)
         else:  # no worker, or one that found repeating the compile here cheaper than carrying it
-            compiled = self.compile_native(constraint, ctx, **opts)
+            compiled = self.compile_native(constraint, ctx, dfa)
         compiled.compile_seconds = time.perf_counter() - t0
         regex_warnings = constraint.regex_warnings() if self.needs_automaton else []
         compiled.warnings = warnings + regex_warnings
@@ -320,7 +325,7 @@ class GrammarBackend(ABC):
 
     @abstractmethod
     def compile_native(
-        self, constraint: Constraint, ctx: TokenizerContext, **opts
+        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None
     ) -> CompiledConstraint:
         """The library's own compile, in this process (the server, or a compile worker that
         then sends `dump_compiled`'s payload); `compile` wraps it with the checks every
@@ -344,7 +349,11 @@ class GrammarBackend(ABC):
         return False
 
     def load_compiled(
-        self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **opts
+        self,
+        payload: bytes,
+        constraint: Constraint,
+        ctx: TokenizerContext,
+        dfa: CharDFA | None = None,
     ) -> CompiledConstraint:
         """The compiled constraint from a worker's payload, for this process's `ctx`."""
         raise NotImplementedError(f"{self.name} does not compile in a worker")

@@ -84,7 +84,7 @@ class FsmBackend(GrammarBackend):
     needs_automaton = True
 
     def compile_native(
-        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
+        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None
     ):
         dfa = self.automaton(constraint, dfa)
         if dfa is None:

@@ -108,14 +108,16 @@ class LlguidanceBackend(GrammarBackend):
     def dump_compiled(self, compiled: LlguidanceCompiled) -> bytes:
         return compiled.grammar.encode("utf-8")
 
-    def load_compiled(self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **_):
+    def load_compiled(
+        self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, dfa=None
+    ):
         """The worker validated the grammar against the same tokenizer: matchers are built
         from it here (llguidance's own parser limits bound each one's work)."""
         return LlguidanceCompiled(
             constraint, self._tokenizer(ctx), payload.decode("utf-8"), ctx.vocab_size, ctx.emittable
         )
 
-    def compile_native(self, constraint: Constraint, ctx: TokenizerContext, **_):
+    def compile_native(self, constraint: Constraint, ctx: TokenizerContext, dfa=None):
         tok = self._tokenizer(ctx)
         if constraint.kind == "regex":
             grammar = llg.LLMatcher.grammar_from_regex(normalize_regex(constraint.text))

@@ -220,7 +220,6 @@ class OutlinesBackend(GrammarBackend):
         constraint: Constraint,
         ctx: TokenizerContext,
         dfa: CharDFA | None = None,
-        **_,
     ):
 
         index, marker_ids = pickle.loads(payload)
@@ -229,7 +228,7 @@ class OutlinesBackend(GrammarBackend):
         )
 
     def compile_native(
-        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None, **_
+        self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None
     ):
         dfa = self.automaton(constraint, dfa)
         vocab, marker_prefix_ids = ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))

@@ -141,7 +141,9 @@ class XgrammarBackend(GrammarBackend):
         quick = seconds < min(carry_s, self.REPEAT_MAX_S)
         return compiled.constraint.kind != "schema" and quick
 
-    def load_compiled(self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, **_):
+    def load_compiled(
+        self, payload: bytes, constraint: Constraint, ctx: TokenizerContext, dfa=None
+    ):
         grammar = xgr.CompiledGrammar.deserialize_json(payload.decode("utf-8"), self._info(ctx))
         return XgrammarCompiled(constraint, grammar, ctx.vocab_size, ctx.emittable)
 
@@ -154,7 +156,7 @@ class XgrammarBackend(GrammarBackend):
             ),
         )
 
-    def compile_native(self, constraint: Constraint, ctx: TokenizerContext, **_):
+    def compile_native(self, constraint: Constraint, ctx: TokenizerContext, dfa=None):
         compiler = self._compiler(ctx)
         try:
             if constraint.kind == "regex":
