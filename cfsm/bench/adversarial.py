@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+from engine.backends import WORKER_BACKENDS
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
@@ -145,9 +146,6 @@ def format_table(res: dict) -> str:
             for r in res["worker_overhead"]
         ]
     return "\n".join(lines)
-
-
-WORKER_BACKENDS = ("outlines", "xgrammar", "llguidance")
 
 
 def worker_overhead(engine, repeats: int = 3) -> list[dict]:

@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from engine.backends import BACKENDS
 from engine.errors import CfsmError
 from engine.serving.memory import rss_tree_bytes
 
@@ -25,7 +26,6 @@ from .suite import Flag, Suite
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIR = ROOT.parent / "shared" / "bench-data" / "json-schema-test-suite" / "draft2020-12"
-BACKENDS = ("fsm", "outlines", "xgrammar", "llguidance")
 
 
 def build_lines(cases: int) -> list[str]:

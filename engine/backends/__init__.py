@@ -19,6 +19,10 @@ BACKENDS = tuple(_REGISTRY)  # the backends themselves (tests and benchmarks loo
 BACKEND_CHOICES = (AUTO, *BACKENDS)  # what a user may ask for: `auto` chooses (choose.py)
 DEFAULT_BACKEND = AUTO
 REGEX_BACKENDS = BACKENDS
+# Those that compile their own grammar from the constraint (no character automaton)
+NATIVE_BACKENDS = tuple(n for n, b in _REGISTRY.items() if not b.needs_automaton)
+# Those whose library compiles in a killable worker process (the one isolation flag)
+WORKER_BACKENDS = tuple(n for n, b in _REGISTRY.items() if b.compiles_in_worker)
 # Backends that take grammars, and the syntax each reads.
 GRAMMAR_SYNTAX = {n: b.grammar_syntax for n, b in _REGISTRY.items() if b.grammar_syntax}
 
@@ -50,6 +54,8 @@ __all__ = [
     "BACKEND_CHOICES",
     "DEFAULT_BACKEND",
     "GRAMMAR_SYNTAX",
+    "NATIVE_BACKENDS",
+    "WORKER_BACKENDS",
     "CompiledConstraint",
     "GrammarBackend",
     "Matcher",

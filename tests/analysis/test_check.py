@@ -5,6 +5,7 @@ import json
 import pytest
 
 from cfsm.cli import main
+from engine.backends import BACKENDS
 
 # no weights are used, but the embedded tokenizer comes from the converted model folder
 # (the first run converts the GGUF), so these count as model tests
@@ -45,7 +46,7 @@ def test_regex_verdicts_name_the_place_and_what_was_allowed(capsys):
     )  # a byte offset: "ü" is two bytes, and it is the first character
 
 
-@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_every_backend_gives_its_own_verdict(capsys, backend):
     rc, (good, bad) = run(
         capsys,
@@ -71,7 +72,7 @@ def test_every_backend_accepts_past_an_accepting_state(capsys):
     assert rc == 0
     full = {o["backend"]: o for o in out if o["text"] == "1.5"}
     part = {o["backend"]: o for o in out if o["text"] == "1."}
-    assert set(full) == set(part) == {"fsm", "outlines", "xgrammar", "llguidance"}
+    assert set(full) == set(part) == set(BACKENDS)
     assert all(o["accepted"] and not o["warnings"] for o in full.values())
     assert all(
         not o["accepted"] and o["prefix_ok"] and o["rejected_at"] is None for o in part.values()

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from cfsm.cli import main
+from engine.backends import BACKENDS
 
 SUITE = Path(__file__).resolve().parents[3] / "shared/bench-data/json-schema-test-suite"
 SUITE = SUITE / "draft2020-12"
-BACKENDS = ("fsm", "outlines", "xgrammar", "llguidance")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import get_backend
+from engine.backends import BACKENDS, get_backend
 from engine.constraint import Constraint
 from engine.errors import CfsmError
 
@@ -46,7 +46,7 @@ DRAFT_MIXING = json.loads(
 )
 
 
-@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_no_backend_accepts_an_invalid_instance_of_a_draft_mixing_schema_unwarned(backend):
     """Keywords of older drafts beside 2020-12's (tests/data/draft_mixing.json, in the test
     suite's format): each backend refuses the schema, or rejects every invalid instance,

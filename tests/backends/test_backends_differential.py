@@ -124,7 +124,7 @@ def test_outlines_takes_the_longer_alternative(ctx):
     ab = [t for t in range(ctx.vocab.size) if ctx.vocab.token_bytes[t] == b"ab"][0]
     for rx in ("(a|ab)", "(ab|a)"):
         ms = _matchers(ctx, rx)
-        for b in ("fsm", "outlines", "xgrammar", "llguidance"):
+        for b in BACKENDS:
             assert ab in set(ms[b].allowed_ids().tolist()), (rx, b)
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.backends import BACKENDS
 from engine.errors import CfsmError
 from engine.regex.compressed import CompressedFSM
 from engine.regex.dfa import build_char_dfa, normalize_regex
@@ -214,10 +215,7 @@ def _walk_backends(ctx, rx: str, seed: int, steps: int = 8) -> None:
     from engine.constraint import Constraint
 
     c = Constraint("regex", rx)
-    ms = {
-        b: get_backend(b).compile(c, ctx).matcher()
-        for b in ("fsm", "outlines", "xgrammar", "llguidance")
-    }
+    ms = {b: get_backend(b).compile(c, ctx).matcher() for b in BACKENDS}
     rng = random.Random(seed)
     for _ in range(steps):
         sets = {b: set(m.allowed_ids().tolist()) for b, m in ms.items()}

@@ -7,6 +7,7 @@ import pytest
 
 from cfsm.bench.decode import paper_items
 from cfsm.bench.jsonschemabench import summarize, walk_instance
+from engine.backends import NATIVE_BACKENDS
 from engine.constraint import Constraint
 from engine.schema import reorder_like_schema
 from engine.serving.compile_cache import CompileCache
@@ -76,7 +77,7 @@ def test_summary_counts_coverage_and_leaks():
             },
         },
     ]
-    res = summarize(rows, ["xgrammar", "llguidance"])
+    res = summarize(rows, list(NATIVE_BACKENDS))
     assert res["summary"]["xgrammar"]["coverage"] == 0.5
     assert res["summary"]["xgrammar"]["jump_share_of_instance_bytes"] == 0.25
     assert res["fallback_chain"]["covered"] == 2

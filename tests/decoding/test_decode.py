@@ -7,6 +7,7 @@ import jsonschema
 import pytest
 import torch
 
+from engine.backends import BACKENDS
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.decoding.trace import validate_trace
@@ -204,7 +205,7 @@ PERSON = {
 }
 
 
-@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_json_schema_end_to_end_per_backend(engine, backend):
     c = Constraint("schema", json.dumps(PERSON), "spaced")
     tr = gen(

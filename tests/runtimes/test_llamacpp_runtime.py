@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from cfsm.bench.batch import run_batch
+from engine.backends import BACKENDS
 from engine.constraint import Constraint
 from engine.decoding.model import embedded_gguf_path, gguf_file, resolve_runtime
 from engine.decoding.request import GenerateRequest
@@ -125,7 +126,7 @@ PERSON = {
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("backend", ["fsm", "outlines", "xgrammar", "llguidance"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_every_backend_decodes_valid_outputs_on_llamacpp(engine, llama, backend):
     import jsonschema
 

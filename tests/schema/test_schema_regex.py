@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from engine.analysis.check import check_text
-from engine.backends import TokenizerContext, get_backend
+from engine.backends import BACKENDS, TokenizerContext, get_backend
 from engine.constraint import Constraint
 from engine.decoding.validate import format_checker
 from engine.errors import CfsmError
@@ -337,7 +337,7 @@ def test_native_backend_gaps_refused(byte_ctx, backend, schema, keyword):
 def test_held_out_invoice_is_enforced_by_every_backend(byte_ctx):
     bad = '{"id":"A1","lines":[{"sku":"ABC-123","qty":100,"price":1.5}]}'
     good = '{"id":"A1","lines":[{"sku":"ABC-123","qty":99,"price":1.5}]}'
-    for b in ("fsm", "outlines", "xgrammar", "llguidance"):
+    for b in BACKENDS:
         compiled = get_backend(b).compile(Constraint("schema", json.dumps(INVOICE)), byte_ctx)
         assert check_text(compiled, None, byte_ctx, good)["accepted"], b
         assert not check_text(compiled, None, byte_ctx, bad)["accepted"], b
@@ -531,11 +531,11 @@ def test_spec_reading_reaches_every_backend_and_the_cache_key(byte_ctx):
     )
     closed, open_ = Constraint("schema", schema), Constraint("schema", schema, spec=True)
     assert closed.key != open_.key
-    for b in ("fsm", "outlines", "xgrammar", "llguidance"):
+    for b in BACKENDS:
         compiled = get_backend(b).compile(open_, byte_ctx)
         assert check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
         assert not check_text(compiled, None, byte_ctx, '{"b":2}')["accepted"], b
-    for b in ("fsm", "outlines", "xgrammar", "llguidance"):  # llguidance gets it closed
+    for b in BACKENDS:  # llguidance gets it closed
         compiled = get_backend(b).compile(closed, byte_ctx)
         assert not check_text(compiled, None, byte_ctx, '{"a":1,"b":2}')["accepted"], b
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import engine.serving.compile_cache as cc
+from engine.backends import WORKER_BACKENDS
 from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.serving.memory import rss_bytes
@@ -84,7 +85,7 @@ SMALL = {
 
 
 @pytest.mark.parametrize("kind", ["schema", "regex"])
-@pytest.mark.parametrize("backend", ["outlines", "xgrammar", "llguidance"])
+@pytest.mark.parametrize("backend", WORKER_BACKENDS)
 def test_a_compile_through_a_worker_equals_one_in_this_process(ctx, backend, kind):
     c, text = SMALL[kind]
     via = cc.CompileCache(ctx)
