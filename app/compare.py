@@ -21,6 +21,14 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
         try:
             inp = PageInputs.read(ui, values)
             eng = hub.get(check_page_model(inp.model))
+            # each side starts from the same cache state: the prompt prefilled once before
+            # both (else B reuses the prompt A just prefilled and looks many times faster)
+            eng.generate(
+                inp.request(
+                    with_triggers=False, mode="free", max_new_tokens=1, runtime="",
+                    trace_detail=False, constraint=None,
+                )
+            )  # fmt: skip
             traces, configs = [], []
             for m, b, w in ([values[x] for x in side] for side in sides):
                 req = inp.request(

@@ -295,6 +295,28 @@ def _output_cell(text: str, part: int | None, keep: int = 40, show: int = 60) ->
     return f"{head} ▶ {tail}" + ("…" if len(text) > part + show else "")
 
 
+UNEXPLAINED_RATIO = 3.0  # a wall-time ratio past this with equal passes needs a reason
+
+
+def _unexplained_ratio(ta: dict, tb: dict, speed: float) -> str:
+    """A wall-time ratio the pass counts do not explain, said so with what does: the
+    prompt one side took from the cache, else the machine's load while it ran."""
+    if max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO:
+        return ""
+    if ta["forward_passes"] != tb["forward_passes"]:
+        return ""
+    ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
+    if ca != cb:
+        return (
+            f"both made {ta['forward_passes']} forward passes: the time differs because one "
+            f"side took more of its prompt from the cache ({ca} against {cb} tokens)"
+        )
+    return (
+        f"both made {ta['forward_passes']} forward passes, so the time difference is not the "
+        "method's: the machine was busier during one of the runs"
+    )
+
+
 def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
     """A vs B with the caveats a reader needs: unfinished runs, different outputs, sampling."""
     ta, tb = a["totals"], b["totals"]
@@ -308,6 +330,8 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         f"| tokens | {ta['output_tokens']} | {tb['output_tokens']} |",
         f"| forward passes | {ta['forward_passes']} | {tb['forward_passes']} |",
         f"| wall time | {ta['wall_s']} s | {tb['wall_s']} s |",
+        "| prompt tokens from the cache | "
+        f"{ta.get('prompt_cached_tokens', 0)} | {tb.get('prompt_cached_tokens', 0)} |",
         f"| finished | {ta['finished']} ({ta['reason']}) | {tb['finished']} ({tb['reason']}) |",
         "",
     ]
@@ -329,6 +353,9 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         _times(ta["forward_passes"] / max(1, tb["forward_passes"]), "fewer", "more")
         + " forward passes"
     )
+    odd = _unexplained_ratio(ta, tb, speed)
+    if odd:
+        caveats.append(odd)
     if a["text"] != b["text"] and {a.get("mode"), b.get("mode")} == {"masked", "jump"}:
         caveats.append(
             "jump-forward re-tokenizes what it jumps and the model then reads those tokens, "

@@ -38,6 +38,21 @@ def test_compare_warns_when_a_run_did_not_finish_or_outputs_differ_or_were_sampl
     assert "temperature 0.7, seed 3" in md and "read the ratio with care" in md
 
 
+def test_compare_explains_a_big_ratio_with_equal_passes():
+    """Issue 46: "B is 44.2x faster than A ... with 1.00x fewer forward passes" for
+    `(yes|no)`: B had reused the prompt A had just prefilled."""
+    a, b = _run("yes", 0.63, 1), _run("yes", 0.014, 1)
+    a["totals"]["prompt_cached_tokens"], b["totals"]["prompt_cached_tokens"] = 0, 30
+    md = compare_md(a, b, "masked / fsm", "jump / fsm", 0.0, 0)
+    assert "took more of its prompt from the cache (0 against 30 tokens)" in md
+    assert "read the ratio with care" in md and "| prompt tokens from the cache | 0 | 30 |" in md
+    a["totals"]["prompt_cached_tokens"] = 30
+    md = compare_md(a, b, "masked / fsm", "jump / fsm", 0.0, 0)
+    assert "the machine was busier during one of the runs" in md
+    near = compare_md(_run("yes", 0.02, 1), _run("yes", 0.014, 1), "A", "B", 0.0, 0)
+    assert "care" not in near  # 1.4x with equal passes: nothing to explain
+
+
 def test_an_uploaded_trace_restores_its_inputs():
     trace = {
         "backend": "xgrammar",

@@ -514,6 +514,11 @@ def test_compare_masked_vs_jump(page):
     assert "masked / fsm" in table and "jump / fsm" in table
     m = re.search(r"B is ([0-9.]+)x (faster|slower)", table)
     assert m, table
+    # both sides start from the same cache state: the prompt prefilled once before both
+    # (masked re-feeds the prompt's last token for its logits; a first jump's feed need not)
+    cached = re.search(r"prompt tokens from the cache\s+(\d+)\s+(\d+)", table)
+    a_c, b_c = int(cached.group(1)), int(cached.group(2))
+    assert a_c > 0 and abs(a_c - b_c) <= 1, table
     # both strips show tokens; B (jump) has jumped chips, A (masked) has none
     assert page.locator("#strip-a .cfsm-chip[data-origin]").count() > 20
     assert page.locator("#strip-a .cfsm-chip[data-origin=jump]").count() == 0
