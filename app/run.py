@@ -16,7 +16,8 @@ from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.decoding.trace import StepEvent, WaitEvent, validate_trace
 from engine.errors import CfsmError
-from viz.panels import stat_cards, token_strip
+from viz.cards import stat_cards
+from viz.panels import token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, step_view_html, step_view_parts
 from viz.summaries import live_figures, previous_run_note, summary_md, waiting_line

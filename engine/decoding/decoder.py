@@ -18,7 +18,8 @@ from ..triggers.tools import parse_tools
 from .model import LoadedModel
 from .request import GenerateRequest
 from .scheduler import ContinuousBatcher, PassCounts, run_to_completion
-from .sequence import Sequence, TokenText
+from .sequence import Sequence
+from .token_text import TokenText
 from .trace import Trace
 
 REMEASURE_EVERY_S = 60.0  # the cost model is measured again at most this often

@@ -11,7 +11,6 @@ re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the tra
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from ..lazy import lazy_module
 from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
 from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
+from .token_text import TokenText, common_prefix, token_json
 from .trace import (
     JumpRecord,
     JumpSkip,
@@ -41,76 +41,6 @@ torch = lazy_module("torch")
 
 EventFn = Callable[[str, Any], None]  # ("start", dict), ("step", StepEvent), ("wait", WaitEvent),
 # ("end", dict)
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-_ESCAPED_RUN = re.compile("[\udc80-\udcff]+")
-
-
-def readable(b: bytes) -> str:
-    """Token bytes as text; bytes that are not whole UTF-8 characters read `<E5 9F>`
-    (a U+FFFD would hide which bytes they are)."""
-    s = b.decode("utf-8", errors="surrogateescape")
-    return _ESCAPED_RUN.sub(
-        lambda m: "<" + " ".join(f"{ord(c) - 0xDC00:02X}" for c in m.group()) + ">", s
-    )
-
-
-def token_json(texts: TokenText, tid: int, origin: str, step: int) -> dict:
-    d = {"id": tid, "text": texts.text(tid), "origin": origin, "step": step}
-    if texts.token_bytes[tid] is None:
-        d["special"] = True  # no bytes in the output's text: its text is the token's name
-    h = texts.hex(tid)
-    if h is not None:
-        d["hex"] = h
-    return d
-
-
-class TokenText:
-    """Token ids -> bytes/text for traces, shared by all sequences of one tokenizer."""
-
-    def __init__(self, ctx: TokenizerContext) -> None:
-        self.ctx = ctx
-        self.token_bytes = ctx.vocab.token_bytes
-
-    def text(self, tid: int) -> str:
-        b = self.token_bytes[tid] if 0 <= tid < len(self.token_bytes) else None
-        if b is None:
-            if tid == self.ctx.eos_token_id:
-                return "<eos>"
-            return self.ctx.tokenizer.convert_ids_to_tokens(tid) or f"<{tid}>"
-        return readable(b)
-
-    def hex(self, tid: int) -> str | None:
-        """The token's bytes in hex when they are not whole UTF-8 characters on their own
-        (byte-fallback tokens), so a viewer can merge them into the character they make."""
-        b = self.token_bytes[tid] if 0 <= tid < len(self.token_bytes) else None
-        if b is None:
-            return None
-        try:
-            b.decode("utf-8")
-            return None
-        except UnicodeDecodeError:
-            return b.hex()
-
-    def hexes(self, ids) -> dict[str, str] | None:
-        """{id: hex} of the ids whose bytes `hex` spells (None when there are none)."""
-        found = {str(i): h for i in ids if (h := self.hex(i)) is not None}
-        return found or None
-
-    def bytes(self, ids: list[int]) -> bytes:
-        tb = self.token_bytes
-        return b"".join(tb[t] or b"" for t in ids)
-
-    def pairs(self, ids: list[int]) -> list[list]:
-        return [[t, self.text(t)] for t in ids]
 
 
 @dataclass
@@ -548,7 +478,7 @@ class Sequence:
 
     def _est_masked_ms(self) -> float:
         """The cost model's time for this output decoded masked, pass for pass as the
-        page's 'passes saved' counts it (viz.panels.masked_passes): the prompt's prefill
+        page's 'passes saved' counts it (viz.cards.masked_passes): the prompt's prefill
         gives the first token, one step each gives the others, and one more step a stop the
         model chose (EOS). A run that jumps nothing then saves 0%, not the one step a
         baseline of one step per output token added."""

@@ -12,7 +12,7 @@ import numpy as np
 from ..analysis.ideal import choice_tokens, free_char_flags, ideal_counts, token_char_starts
 from ..backends import CompiledConstraint, TokenizerContext
 from ..constraint import Constraint
-from ..decoding.sequence import TokenText, token_json
+from ..decoding.token_text import TokenText, token_json
 from ..decoding.trace import StepRecord, Totals, Trace, TraceRecorder
 from ..decoding.validate import validate_output
 from ..regex.compressed import compressed_of

@@ -268,7 +268,7 @@ def test_stop_while_decoding_brings_back_the_previous_runs_view():
     from app.run import STOP_OUTPUTS, stop_reply
     from app.state import RunHandle
     from cfsm.bench.scrub import synthetic_trace
-    from viz.panels import stat_cards
+    from viz.cards import stat_cards
 
     prev = synthetic_trace("(yes|no)", steps=1)
     h = RunHandle()

@@ -47,7 +47,7 @@ def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
     from app.presets import presets
     from engine.constraint import Constraint
     from engine.decoding.decoder import GenerateRequest
-    from viz.panels import stat_cards
+    from viz.cards import stat_cards
     from viz.summaries import time_saved_line
 
     p = presets()["SGLang character (regex)"]

@@ -258,7 +258,7 @@ def test_a_rerun_that_jumps_first_shares_no_more_than_its_prompt(engine, llama):
     t = engine.generate(req)["totals"]
     assert t["prompt_cached_tokens"] == t["prompt_tokens"]  # the whole prompt, and no more
     # and the second run compiled nothing: its compile card says the time is the cached one's
-    from viz.panels import stat_cards
+    from viz.cards import stat_cards
 
     assert not first["compile_cached"] and t["compile_cached"]
     assert "compile (cached: none this run)" in stat_cards(t)

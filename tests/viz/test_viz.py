@@ -10,8 +10,9 @@ from engine.decoding.decoder import GenerateRequest
 from engine.decoding.trace import TRACE_VERSION, encode_mask
 from engine.regex.dfa import build_char_dfa
 from engine.serving.service import automaton_json
+from viz.cards import stat_cards
 from viz.graph import FOCUS_NODES, dot_source, graph_view, mark_svg, plan_focus, render_svg, trail
-from viz.panels import caption, chip_labels, jump_panel, output_panel, stat_cards, token_strip
+from viz.panels import caption, chip_labels, jump_panel, output_panel, token_strip
 from viz.plots import decode_mask, timeline
 from viz.step_bundle import positions, step_bundle, step_view_html
 from viz.text import visible
@@ -159,7 +160,7 @@ def test_byte_tokens_read_as_hex_and_show_the_character_they_complete():
     labels = chip_labels(tokens)
     assert labels[0][0] == "<E6 97>" and "part of a character" in labels[0][1]
     assert labels[1][0] == "<A5> = 日" and labels[2][0] == "x"
-    from engine.decoding.sequence import readable
+    from engine.decoding.token_text import readable
 
     assert (
         readable(b[:2]) == "<E6 97>"

@@ -1,0 +1,89 @@
+"""The run's figures as labelled cards (tokens/s, passes and time saved against masked,
+compile, runtime): value first, each on its own scale; a loss reads as a loss."""
+
+from __future__ import annotations
+
+from engine.decoding.trace import time_saved
+
+from .text import esc
+
+RUNTIME_NAMES = {"llamacpp": "llama.cpp", "transformers": "transformers (PyTorch)"}
+
+
+def masked_passes(totals: dict) -> int:
+    """What masked decoding spends on the same output: one pass per output token (the
+    prompt's pass gives the first token's logits), and one more for a stop the model chose
+    (`eos`); a run that ends where only EOS is allowed needs none for it. While a run
+    streams (no reason yet) the stop is counted."""
+    out = max(1, totals.get("output_tokens", 0))
+    return out + (1 if totals.get("reason", "eos") == "eos" else 0)
+
+
+def replay_cards(totals: dict) -> list[tuple]:
+    """A replay's cards: the other engine's passes, and what jump-forward would save."""
+    n = max(1, totals.get("output_tokens", 0))
+    forced = totals.get("forced_steps", 0)
+    cards = [
+        ("tokens (one forward pass each)", f"{totals.get('output_tokens', 0)}", None),
+        ("passes jump-forward would save", f"{100 * forced / n:.0f}%", forced / n),
+    ]
+    if totals.get("tokens_per_s"):
+        cards.append(("tokens/s as streamed", f"{totals['tokens_per_s']:.1f}", None))
+    return cards
+
+
+def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
+    """The run's figures as labelled cards: value first, each with its own scale."""
+    if totals.get("reason") == "replay":
+        return _card_row(replay_cards(totals))
+    out = max(1, totals.get("output_tokens", 0))
+    base = baseline_passes or masked_passes(totals)
+    passes = totals.get("forward_passes", 0)
+    cards = [
+        ("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),
+        _saving_card("forward passes", "vs masked", 1 - passes / base),
+        (
+            "output tokens jumped",
+            f"{100 * totals.get('jumped_tokens', 0) / out:.0f}%",
+            totals.get("jumped_tokens", 0) / out,
+        ),
+    ]
+    if "grammar_us_per_step" in totals:
+        over = (
+            totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
+        )
+        cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
+    saved = time_saved(totals)
+    if saved is not None:
+        clock = "this run's clock" if totals.get("run_masked_ms") else "this runtime's costs"
+        cards.append(_saving_card("decode time", f"vs masked ({clock})", saved))
+    if "compile_s" in totals:
+        # a cached constraint: its once-paid compile time, said so (not this run's)
+        label = "compile (cached: none this run)" if totals.get("compile_cached") else "compile"
+        cards.append((label, f"{1000 * totals['compile_s']:.0f} ms", None))
+    if totals.get("runtime"):
+        cards.append(("runtime", RUNTIME_NAMES.get(totals["runtime"], totals["runtime"]), None))
+    return _card_row(cards)
+
+
+def _saving_card(what: str, against: str, saved: float) -> tuple:
+    """A saving as a card that never reads as a negative saving: a loss is named a loss
+    ("104% more decode time"), and a saving that rounds to 0 reads 0%, not -0%."""
+    pct = round(100 * saved)
+    if pct < 0:
+        return (f"more {what} {against}", f"{-pct}% more", None)
+    return (f"{what} saved {against}", f"{pct}%", max(0.0, saved))
+
+
+def _card_row(cards: list[tuple]) -> str:
+    body = "".join(
+        f'<div class="cfsm-card"><div class="v">{v}</div><div class="l">{esc(label)}</div>'
+        + (
+            f'<div class="bar"><span style="width:{max(0.0, min(1.0, f)) * 100:.0f}%"></span></div>'
+            if f is not None
+            else ""
+        )
+        + "</div>"
+        for label, v, f in cards
+    )
+    return f'<div id="stat-cards" class="cfsm-cards">{body}</div>'
