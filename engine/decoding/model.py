@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import CfsmError
 from ..lazy import lazy_module
-from ..runtimes import RUNTIMES, llamacpp_runner
+from ..runtimes import RUNTIMES, llamacpp_lib
 from ..runtimes.llamacpp_runner import LlamaCppRunner, LlamaModel
 from ..runtimes.transformers_runner import ModelRunner
 
@@ -144,7 +144,7 @@ def resolve_runtime(runtime: str | None, model: str | None, device: str | None) 
     gguf = gguf_file(model)
     cpu = pick_device(device) == "cpu"
     if runtime in (None, "", "auto"):
-        use_llama = gguf is not None and cpu and llamacpp_runner.available()
+        use_llama = gguf is not None and cpu and llamacpp_lib.available()
         return "llamacpp" if use_llama else "transformers"
     if runtime == "llamacpp":
         if not cpu:
@@ -153,7 +153,7 @@ def resolve_runtime(runtime: str | None, model: str | None, device: str | None) 
             raise CfsmError(
                 "unknown_model", f"the llama.cpp runtime needs a GGUF model; {model!r} is not one"
             )
-        why = llamacpp_runner.unavailable_reason()
+        why = llamacpp_lib.unavailable_reason()
         if why is not None:
             raise CfsmError("unsupported_runtime", f"{why}; use --runtime transformers")
     return runtime
@@ -165,7 +165,7 @@ def runtime_note(runtime: str, model: str | None, device: str | None) -> str:
 
     if runtime != "transformers" or gguf_file(model) is None or pick_device(device) != "cpu":
         return ""
-    why = llamacpp_runner.unavailable_reason()
+    why = llamacpp_lib.unavailable_reason()
     return f"llama.cpp unavailable ({why}): decoding on transformers, slower" if why else ""
 
 

@@ -14,7 +14,7 @@ from cfsm.cli import main
 from engine.constraint import Constraint
 from engine.decoding.model import resolve_runtime, runtime_note
 from engine.errors import CfsmError
-from engine.runtimes import llamacpp_runner
+from engine.runtimes import llamacpp_lib
 from viz.doctor_text import format_report
 from viz.summaries import doctor_md, model_card
 
@@ -28,31 +28,31 @@ def no_avx2(tmp_path, monkeypatch):
     """This machine as one whose CPU reports no AVX2, FMA or F16C."""
     info = tmp_path / "cpuinfo"
     info.write_text(INTEL_OLD)
-    real = llamacpp_runner.cpu_flags
-    monkeypatch.setattr(llamacpp_runner, "cpu_flags", lambda cpuinfo=None: real(str(info)))
+    real = llamacpp_lib.cpu_flags
+    monkeypatch.setattr(llamacpp_lib, "cpu_flags", lambda cpuinfo=None: real(str(info)))
 
 
 @pytest.fixture
 def unloadable(monkeypatch):
     """The bindings fail to load as they do without libgomp1 (or on a glibc older than the
-    library's): `_lib` raises what it raises then."""
+    library's): `load_lib` raises what it raises then."""
     why = f"the llama.cpp library does not load: {NO_GOMP}"
 
     def fail():
         raise CfsmError("unsupported_runtime", f"{why}; run `make setup`, or use --runtime X")
 
-    monkeypatch.setattr(llamacpp_runner, "_lib", fail)
+    monkeypatch.setattr(llamacpp_lib, "load_lib", fail)
 
 
 def test_cpu_flags_are_read_from_the_kernels_list(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text(MODERN)
-    assert {"avx2", "fma", "f16c"} <= llamacpp_runner.cpu_flags(str(info))
-    assert llamacpp_runner.cpu_flags(str(tmp_path / "absent")) is None
+    assert {"avx2", "fma", "f16c"} <= llamacpp_lib.cpu_flags(str(info))
+    assert llamacpp_lib.cpu_flags(str(tmp_path / "absent")) is None
 
 
 def test_a_cpu_without_avx2_falls_back_to_transformers_with_the_reason(no_avx2):
-    why = llamacpp_runner.unavailable_reason()
+    why = llamacpp_lib.unavailable_reason()
     assert why == "this CPU lacks AVX2, FMA, F16C, which the prebuilt llama.cpp library needs"
     assert resolve_runtime(None, None, "cpu") == "transformers"
     note = runtime_note("transformers", None, "cpu")
@@ -63,7 +63,7 @@ def test_a_cpu_without_avx2_falls_back_to_transformers_with_the_reason(no_avx2):
 
 
 def test_a_library_that_does_not_load_falls_back_with_the_loaders_words(unloadable):
-    why = llamacpp_runner.unavailable_reason()
+    why = llamacpp_lib.unavailable_reason()
     assert why == f"the llama.cpp library does not load: {NO_GOMP}"
     assert resolve_runtime("auto", None, "cpu") == "transformers"
     assert "libgomp.so.1" in runtime_note("transformers", None, "cpu")
@@ -73,12 +73,12 @@ def test_a_platform_without_the_wheel_is_named(monkeypatch):
     import platform
 
     monkeypatch.setattr(platform, "machine", lambda: "aarch64")
-    why = llamacpp_runner.unavailable_reason()
+    why = llamacpp_lib.unavailable_reason()
     assert why == "no llama.cpp build is installed for Linux aarch64"
 
 
 def test_no_note_where_llamacpp_runs_or_was_never_the_choice():
-    assert llamacpp_runner.unavailable_reason() is None  # this machine: it runs
+    assert llamacpp_lib.unavailable_reason() is None  # this machine: it runs
     assert runtime_note("transformers", None, "cpu") == ""
     assert runtime_note("llamacpp", None, "cpu") == ""
 
