@@ -13,135 +13,28 @@ from pathlib import Path
 from engine.analysis.check import check_text
 from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
-from engine.decoding.request import MODES, TRIGGER_IMPLS, GenerateRequest
+from engine.decoding.request import MODES, GenerateRequest
 from engine.errors import CfsmError, internal_error
 from engine.lazy import lazy_module
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
 from engine.regex.compressed import CompressedFSM
 from engine.regex.dfa import build_char_dfa
-from engine.schema import WHITESPACE_POLICIES
-from engine.triggers.plan import (
-    DEFAULT_THINK_END,
-    DEFAULT_THINK_START,
-    DEFAULT_TOOL_END,
-    DEFAULT_TOOL_START,
-)
 from viz.doctor_text import format_report
 from viz.summaries import skipped_jumps_line
 
+from .arguments import (
+    add_constraint_args,
+    add_model_args,
+    add_optional_constraint_args,
+    add_runtime_arg,
+    add_trigger_args,
+    load_schema_arg,
+)
+from .batches import BatchTally, line_error, read_jsonl, read_user_file, windows
 from .bench import DEFAULT_SUITE, SUITES
 from .bench.suite import open_engine, write_results
 
 app_main = lazy_module("app.main")  # the page: gradio takes seconds to import; `cfsm serve` only
-
-SPEC_HELP = (
-    "read the schema as JSON Schema does: objects accept keys they do not list unless "
-    "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
-    "reading, closed objects and one spelling per number)"
-)
-
-
-def load_schema_arg(arg: str) -> str:
-    """`--schema` takes a path or inline JSON (a path is the CLI's business, not the
-    engine's)."""
-    s = arg.strip()
-    if s.startswith("{") or s in ("true", "false"):
-        return s
-    p = Path(arg)
-    if p.exists():
-        if p.stat().st_size > MAX_SCHEMA_CHARS:
-            raise CfsmError(
-                "input_too_large", f"schema file {arg} is larger than {MAX_SCHEMA_CHARS} bytes"
-            )
-        return p.read_text(encoding="utf-8")
-    raise CfsmError(
-        "invalid_schema", f"--schema {arg!r} is neither inline JSON nor an existing file"
-    )
-
-
-def _add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--regex", help="regular expression (Python syntax, full match)")
-    g.add_argument("--schema", help="JSON schema: a file path or inline JSON")
-    if grammar:
-        g.add_argument(
-            "--grammar",
-            help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text",
-        )
-    p.add_argument(
-        "--whitespace",
-        default="compact",
-        choices=WHITESPACE_POLICIES,
-        help="whitespace policy for JSON schemas (same for every backend)",
-    )
-    p.add_argument(
-        "--lenient",
-        action="store_true",
-        help=(
-            "compile schema keywords the backend cannot enforce, with a warning, instead of "
-            "refusing"
-        ),
-    )
-    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
-
-
-def _add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
-    """The constraint flags where a --requests file may give the constraint instead."""
-    p.add_argument("--regex")
-    p.add_argument("--schema")
-    p.add_argument("--grammar")
-    p.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES)
-    p.add_argument(
-        "--lenient",
-        action="store_true",
-        help="compile unenforceable schema keywords with a warning",
-    )
-    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
-
-
-def _add_trigger_args(p: argparse.ArgumentParser) -> None:
-    t = p.add_argument_group("triggered constraints (reasoning, tool calls)")
-    t.add_argument(
-        "--reasoning",
-        action="store_true",
-        help="free thinking up to the end marker, then the constraint (or the tools)",
-    )
-    t.add_argument(
-        "--think-budget", type=int, default=0, help="force the end marker after N free tokens"
-    )
-    t.add_argument(
-        "--think-start", default=DEFAULT_THINK_START, help='forced first ("none": no start)'
-    )
-    t.add_argument("--think-end", default=DEFAULT_THINK_END)
-    t.add_argument("--tools", help="OpenAI-style tools: a JSON file or inline JSON")
-    t.add_argument("--tool-choice", default="auto", help="auto, required or a tool's name")
-    t.add_argument("--tool-start", default=DEFAULT_TOOL_START)
-    t.add_argument("--tool-end", default=DEFAULT_TOOL_END)
-    t.add_argument(
-        "--trigger-impl",
-        default="auto",
-        choices=TRIGGER_IMPLS,
-        help="who finds the triggers: the backend's own machinery (xgrammar: structural tags), "
-        "the engine's trigger layer (every backend); auto: native where the backend has it",
-    )
-
-
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        default=None,
-        help=(
-            "HF model id (from the local cache) or local path; default: embedded "
-            "SmolLM2-135M-Instruct"
-        ),
-    )
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
-    _add_runtime_arg(p)
-    p.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="allow model code from the model folder (off by default)",
-    )
 
 
 def _engine(args, **kw):
@@ -149,18 +42,6 @@ def _engine(args, **kw):
     --runtime)."""
 
     return open_engine(args, **kw)
-
-
-def _add_runtime_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--runtime",
-        default=None,
-        choices=("auto", "transformers", "llamacpp"),
-        help=(
-            "what runs the model: llamacpp (a GGUF file on the CPU) or transformers (PyTorch); "
-            "default auto: llama.cpp for a GGUF model on the CPU, transformers otherwise"
-        ),
-    )
 
 
 def _constraint_from(args, obj: dict | None = None):
@@ -299,7 +180,7 @@ def _generate_many(lines, args) -> int:
                 else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
             )
         except Exception as exc:  # noqa: BLE001 - one line's failure is that line's answer
-            return _line_error(exc)
+            return line_error(exc)
 
     def compile_first(window: list) -> None:
         """One at a time: queueing for the compile pool is no timeout."""
@@ -314,7 +195,7 @@ def _generate_many(lines, args) -> int:
     tally = BatchTally()
     try:
         with cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="cfsm-request") as pool:
-            for window in _windows(lines):
+            for window in windows(lines):
                 compile_first(window)
                 for out in pool.map(one, window):
                     print(json.dumps(tally.record(out), ensure_ascii=False), flush=True)
@@ -325,7 +206,7 @@ def _generate_many(lines, args) -> int:
 
 def cmd_generate(args) -> int:
     if args.requests:
-        return _generate_many(_read_jsonl(args.requests), args)
+        return _generate_many(read_jsonl(args.requests), args)
     if args.prompt is None:
         raise CfsmError("invalid_input", "--prompt is required (or --requests FILE.jsonl)")
     fields = ("prompt", *KINDS, "whitespace", *REQUEST_FIELDS, "lenient", "spec")
@@ -394,7 +275,7 @@ def cmd_check(args) -> int:
     """One JSON object per (backend, text): does the constraint accept it? Every line of a
     requests file is answered, in order, whatever another line did."""
     if args.requests:
-        items = _read_jsonl(args.requests)
+        items = read_jsonl(args.requests)
     else:
         if not args.text:
             raise CfsmError("invalid_input", "give at least one --text (or --requests FILE.jsonl)")
@@ -437,78 +318,8 @@ def _check_line(eng, obj) -> list[dict]:
             chosen = {"auto": res.why} if res.why else {}  # why auto chose it
             out.append({"backend": res.backend or b, **chosen, "text": obj["text"], **verdict})
         except Exception as exc:  # noqa: BLE001 - one line's failure is that line's answer
-            out.append({"backend": b, **_line_error(exc)})
+            out.append({"backend": b, **line_error(exc)})
     return out
-
-
-def read_user_file(path: str, what: str, limit: int) -> str:
-    """A file the user named, as text: a missing, unreadable, too large or non-UTF-8 file
-    is the user's error (`invalid_input`, `input_too_large`), named with its flag."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > limit:
-            raise CfsmError("input_too_large", f"{what} {path} is over {limit:,} bytes")
-        return p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CfsmError("invalid_input", f"{what} {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise CfsmError("invalid_input", f"{what} {path} is not UTF-8 text: {exc}") from None
-
-
-def _read_jsonl(path: str):
-    """The lines of a JSONL file, one at a time (a file of any length in bounded memory):
-    each non-blank line as its parsed value, or as the CfsmError that says why it is not
-    JSON, so a bad line becomes that line's answer and the file goes on."""
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except OSError as exc:
-        raise CfsmError("invalid_input", f"cannot read {path}: {exc.strerror}") from None
-    with f:
-        for n, raw in enumerate(f, 1):
-            if raw.strip():
-                try:
-                    yield json.loads(raw.decode("utf-8"))
-                except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
-                    yield CfsmError("invalid_input", f"{path}:{n}: not JSON: {exc}")
-
-
-def _line_error(exc: BaseException) -> dict:
-    """One request line's failure as its answer: the error's own kind, or `internal` (a
-    bug: every `internal` answer has a test that it no longer happens)."""
-    return (exc if isinstance(exc, CfsmError) else internal_error(exc)).to_json()
-
-
-class BatchTally:
-    """How many answer lines of a requests file were errors: the exit code and the count on
-    stderr come from it."""
-
-    def __init__(self) -> None:
-        self.answers = self.failed = 0
-
-    def record(self, out: dict) -> dict:
-        self.answers += 1
-        self.failed += "error" in out
-        return out
-
-    def exit_code(self, what: str) -> int:
-        if not self.failed:
-            return 0
-        print(f"{self.failed} of {self.answers} {what} failed", file=sys.stderr)
-        return 2
-
-
-REQUESTS_WINDOW = 64  # --requests lines in flight at a time
-
-
-def _windows(items, size: int = REQUESTS_WINDOW):
-    window: list = []
-    for item in items:
-        window.append(item)
-        if len(window) == size:
-            yield window
-            window = []
-    if window:
-        yield window
 
 
 MAX_RESPONSE_FILE_BYTES = 16 * 2**20
@@ -580,7 +391,7 @@ def _add_bench_parser(sub) -> None:
         )
         p.add_argument("--json", action="store_true", help="print the results as one JSON line")
         if suite.model:
-            _add_model_args(p)
+            add_model_args(p)
         p.set_defaults(func=cmd_bench, suite_obj=suite)
 
 
@@ -618,18 +429,18 @@ def build_parser() -> argparse.ArgumentParser:
     j.set_defaults(func=cmd_jump)
 
     c = sub.add_parser("compile", help="compile a constraint and describe its automata")
-    _add_constraint_args(c, grammar=True)
+    add_constraint_args(c, grammar=True)
     c.add_argument("--backend", default=DEFAULT_BACKEND)
     c.add_argument("--max-states", type=int, default=MAX_STATES)
     c.add_argument(
         "--timeout", type=float, default=COMPILE_TIMEOUT_S, help="compile time limit in seconds"
     )
     c.add_argument("--json", action="store_true")
-    _add_model_args(c)
+    add_model_args(c)
     c.set_defaults(func=cmd_compile)
 
     g = sub.add_parser("generate", help="decode with the model under a constraint")
-    _add_optional_constraint_args(g)
+    add_optional_constraint_args(g)
     g.add_argument("--prompt")
     g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
     g.add_argument("--mode", default=None, choices=MODES)
@@ -651,12 +462,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary"
     )
     g.add_argument("--json", action="store_true", help="print the full trace")
-    _add_trigger_args(g)
-    _add_model_args(g)
+    add_trigger_args(g)
+    add_model_args(g)
     g.set_defaults(func=cmd_generate)
 
     d = sub.add_parser("doctor", help="explain a poor jump-forward speedup and what to change")
-    _add_constraint_args(d)
+    add_constraint_args(d)
     d.add_argument("--samples", type=int, default=8, help="sample outputs to analyse")
     d.add_argument(
         "--prompt",
@@ -670,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--jump-threshold", type=int, default=1)
     d.add_argument("--json", action="store_true")
-    _add_model_args(d)
+    add_model_args(d)
     d.set_defaults(func=cmd_doctor)
 
     _add_bench_parser(sub)
@@ -678,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser(
         "check", help="does a constraint accept a text? (per backend; no model weights)"
     )
-    _add_optional_constraint_args(k)
+    add_optional_constraint_args(k)
     k.add_argument("--backend", default=DEFAULT_BACKEND, help=f"{', '.join(BACKENDS)} or all")
     k.add_argument("--text", action="append", help="a text to check (repeatable)")
     k.add_argument(
@@ -687,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument(
         "--json", action="store_true", help="errors as JSON on stdout (output is always JSON)"
     )
-    _add_model_args(k)
+    add_model_args(k)
     k.set_defaults(func=cmd_check)
 
     _add_replay_parser(sub)
@@ -697,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=7860)
     s.add_argument("--model", default=None)
     s.add_argument("--device", default=None)
-    _add_runtime_arg(s)
+    add_runtime_arg(s)
     s.add_argument(
         "--max-states",
         type=int,
@@ -716,7 +527,7 @@ def _add_replay_parser(sub) -> None:
         "replay",
         help="walk another engine's output (an OpenAI-compatible server) through the automaton",
     )
-    _add_constraint_args(r, grammar=True)
+    add_constraint_args(r, grammar=True)
     r.add_argument("--endpoint", help="the engine's base URL, e.g. http://127.0.0.1:8000/v1")
     r.add_argument("--model", help="the model name the engine serves")
     r.add_argument("--prompt", default="", help="the user message")

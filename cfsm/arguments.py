@@ -1,0 +1,140 @@
+"""The command line's shared flags: the constraint (regex, schema, grammar and how to read
+it), the model and runtime, the trigger flags; each added by one function that the
+commands taking it call, so a flag is spelled once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from engine.decoding.request import TRIGGER_IMPLS
+from engine.errors import CfsmError
+from engine.limits import MAX_SCHEMA_CHARS
+from engine.schema import WHITESPACE_POLICIES
+from engine.triggers.plan import (
+    DEFAULT_THINK_END,
+    DEFAULT_THINK_START,
+    DEFAULT_TOOL_END,
+    DEFAULT_TOOL_START,
+)
+
+SPEC_HELP = (
+    "read the schema as JSON Schema does: objects accept keys they do not list unless "
+    "additionalProperties closes them, and an integer may be written 1.0 (default: generation's "
+    "reading, closed objects and one spelling per number)"
+)
+
+
+def load_schema_arg(arg: str) -> str:
+    """`--schema` takes a path or inline JSON (a path is the CLI's business, not the
+    engine's)."""
+    s = arg.strip()
+    if s.startswith("{") or s in ("true", "false"):
+        return s
+    p = Path(arg)
+    if p.exists():
+        if p.stat().st_size > MAX_SCHEMA_CHARS:
+            raise CfsmError(
+                "input_too_large", f"schema file {arg} is larger than {MAX_SCHEMA_CHARS} bytes"
+            )
+        return p.read_text(encoding="utf-8")
+    raise CfsmError(
+        "invalid_schema", f"--schema {arg!r} is neither inline JSON nor an existing file"
+    )
+
+
+def add_constraint_args(p: argparse.ArgumentParser, grammar: bool = False) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--regex", help="regular expression (Python syntax, full match)")
+    g.add_argument("--schema", help="JSON schema: a file path or inline JSON")
+    if grammar:
+        g.add_argument(
+            "--grammar",
+            help="EBNF (xgrammar) or Lark (llguidance) grammar: a file path or inline text",
+        )
+    p.add_argument(
+        "--whitespace",
+        default="compact",
+        choices=WHITESPACE_POLICIES,
+        help="whitespace policy for JSON schemas (same for every backend)",
+    )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help=(
+            "compile schema keywords the backend cannot enforce, with a warning, instead of "
+            "refusing"
+        ),
+    )
+    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
+
+
+def add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
+    """The constraint flags where a --requests file may give the constraint instead."""
+    p.add_argument("--regex")
+    p.add_argument("--schema")
+    p.add_argument("--grammar")
+    p.add_argument("--whitespace", default="compact", choices=WHITESPACE_POLICIES)
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="compile unenforceable schema keywords with a warning",
+    )
+    p.add_argument("--spec", action="store_true", help=SPEC_HELP)
+
+
+def add_trigger_args(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("triggered constraints (reasoning, tool calls)")
+    t.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="free thinking up to the end marker, then the constraint (or the tools)",
+    )
+    t.add_argument(
+        "--think-budget", type=int, default=0, help="force the end marker after N free tokens"
+    )
+    t.add_argument(
+        "--think-start", default=DEFAULT_THINK_START, help='forced first ("none": no start)'
+    )
+    t.add_argument("--think-end", default=DEFAULT_THINK_END)
+    t.add_argument("--tools", help="OpenAI-style tools: a JSON file or inline JSON")
+    t.add_argument("--tool-choice", default="auto", help="auto, required or a tool's name")
+    t.add_argument("--tool-start", default=DEFAULT_TOOL_START)
+    t.add_argument("--tool-end", default=DEFAULT_TOOL_END)
+    t.add_argument(
+        "--trigger-impl",
+        default="auto",
+        choices=TRIGGER_IMPLS,
+        help="who finds the triggers: the backend's own machinery (xgrammar: structural tags), "
+        "the engine's trigger layer (every backend); auto: native where the backend has it",
+    )
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        default=None,
+        help=(
+            "HF model id (from the local cache) or local path; default: embedded "
+            "SmolLM2-135M-Instruct"
+        ),
+    )
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA when present)")
+    add_runtime_arg(p)
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow model code from the model folder (off by default)",
+    )
+
+
+def add_runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--runtime",
+        default=None,
+        choices=("auto", "transformers", "llamacpp"),
+        help=(
+            "what runs the model: llamacpp (a GGUF file on the CPU) or transformers (PyTorch); "
+            "default auto: llama.cpp for a GGUF model on the CPU, transformers otherwise"
+        ),
+    )
