@@ -50,7 +50,7 @@ from .llama_server import LlamaServer, server_binary
 from .llamacpp_costs import LlamaCosts, limit_ms, measure_costs
 from .llamacpp_grammar import regex_gbnf, schema_gbnf
 from .llamacpp_peer import LlamaCppGrammarPeer
-from .peers_report import write_peers_report
+from .peers_report import format_table, ratio, summarize, write_peers_report
 from .suite import Suite, names_flag, tokens_flag, with_engine
 
 jsonschema = lazy_module("jsonschema")
@@ -475,7 +475,7 @@ def run_peers(
     for task, ms in runner.limits.items():
         jump = next(r for r in rows if r["task"] == task and r["system"] == "cfsm jump (llama.cpp)")
         jump["limit_s"] = round(ms / 1e3, 3)
-        jump["jump_vs_limit"] = _ratio(jump["wall_s"], ms / 1e3)
+        jump["jump_vs_limit"] = ratio(jump["wall_s"], ms / 1e3)
     return {
         "suite": "peers",
         "max_new_tokens": max_new_tokens,
@@ -486,7 +486,7 @@ def run_peers(
         "prefix_reuse": "every llama.cpp row (cfsm's and the peers') keeps the previous "
         "prompt's common prefix, as llama-server does; the transformers rows reuse nothing",
         "rows": rows,
-        "summary": summarize(rows),
+        "summary": summarize(rows, REFERENCE),
         "compile": speed,
     }
 
@@ -547,105 +547,6 @@ def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
         "seconds": {k: round(v, 5) for k, v in res.items()},
         "vs_outlines_core": {k: round(v / base, 3) for k, v in res.items()},
     }
-
-
-def summarize(rows: list[dict]) -> dict:
-    """Per task: cfsm jump's wall-time speedup over the fastest peer (not cfsm, not the
-    unconstrained reference), cfsm on llama.cpp against llama.cpp+grammar, and masked
-    decoding's cost per token against unconstrained llama.cpp."""
-    out = {}
-    for task in dict.fromkeys(r["task"] for r in rows):
-        mine = {r["system"]: r for r in rows if r["task"] == task}
-        peers = [
-            r
-            for s, r in mine.items()
-            if not s.startswith("cfsm") and s != REFERENCE and r["like_for_like"]
-        ]
-        jumps = [r for s, r in mine.items() if s.startswith("cfsm jump")]
-        if not peers or not jumps:
-            continue
-        best = min(peers, key=lambda r: r["wall_s"])
-        jump = min(jumps, key=lambda r: r["wall_s"])
-        same = sum(
-            a == b for a, b in zip(best.get("texts", []), jump.get("texts", []), strict=False)
-        )
-        s = {
-            "fastest_peer": best["system"],
-            "fastest_cfsm_jump": jump["system"],
-            "jump_speedup_vs_fastest_peer": _ratio(best["wall_s"], jump["wall_s"]),
-            "jump_speedup_per_char": _ratio(best["ms_per_char"], jump["ms_per_char"]),
-            "same_outputs_as_fastest_peer": f"{same}/{jump['runs']}",
-            "all_valid": all(r["valid"] == r["runs"] for s_, r in mine.items() if s_ != REFERENCE),
-            "cfsm_valid": all(
-                r["valid"] == r["runs"] for s_, r in mine.items() if s_.startswith("cfsm")
-            ),
-        }
-        grammar, ref = mine.get("llama-server sampler"), mine.get(REFERENCE)
-        lj, lm = mine.get("cfsm jump (llama.cpp)"), mine.get("cfsm masked (llama.cpp)")
-        if grammar and lj:
-            s["llamacpp_jump_vs_llama_server_sampler"] = _ratio(grammar["wall_s"], lj["wall_s"])
-        if lj and "jump_vs_limit" in lj:
-            s["jump_vs_limit"] = lj["jump_vs_limit"]
-        if ref and lm:
-            # per token after the prompt's first pass: the outputs differ in length (the
-            # unconstrained ones run to the limit), and the prompt's cost is not decoding
-            s["llamacpp_masked_ms_per_token_vs_unconstrained"] = _ratio(
-                lm["decode_ms_per_token"], ref["decode_ms_per_token"]
-            )
-        out[task] = s
-    return out
-
-
-def _ratio(a: float, b: float) -> float:
-    return round(a / max(b, 1e-9), 2)
-
-
-def format_table(res: dict) -> str:
-    lines = [
-        "| task | system | wall | output tokens | output chars | ms/char | decode ms/token "
-        "| compile | valid | limit (jump / limit) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in res["rows"]:
-        limit = f"{r['limit_s']:.2f} s ({r['jump_vs_limit']}x)" if "limit_s" in r else ""
-        lines.append(
-            f"| {r['task']} | {r['system']}{'' if r.get('like_for_like', True) else ' *'} | "
-            f"{r['wall_s']:.2f} s | {r['output_tokens']} | "
-            f"{r['output_chars']} | {r['ms_per_char']} | {r['decode_ms_per_token'] or '-'} | "
-            f"{r['compile_s'] * 1e3:.1f} ms | {r['valid']}/{r['runs']} | {limit} |"
-        )
-    costs = res.get("llama_cpp_costs")
-    if costs:
-        lines.append(
-            f"\n* optional whitespace (llama.cpp's default): other outputs, not ranked. "
-            f"llama.cpp one-token step by step threads {costs['step_ms']} ms: every llama.cpp "
-            f"row steps on {costs['best_threads']}; a 16-token pass {costs['chunk_ms']} ms. "
-            "limit: prefill + a step per picked token + each jumped token's share of a "
-            "16-token pass."
-        )
-    for task, s in res["summary"].items():
-        lines.append(
-            f"\n{task}: {s['fastest_cfsm_jump']} is {s['jump_speedup_vs_fastest_peer']}x the "
-            f"fastest peer ({s['fastest_peer']}) in wall time, {s['jump_speedup_per_char']}x per "
-            f"output character; same outputs {s['same_outputs_as_fastest_peer']}; every cfsm "
-            f"output valid: {s['cfsm_valid']}, every constrained output: {s['all_valid']}"
-        )
-        if "llamacpp_jump_vs_llama_server_sampler" in s:
-            lines.append(
-                f"  on llama.cpp: cfsm jump {s['llamacpp_jump_vs_llama_server_sampler']}x "
-                "the llama-server sampler in wall time; cfsm masked costs "
-                f"{s.get('llamacpp_masked_ms_per_token_vs_unconstrained')}x unconstrained "
-                "llama.cpp per output token"
-            )
-    if res.get("compile"):
-        lines += [
-            "",
-            "| compile, character regex, empty caches | time | vs outlines-core |",
-            "|---|---:|---:|",
-        ]
-        for k, v in res["compile"]["seconds"].items():
-            lines.append(f"| {k} | {v * 1e3:.2f} ms | {res['compile']['vs_outlines_core'][k]}x |")
-    return "\n".join(lines)
 
 
 def _run(args, log) -> dict:

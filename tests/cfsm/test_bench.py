@@ -126,9 +126,9 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
         REFERENCE,
         SYSTEMS,
         Task,
-        format_table,
         run_peers,
     )
+    from cfsm.bench.peers_report import format_table
 
     small = {
         "type": "object",
