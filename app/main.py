@@ -41,8 +41,15 @@ warnings.filterwarnings(
     "ignore", message="A `<script>` tag was found in the content of a `gr.HTML`"
 )
 
+# Markdown tables (Compare, the Doctor, summaries): on a narrow screen Gradio broke their
+# headers and row labels inside words ("forwar d passes"); they keep whole words, and a
+# table wider than the screen scrolls sideways instead
 APP_CSS = """
 .cfsm-error{color:#b91c1c;font-weight:600;}
+.prose table{display:block;overflow-x:auto;max-width:100%;}
+.prose table th,.prose table td:first-child{white-space:nowrap;word-break:normal;
+overflow-wrap:normal;hyphens:none;}
+.prose table td{word-break:normal;overflow-wrap:break-word;}
 """
 
 

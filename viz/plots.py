@@ -91,7 +91,10 @@ def timeline(trace: dict, step: int | None = None):
             annotation_position="top left",
             annotation_font_size=10,
         )
-    fig.update_yaxes(type="log", row=2, col=1, secondary_y=False, title_text="allowed tokens")
+    # powers of ten only: plotly's default minor labels read "5, 2, 10, 5, 2, 1, 5"
+    fig.update_yaxes(
+        type="log", dtick=1, row=2, col=1, secondary_y=False, title_text="allowed tokens"
+    )
     # linear axes start at 0: one step's value is not stretched over its own rounding error
     fig.update_yaxes(rangemode="tozero", row=1, col=1, secondary_y=False, title_text="forward ms")
     fig.update_yaxes(rangemode="tozero", row=1, col=1, secondary_y=True, title_text="mask \u00b5s")

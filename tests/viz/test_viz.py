@@ -482,6 +482,8 @@ def test_a_one_step_timeline_draws_its_point_on_axes_that_start_at_zero():
     assert lay.xaxis.tickformat == "d" and lay.xaxis2.title.text == "decoding step"
     titles = {lay[k].title.text for k in ("yaxis", "yaxis2", "yaxis3", "yaxis4")}
     assert titles == {"forward ms", "mask \u00b5s", "allowed tokens", "feasible mass"}
+    allowed = next(lay[k] for k in ("yaxis3", "yaxis4") if lay[k].title.text == "allowed tokens")
+    assert allowed.type == "log" and allowed.dtick == 1  # 1, 10, 100: not "5, 2, 10, 5, 2, 1"
 
 
 def test_small_shares_and_long_durations_read_as_a_person_would_write_them():

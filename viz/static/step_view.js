@@ -258,7 +258,7 @@ window.cfsm = (() => {
     // a model's own choice (not a re-decided boundary), then a jump made after a step
     const choice = find((e) => e.a > 1 && !e.free && !e.j && !/back-off|re-decided/.test(e.c));
     if (choice >= 0) stops.push([choice, "#allowed-html", "A choice",
-      "Several tokens fit the constraint here (listed on the right; the mask below shows every one). " +
+      "Several tokens fit the constraint here (listed under Allowed tokens; the mask below shows every one). " +
       "The tokens that do not fit are masked out, and the model's probabilities pick among the rest."]);
     const jump = Math.max(find((e, k) => k > 0 && e.j), find((e) => e.j));
     if (jump >= 0) {
