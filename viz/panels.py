@@ -37,7 +37,7 @@ padding:0 3px;margin:1px;display:inline-block;white-space:pre;}
 #step-view.stale{opacity:.35;pointer-events:none;filter:grayscale(1);}
 #step-view-rest{display:none !important;}
 .cfsm-caption{font-size:15px;background:#f8fafc;border-left:4px solid #2563eb;padding:6px 10px;\
-margin:4px 0;}
+margin:4px 0;overflow-wrap:anywhere;}
 .cfsm-row{display:flex;gap:12px;flex-wrap:wrap;}
 .cfsm-row>*{flex:1 1 360px;min-width:0;}
 .cfsm-col-graph{flex:3 1 520px;}

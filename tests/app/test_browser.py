@@ -1287,3 +1287,24 @@ def _badly_ended_runs_then_every_button(page, app_url: str, cache) -> None:
     finally:
         cache.timeout_s = saved
     _every_button_answers(page, app_url, "(Yes|No)", "a compile timeout")
+
+
+def test_on_a_phone_the_caption_holds_a_long_jump_string(page):
+    """Issue 46: at 390 px the caption's jump string ran out of its box."""
+    page.locator("#regex-input textarea").fill(
+        r"\{\"identifier_of_the_record_in_the_database_table\": [0-9]{1,3}\}"
+    )
+    page.locator("#prompt textarea").fill("Give a record as JSON.")
+    _run_and_wait(page)
+    _show_step(page, 0)
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        text = page.locator("#caption").inner_text()
+        over = page.evaluate(
+            "(() => { const c = document.querySelector('#caption');"
+            " return c.scrollWidth - c.clientWidth; })()"
+        )
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+    assert "identifier_of_the_record" in text.replace("\u2423", " ")
+    assert over <= 1
