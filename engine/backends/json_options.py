@@ -56,3 +56,11 @@ def closed_reading(schema):
         if not any(k in node for k in _OPENERS):
             node["additionalProperties"] = False
     return out
+
+
+def llguidance_schema(constraint: Constraint):
+    """The schema object llguidance is given for a schema constraint: closed as the other
+    backends read it by default (`closed_reading`), as written with `spec`; the backend and
+    its trigger grammars both take it from here, so they hold the same language."""
+    obj = constraint.schema_obj()
+    return obj if constraint.spec else closed_reading(obj)

@@ -11,7 +11,7 @@ from ..regex.dfa import normalize_regex
 from ..tokens.text_tables import special_ids
 from .audit import LLGUIDANCE_GAPS
 from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
-from .json_options import closed_reading, llguidance_json_overrides
+from .json_options import llguidance_json_overrides, llguidance_schema
 from .llguidance_triggers import lark_for_plan
 
 llg = lazy_module("llguidance")
@@ -122,8 +122,7 @@ class LlguidanceBackend(GrammarBackend):
         if constraint.kind == "regex":
             grammar = llg.LLMatcher.grammar_from_regex(normalize_regex(constraint.text))
         elif constraint.kind == "schema":
-            obj = constraint.schema_obj()
-            obj = obj if constraint.spec else closed_reading(obj)
+            obj = llguidance_schema(constraint)
             try:
                 grammar = llg.LLMatcher.grammar_from_json_schema(
                     obj, overrides=llguidance_json_overrides(constraint)

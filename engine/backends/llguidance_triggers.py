@@ -11,7 +11,7 @@ from ..constraint import Constraint
 from ..lazy import lazy_module
 from ..regex.dfa import normalize_regex
 from ..triggers.plan import Plan, TriggerOptions
-from .json_options import llguidance_json_overrides
+from .json_options import llguidance_json_overrides, llguidance_schema
 
 llg = lazy_module("llguidance")
 
@@ -27,7 +27,8 @@ def content_rule(c: Constraint) -> str | None:
         return top["grammars"][0]["lark_grammar"].removeprefix("start: ")
     if c.kind == "schema":
         opts = llguidance_json_overrides(c)
-        top = json.loads(llg.LLMatcher.grammar_from_json_schema(c.schema_obj(), overrides=opts))
+        schema = llguidance_schema(c)
+        top = json.loads(llg.LLMatcher.grammar_from_json_schema(schema, overrides=opts))
         return "%json " + json.dumps(top["grammars"][0]["json_schema"], ensure_ascii=False)
     return None
 
