@@ -278,7 +278,9 @@ async def _stream(run: ApiRun, cid: str, chat: bool, hub: EngineHub, slot: Slot)
                 continue
             kind, value = item
             if kind == "error":
-                yield _sse(_api_error(value).body())
+                err = _api_error(value)
+                hub.metrics.stream_failed(err.status)
+                yield _sse(err.body())
             else:
                 tid = await anyio.to_thread.run_sync(
                     hub.traces.put, value, limiter=slot.admission.threads

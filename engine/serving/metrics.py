@@ -87,6 +87,9 @@ class ServingMetrics:
                              registry=r)  # fmt: skip
         self.jumped_tokens = Counter("cfsm:jumped_tokens", "Tokens jump-forward wrote "
                                      "without a forward pass.", registry=r)  # fmt: skip
+        self.stream_errors = Counter("cfsm:stream_errors", "Streams that ended in an error "
+                                     "event after their 200, by the error's status class.",
+                                     ["status"], registry=r)  # fmt: skip
         self.engine = EngineFigures(engine)
         r.register(self.engine)
 
@@ -97,6 +100,11 @@ class ServingMetrics:
     def answered(self, http_status: int) -> None:
         """A completion request got its HTTP status (a stream when it starts)."""
         self.requests.labels(status=status_class(http_status)).inc()
+
+    def stream_failed(self, http_status: int) -> None:
+        """A stream that had answered 200 ended in an error event (the status its error
+        would have had): counted apart, its 200 already counted in `requests`."""
+        self.stream_errors.labels(status=status_class(http_status)).inc()
 
     def finished(self, trace: dict) -> None:
         """A request's decode finished: its response's `usage` and `cfsm` figures."""

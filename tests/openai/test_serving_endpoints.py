@@ -163,3 +163,26 @@ def test_bad_bodies_and_unknown_models_are_openai_errors(app_url):
     bad = {"model": "embedded", "messages": ASK, "structured_outputs": {"regex": "("}}
     is_openai_error(post("/v1/chat/completions", json=bad), 400)
     assert grew(before, scrape(app_url), "cfsm:requests_total", status="client_error") == 1
+
+
+@pytest.mark.model
+def test_a_stream_that_fails_after_its_200_is_counted_as_a_stream_error(app_server, monkeypatch):
+    """A stream's 200 is sent before it decodes: a failure after it is an error event in the
+    stream, and /metrics counts it under cfsm:stream_errors (it was counted nowhere)."""
+    url, hub = app_server
+    import json
+
+    def boom(*_a, **_k):
+        raise RuntimeError("the decode failed")
+
+    monkeypatch.setattr(hub.get(), "generate", boom)
+    before = scrape(url)
+    body = {"model": "embedded", "messages": ASK, "stream": True, "max_tokens": 4}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        events = [x[6:] for x in r.iter_lines() if x.startswith("data: ")]
+    errors = [json.loads(e)["error"] for e in events if e != "[DONE]" and "error" in json.loads(e)]
+    assert len(errors) == 1 and errors[0]["type"] and events[-1] == "[DONE]"
+    after = scrape(url)
+    assert grew(before, after, "cfsm:stream_errors_total", status="server_error") == 1
+    assert grew(before, after, "cfsm:requests_total", status="ok") == 1  # its 200
