@@ -341,17 +341,24 @@ def run_cfsm(words: list[str], cwd: Path, where: str) -> subprocess.CompletedPro
     found = cfsm_argv(words)
     assert found is not None, f"{where}: only cfsm commands are run: {shlex.join(words)}"
     env_extra, argv = found
+    return _run_checked(["-m", "cfsm", *argv], cwd, f"{where}: `{shlex.join(words)}`", env_extra)
+
+
+def _run_checked(
+    args: list[str], cwd: Path, what: str, env_extra: dict | None = None
+) -> subprocess.CompletedProcess:
+    """This checkout's Python with `args`; it must exit 0 (else its output is shown)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "cfsm", *argv],
+        [sys.executable, *args],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": python_path(), **env_extra},
+        env={**os.environ, "PYTHONPATH": python_path(), **(env_extra or {})},
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
     )
     assert proc.returncode == 0, (
-        f"{where}: `{shlex.join(words)}` exited {proc.returncode}\n"
-        f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+        f"{what} exited {proc.returncode}\n"
+        f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}"
     )
     return proc
 
@@ -388,18 +395,7 @@ def test_every_example_of_the_api_doc_runs():
 
 
 def run_python(code: str, cwd: Path, where: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": python_path()},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    assert proc.returncode == 0, (
-        f"{where}: the Python example exited {proc.returncode}\n"
-        f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}"
-    )
+    _run_checked(["-c", code], cwd, f"{where}: the Python example")
 
 
 def run_curl(words: list[str], cmd: Command, cwd: Path, where: str) -> None:
