@@ -90,6 +90,8 @@ class ServingMetrics:
         self.stream_errors = Counter("cfsm:stream_errors", "Streams that ended in an error "
                                      "event after their 200, by the error's status class.",
                                      ["status"], registry=r)  # fmt: skip
+        for s in STATUSES:
+            self.stream_errors.labels(status=s)
         self.engine = EngineFigures(engine)
         r.register(self.engine)
 

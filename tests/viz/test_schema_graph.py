@@ -4,6 +4,7 @@ edge label shows a raw escape."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -60,3 +61,47 @@ def test_clusters_and_the_accepting_ring_in_the_dot_source():
     assert 'label="/properties/a"' in dot and dot.count("subgraph cluster_") == 2
     assert view.place(1) == "in /properties/a: string value" and view.place(None) == ""
     assert 's2 [id="s2", label="2", shape=doublecircle]' in dot
+
+
+LABELLED = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "labels": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "maxLength": 8},
+            "maxProperties": 3,
+        },
+    },
+    "required": ["name", "labels"],
+}
+
+
+@pytest.mark.model
+def test_a_run_with_free_keys_places_every_position_as_the_scanner_reads_it(engine):
+    """Issue 46: the place's part ("key", "string value") follows the JSON scanner at every
+    position, and each pointer is a node of the schema (free keys under
+    `/properties/labels/additionalProperties`, never `.../labels/properties/<key>`)."""
+    from engine.analysis.json_scan import scan_json
+    from engine.schema.pointer import resolve
+
+    c = Constraint("schema", json.dumps(LABELLED), "compact")
+    req = GenerateRequest(
+        prompt="Describe a web server as JSON: a name and a few labels.",
+        constraint=c,
+        mode="jump",
+        backend="fsm",
+        max_new_tokens=80,
+    )
+    tr = engine.generate(req)
+    places, text = tr["automaton"]["places"], tr["text"]
+    assert '"labels":{"' in text  # the model wrote at least one free key
+    parts = []
+    for e in step_bundle(tr)["steps"]:
+        pointer, part = places[str(e["state"])]
+        assert resolve(LABELLED, pointer)[0], pointer
+        sc = scan_json(text, e["o"])
+        if sc.in_str:
+            assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
+        parts.append((pointer, part))
+    assert ("/properties/labels/additionalProperties", "string value") in parts
