@@ -5,6 +5,8 @@ and the two runs set side by side, outputs as text with their first difference m
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from viz.panels import token_strip
 from viz.summaries import compare_md
 
@@ -21,26 +23,24 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
         try:
             inp = PageInputs.read(ui, values)
             eng = hub.get(check_page_model(inp.model))
-            # each side starts from the same cache state: the prompt prefilled once before
-            # both (else B reuses the prompt A just prefilled and looks many times faster)
-            eng.generate(
-                inp.request(
-                    with_triggers=False, mode="free", max_new_tokens=1, runtime="",
-                    trace_detail=False, constraint=None,
-                )
-            )  # fmt: skip
-            traces, configs = [], []
+            reqs, configs = [], []
             for m, b, w in ([values[x] for x in side] for side in sides):
-                req = inp.request(
-                    with_triggers=m != "free",
-                    mode=m,
-                    backend=b,
-                    constraint=inp.run_constraint(m, w),
-                    runtime="",
-                    trace_detail=False,
+                reqs.append(
+                    inp.request(
+                        with_triggers=m != "free",
+                        mode=m,
+                        backend=b,
+                        constraint=inp.run_constraint(m, w),
+                        runtime="",
+                        trace_detail=False,
+                    )
                 )
-                traces.append(eng.generate(req))
                 configs.append(f"{m} / {b} / {w}")
+            # each side starts from the same cache state: A's own request, cut to one token,
+            # prefills the prompt first (else B reuses the prompt A just prefilled and looks
+            # many times faster; a free run's prompt is not always the constrained one's)
+            eng.generate(replace(reqs[0], max_new_tokens=1))
+            traces = [eng.generate(r) for r in reqs]
             a, b = traces
             md = compare_md(a, b, *configs, float(inp.temp), int(inp.seed or 0))
             return "", md, token_strip(a), token_strip(b)

@@ -317,6 +317,18 @@ def _unexplained_ratio(ta: dict, tb: dict, speed: float) -> str:
     )
 
 
+def _cache_caveat(ta: dict, tb: dict) -> str:
+    """The sides took different shares of their prompt from the cache (another request ran
+    between them on a shared server): their prefill times are not alike."""
+    ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
+    if abs(ca - cb) <= 1:  # a first jump's feed may share the prompt's last token too
+        return ""
+    return (
+        f"A took {ca} prompt tokens from the cache and B {cb} (another request ran between "
+        "them), so their prefills cost differently"
+    )
+
+
 def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
     """A vs B with the caveats a reader needs: unfinished runs, different outputs, sampling."""
     ta, tb = a["totals"], b["totals"]
@@ -353,7 +365,7 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         _times(ta["forward_passes"] / max(1, tb["forward_passes"]), "fewer", "more")
         + " forward passes"
     )
-    odd = _unexplained_ratio(ta, tb, speed)
+    odd = _unexplained_ratio(ta, tb, speed) or _cache_caveat(ta, tb)
     if odd:
         caveats.append(odd)
     if a["text"] != b["text"] and {a.get("mode"), b.get("mode")} == {"masked", "jump"}:

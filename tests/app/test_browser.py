@@ -523,6 +523,14 @@ def test_compare_masked_vs_jump(page):
         timeout=10_000,
     )
     page.get_by_role("tab", name="Compare").click()
+    try:  # the next tests start on the Playground tab whatever happens here
+        _compare_and_check(page)
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+        page.get_by_role("tab", name="Playground").click()
+
+
+def _compare_and_check(page) -> None:
     page.locator("#compare-run").click()
     page.wait_for_function(
         "document.querySelector('#compare-table')?.innerText.includes('forward passes')",
@@ -533,10 +541,11 @@ def test_compare_masked_vs_jump(page):
     m = re.search(r"B is ([0-9.]+)x (faster|slower)", table)
     assert m, table
     # both sides start from the same cache state: the prompt prefilled once before both
-    # (masked re-feeds the prompt's last token for its logits; a first jump's feed need not)
+    # (masked re-feeds the prompt's last token for its logits; a first jump's feed need
+    # not); where another request ran between them, the verdict says so
     cached = re.search(r"prompt tokens from the cache\s+(\d+)\s+(\d+)", table)
     a_c, b_c = int(cached.group(1)), int(cached.group(2))
-    assert a_c > 0 and abs(a_c - b_c) <= 1, table
+    assert abs(a_c - b_c) <= 1 or "their prefills cost differently" in table, table
     # on a phone no header or row label is broken inside a word ("forwar d passes")
     page.set_viewport_size({"width": 390, "height": 844})
     broken = page.evaluate(BROKEN_WORDS_JS, "#compare-table th, #compare-table td:first-child")
@@ -548,7 +557,6 @@ def test_compare_masked_vs_jump(page):
     assert page.locator("#strip-a .cfsm-chip[data-origin=jump]").count() == 0
     assert page.locator("#strip-b .cfsm-chip[data-origin=jump]").count() > 5
     page.screenshot(path=str(ARTIFACTS / "compare-view.png"), full_page=True)
-    page.get_by_role("tab", name="Playground").click()
 
 
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
