@@ -51,6 +51,10 @@ def test_compare_explains_a_big_ratio_with_equal_passes():
     assert "the machine was busier during one of the runs" in md
     near = compare_md(_run("yes", 0.02, 1), _run("yes", 0.014, 1), "A", "B", 0.0, 0)
     assert "care" not in near  # 1.4x with equal passes: nothing to explain
+    a, b = _run("ab", 2.0, 10), _run("ab", 1.0, 4)  # passes explain the ratio, not the cache
+    a["totals"]["prompt_cached_tokens"], b["totals"]["prompt_cached_tokens"] = 8, 53
+    md = compare_md(a, b, "A", "B", 0.0, 0)
+    assert "A took 8 prompt tokens from the cache and B 53" in md and "with care" in md
 
 
 def test_an_uploaded_trace_restores_its_inputs():
