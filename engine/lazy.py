@@ -42,6 +42,7 @@ HEAVY: dict[str, str] = {
     "PIL": "only the step bundle's images",
     "llama_cpp_py_sync": "optional (x86_64 Linux wheel only); only the llama.cpp runtime",
     "numpy": "light, but kept lazy where a module otherwise needs nothing heavy",
+    "regex": "only matching a schema's patternProperties against a key (with a time limit)",
 }
 
 

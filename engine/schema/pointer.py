@@ -19,11 +19,17 @@ and `items`, as the old places were."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
+from ..lazy import lazy_module
+
+regex = lazy_module("regex")  # Python-syntax patterns with a time limit per match
+
 MAX_REF_HOPS = 32  # a chain of references longer than this is left where it is
+# A schema's patternProperties are the user's regexes and keys can be the user's text: a
+# backtracking pattern such as `(a+)+$` must not hold the server on one key
+PATTERN_MATCH_S = 0.05
 
 
 def escape(key: str) -> str:
@@ -96,10 +102,10 @@ def _key_step(node: dict, key: str) -> str | None:
     if isinstance(patterns, dict):
         for pat in patterns:
             try:
-                if re.search(pat, key):
+                if regex.search(pat, key, timeout=PATTERN_MATCH_S):
                     return "patternProperties/" + escape(pat)
-            except (re.error, RecursionError, OverflowError):
-                continue
+            except (regex.error, TimeoutError, RecursionError, OverflowError):
+                continue  # an unreadable or runaway pattern governs nothing here
     if isinstance(node.get("additionalProperties"), dict):
         return "additionalProperties"
     return None

@@ -162,3 +162,16 @@ def test_every_state_place_of_a_kubernetes_style_schema_resolves_in_it():
     assert "/properties/metadata/properties/labels/additionalProperties" in pointers
     assert "/$defs/spec/properties/on" in pointers
     assert not any("labels/properties" in p for p in pointers)
+
+
+def test_a_backtracking_pattern_does_not_hold_up_the_walk():
+    """patternProperties are the user's regexes and a key can be the user's text: `(a|aa)+$`
+    against 40 a's and a `!` backtracks for hours (Python's `re` and `regex` alike); the
+    walk gives the pattern up after PATTERN_MATCH_S."""
+    schema = {
+        "type": "object",
+        "patternProperties": {"(a|aa)+$": {"type": "string"}},
+        "additionalProperties": {"type": "integer"},
+    }
+    assert schema_pointer(schema, ["a" * 40 + "!"]) == "/additionalProperties"
+    assert schema_pointer(schema, ["aaa"]) == "/patternProperties/(a|aa)+$"
