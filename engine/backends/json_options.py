@@ -10,6 +10,19 @@ from ..schema.pointer import resolve_ref, split
 from ..schema.refs import subschemas
 
 _OPENERS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+# Subschemas that test a value rather than describe it: closing an object under them would
+# change what they accept or reject (a `not` would refuse more, an `if` would match less)
+_TESTS = {"not", "if", "then", "else", "contains", "propertyNames", "dependentSchemas"}
+_NAMED_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+
+
+def _under_a_test(ptr: str) -> bool:
+    """Whether a subschema's pointer passes through one of the `_TESTS` keywords (a
+    segment after a named map, such as a property called `not`, is a name, not one)."""
+    parts = ptr.strip("/").split("/")
+    return any(
+        p in _TESTS and (i == 0 or parts[i - 1] not in _NAMED_MAPS) for i, p in enumerate(parts)
+    )
 
 
 def xgrammar_json_options(constraint: Constraint) -> dict:
@@ -39,7 +52,8 @@ def closed_reading(schema):
     false`, as fsm and xgrammar (strict mode) close it; llguidance has no closed mode, so it
     is given the schema closed. An object assembled by `allOf` stays open (closing each
     member would refuse the other members' keys): its members, and the targets of members
-    that are references, are left as they are."""
+    that are references, are left as they are; so is every object under `not`, `if`,
+    `contains` and the like, which test a value rather than describe it."""
     if not isinstance(schema, dict):
         return schema
     out = copy.deepcopy(schema)
@@ -51,7 +65,7 @@ def closed_reading(schema):
             if target is not None:
                 keep_open.add("/" + "/".join(split(member["$ref"][1:])))
     for ptr, node in list(subschemas(out)):
-        if ptr in keep_open or not isinstance(node.get("properties"), dict):
+        if ptr in keep_open or _under_a_test(ptr) or not isinstance(node.get("properties"), dict):
             continue
         if not any(k in node for k in _OPENERS):
             node["additionalProperties"] = False

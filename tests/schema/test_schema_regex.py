@@ -554,6 +554,26 @@ def test_llguidance_in_the_closed_reading_keeps_allof_members_open(byte_ctx):
     assert not check_text(compiled, None, byte_ctx, '{"c":1}')["accepted"]  # the root: closed
 
 
+def test_the_closed_reading_leaves_schemas_that_test_a_value_as_they_are():
+    """Closing an object under `not` would make the `not` refuse more (and under `if`
+    match less); a property that happens to be called `not` is closed like any other."""
+    from engine.backends.json_options import closed_reading
+
+    inner = {"properties": {"b": {"type": "integer"}}, "required": ["b"]}
+    named = {"type": "object", "properties": {"x": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"not": named},
+        "not": inner,
+        "if": inner,
+    }
+    out = closed_reading(schema)
+    assert out["additionalProperties"] is False
+    assert out["properties"]["not"]["additionalProperties"] is False
+    assert "additionalProperties" not in out["not"] and "additionalProperties" not in out["if"]
+    assert schema["properties"]["not"] == named  # the caller's schema is not changed
+
+
 def test_an_anchor_inside_an_enum_is_data_not_an_identifier():
     schema = {
         "$defs": {
