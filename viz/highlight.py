@@ -18,9 +18,12 @@ def _resolve(node, pointer: str):
     if not parts:
         return None, None
     found, parent = resolve(node, join("", *parts[:-1]))
-    if not found or not resolve(node, pointer)[0]:
-        return None
-    return parent, int(parts[-1]) if isinstance(parent, list) else parts[-1]
+    key = parts[-1]
+    if found and isinstance(parent, dict) and key in parent:
+        return parent, key
+    if found and isinstance(parent, list) and key.isdigit() and int(key) < len(parent):
+        return parent, int(key)
+    return None
 
 
 def schema_node_html(schema_text: str, pointer: str) -> str:

@@ -57,10 +57,9 @@ def scan_json(text: str, pos: int) -> JsonScan:
         elif c == ",":
             if stack and stack[-1][0] == "arr":
                 stack[-1][1] += 1
-            elif stack:
-                stack[-1][1] = None  # the next key is not chosen yet
-                expecting_key = True
             else:
+                if stack:
+                    stack[-1][1] = None  # the next key is not chosen yet
                 expecting_key = True
         if c in "{}[],:":
             last_struct = c

@@ -6,11 +6,17 @@ such a part, so naming it says what would bound the run."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from ..constraint import Constraint
-from ..schema.pointer import follow_refs, join_raw, scan_path, schema_walk, subschema_parts
+from ..schema.pointer import (
+    follow_refs,
+    join_raw,
+    scan_path,
+    schema_walk,
+    subschema_parts,
+    walkable,
+)
 from .json_scan import scan_json
 
 WS_RUN = re.compile(r"\s{8,}$")
@@ -93,11 +99,7 @@ def _schema_of(constraint: Constraint | None) -> dict | None:
     """The schema of a schema constraint as an object (None otherwise)."""
     if constraint is None or constraint.kind != "schema":
         return None
-    try:
-        schema = json.loads(constraint.text)
-    except ValueError:
-        return None
-    return schema if isinstance(schema, dict) else None
+    return walkable(constraint.text)
 
 
 def _flexible(what: str) -> dict:

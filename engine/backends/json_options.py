@@ -6,14 +6,13 @@ from __future__ import annotations
 import copy
 
 from ..constraint import Constraint
-from ..schema.pointer import resolve_ref, split
-from ..schema.refs import subschemas
+from ..schema.pointer import ref_pointer, resolve_ref
+from ..schema.refs import NAMED_SCHEMA_MAPS, subschemas
 
 _OPENERS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 # Subschemas that test a value rather than describe it: closing an object under them would
 # change what they accept or reject (a `not` would refuse more, an `if` would match less)
 _TESTS = {"not", "if", "then", "else", "contains", "propertyNames", "dependentSchemas"}
-_NAMED_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 
 
 def _under_a_test(ptr: str) -> bool:
@@ -21,7 +20,8 @@ def _under_a_test(ptr: str) -> bool:
     segment after a named map, such as a property called `not`, is a name, not one)."""
     parts = ptr.strip("/").split("/")
     return any(
-        p in _TESTS and (i == 0 or parts[i - 1] not in _NAMED_MAPS) for i, p in enumerate(parts)
+        p in _TESTS and (i == 0 or parts[i - 1] not in NAMED_SCHEMA_MAPS)
+        for i, p in enumerate(parts)
     )
 
 
@@ -63,7 +63,7 @@ def closed_reading(schema):
             keep_open.add(f"{ptr.rstrip('/')}/allOf/{i}")
             target = resolve_ref(out, member.get("$ref")) if isinstance(member, dict) else None
             if target is not None:
-                keep_open.add("/" + "/".join(split(member["$ref"][1:])))
+                keep_open.add(ref_pointer(member["$ref"]))
     for ptr, node in list(subschemas(out)):
         if ptr in keep_open or _under_a_test(ptr) or not isinstance(node.get("properties"), dict):
             continue

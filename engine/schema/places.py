@@ -15,7 +15,7 @@ from collections import deque
 
 from ..analysis.json_scan import scan_json
 from ..regex.dfa import CharDFA
-from .pointer import scan_path, schema_pointer
+from .pointer import scan_path, schema_pointer, walkable
 
 MAX_STATES = 5_000  # larger automata get no places (a second of scanning at most)
 _PREFERRED = "a0 .-e"  # representatives that keep a prefix readable (a letter, a digit...)
@@ -120,10 +120,11 @@ def schema_places(dfa: CharDFA, schema: dict | None = None) -> dict[str, list[st
     }
 
 
-def places_for_view(dfa: CharDFA, schema: dict | None = None) -> dict[str, list[str]] | None:
+def places_for_view(dfa: CharDFA, schema_text: str) -> dict[str, list[str]] | None:
     """`schema_places`, kept with the automaton's trace view (`dfa.view`) once built, so a
-    cached constraint scans its states once (a dfa is built from one schema)."""
+    cached constraint scans its states (and parses its schema) once: a dfa is built from
+    one schema."""
     view = dfa.view if dfa.view is not None else {}
     if "places" not in view:
-        view["places"] = schema_places(dfa, schema)
+        view["places"] = schema_places(dfa, walkable(schema_text))
     return view["places"]

@@ -77,8 +77,13 @@ def resolve_ref(root, ref: str):
     None where it is not local (an `$anchor` or another document) or points at nothing."""
     if not isinstance(ref, str) or not ref.startswith("#") or (len(ref) > 1 and ref[1] != "/"):
         return None
-    found, node = resolve(root, unquote(ref[1:]))
+    found, node = resolve(root, ref_pointer(ref))
     return node if found else None
+
+
+def ref_pointer(ref: str) -> str:
+    """The pointer (escaped, as `resolve` takes it) of a local `$ref`'s target."""
+    return "/" + unquote(ref[1:]).strip("/")
 
 
 def follow_refs(root, node, pointer: str) -> tuple[object, str]:
@@ -89,7 +94,7 @@ def follow_refs(root, node, pointer: str) -> tuple[object, str]:
         target = resolve_ref(root, ref) if ref is not None else None
         if target is None:
             return node, pointer
-        node, pointer = target, "/" + unquote(ref[1:]).strip("/")
+        node, pointer = target, ref_pointer(ref)
     return node, pointer
 
 

@@ -20,7 +20,6 @@ from ..replay.ids import IdResolver
 from ..replay.tokens import from_response
 from ..replay.walk import ReplayWalk, replay_trace
 from ..schema.places import places_for_view
-from ..schema.pointer import walkable
 from ..triggers.matcher import TriggeredConstraint
 from ..triggers.native import NativeTriggeredConstraint
 from ..triggers.plan import build_plan
@@ -295,7 +294,7 @@ class Engine:
         state's place in the schema)."""
         trace.automaton = automaton_json(dfa)
         if constraint is not None and constraint.kind == "schema":
-            trace.automaton["places"] = places_for_view(dfa, walkable(constraint.text))
+            trace.automaton["places"] = places_for_view(dfa, constraint.text)
         path = [dfa.initial]
         for ch in trace.text:
             nxt = dfa.step(path[-1], ch)

@@ -574,6 +574,19 @@ def test_the_closed_reading_leaves_schemas_that_test_a_value_as_they_are():
     assert schema["properties"]["not"] == named  # the caller's schema is not changed
 
 
+def test_the_closed_reading_keeps_an_allof_reference_open_whatever_its_name():
+    """A `$defs` name with a `/` is `~1` in the reference: the target is still found as an
+    allOf member's and left open."""
+    from engine.backends.json_options import closed_reading
+
+    base = {"properties": {"z": {"type": "integer"}}}
+    schema = {
+        "allOf": [{"$ref": "#/$defs/a~1b"}, {"properties": {"y": {}}}],
+        "$defs": {"a/b": base},
+    }
+    assert "additionalProperties" not in closed_reading(schema)["$defs"]["a/b"]
+
+
 def test_an_anchor_inside_an_enum_is_data_not_an_identifier():
     schema = {
         "$defs": {
