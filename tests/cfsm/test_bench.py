@@ -180,8 +180,8 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     jump = {r["task"]: r for r in res["rows"] if r["system"] == "cfsm jump (llama.cpp)"}
     for task in tasks:  # a bound from measured costs (how close is a benchmark's figure)
         r = jump[task.name]
-        assert r["limit_s"] > 0  # both figures rounded apart: a rounding's worth of slack
-        assert r["jump_vs_limit"] == pytest.approx(r["wall_s"] / r["limit_s"], abs=0.05)
+        assert r["limit_s"] > 0  # the ratio shown is the one of the figures shown
+        assert r["jump_vs_limit"] == pytest.approx(r["wall_s"] / r["limit_s"], abs=0.006)
     assert res["runtimes"]["llamacpp"]["runtime"] == "llamacpp"
     speed = res["compile"]["seconds"]
     assert set(speed) == {
