@@ -1,19 +1,28 @@
-"""`cfsm bench --suite jsonschemabench`: real-world schemas, per backend: compile
-coverage and time, time per mask while walking valid MaskBench instances, the share of
-instance text that jump-forward covers, and whether invalid instances are rejected."""
+"""`cfsm bench jsonschemabench`: every real-world schema and MaskBench record of the shared
+sample, per backend and for `auto`, as a server compiles them (one compile cache per
+backend, its workers kept between schemas). Per backend: schemas compiled (enforced only:
+nothing is compiled leniently), MaskBench's pass (compiled, every valid instance accepted,
+every invalid one rejected), compile time p50/p90/max, time per mask while walking each
+valid instance token by token (first visits of a state included), the share of instance
+bytes jump-forward strings cover, and the process's peak resident memory over the run."""
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
+import os
+import re
+import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-from engine.backends import AUTO, get_backend
+from engine.backends import AUTO
 from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.schema import dump_as_generated
 from engine.serving.compile_cache import CompileCache
+from engine.serving.memory import rss_bytes, rss_tree_bytes
 
 from .report import write_report
 from .suite import Flag, Suite, backends_flag, backends_of, with_engine
@@ -31,7 +40,75 @@ SUBSETS = [
     "Snowplow",
     "WashingtonPost",
 ]
-FALLBACK = ("xgrammar", "llguidance", "outlines")
+CACHE_BYTES = 256 * 1024 * 1024  # each backend's compile cache, as a small server's
+POINTER = re.compile(r"(?:^|[\s(])/[^\s,;)]*")  # a JSON pointer named in a message
+
+
+@dataclass(frozen=True)
+class Item:
+    """One schema as a user would send it, with its MaskBench record when there is one."""
+
+    subset: str
+    id: str
+    schema_text: str
+    record: dict | None
+
+
+def sample(per_subset: int | None = None, subsets: list[str] | None = None) -> list[Item]:
+    """The 10 JSONSchemaBench subsets (raw schemas, with the record of the same id) and then
+    the MaskBench-only subsets (BFCL, JME, MCPspec, ...: the record's schema); the first
+    `per_subset` ids of each, sorted (None: all)."""
+    if not DATA.exists():
+        raise CfsmError("invalid_input", f"benchmark data not found at {DATA}")
+    only = sorted(
+        p.name for p in (DATA / "maskbench").iterdir() if p.is_dir() and p.name not in SUBSETS
+    )
+    items = []
+    for subset in [s for s in SUBSETS + only if subsets is None or s in subsets]:
+        raw = subset in SUBSETS
+        folder = DATA / subset if raw else DATA / "maskbench" / subset
+        for f in sorted(folder.glob("*.json"))[:per_subset]:
+            mb = DATA / "maskbench" / subset / f.name
+            record = json.loads(mb.read_text(encoding="utf-8")) if mb.exists() else None
+            text = f.read_text(encoding="utf-8") if raw else json.dumps(record["schema"])
+            items.append(Item(subset, f.stem, text, record))
+    return items
+
+
+class PeakMemory:
+    """This process's resident memory (and with its compile workers), sampled every 0.2 s
+    from start to stop: what a server running the same compiles would hold."""
+
+    def __init__(self) -> None:
+        self.idle = rss_bytes_self()
+        self.peak = self.peak_tree = self.idle
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, rss_bytes_self())
+            self.peak_tree = max(self.peak_tree, rss_tree_bytes())
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self) -> dict:
+        mib = 2**20
+        return {
+            "idle_mib": round(self.idle / mib),
+            "peak_mib": round(self.peak / mib),
+            "peak_with_workers_mib": round(self.peak_tree / mib),
+        }
+
+
+def rss_bytes_self() -> int:
+    return rss_bytes(os.getpid())
 
 
 def _pct(xs: list[float], q: float) -> float | None:
@@ -70,229 +147,229 @@ def walk_instance(compiled, tokenizer, token_bytes, text: str) -> dict:
     }
 
 
-def _compile(cache: CompileCache, ctx, c: Constraint, backend: str, timeout_s: float):
-    """fsm and outlines need our automaton (built in the killable worker); native
-    backends compile the schema directly, timed on their own."""
+def _compile(cache: CompileCache, schema_text: str, backend: str) -> tuple[object, str]:
+    """The compiled constraint as a server gets it (its cache, its workers, its limits) and
+    the backend that compiled it (`auto` names its choice)."""
+    res = cache.get(Constraint("schema", schema_text, "compact"), backend)
+    return res.compiled, res.backend or backend
 
-    if backend == AUTO:  # each backend it tries has the whole limit (choose.py)
-        return cache.get(c, backend, timeout_s=3 * timeout_s + 5).compiled
-    if get_backend(backend).needs_automaton:
-        return cache.get(c, backend, timeout_s=timeout_s + 5).compiled
 
-    pool = cf.ThreadPoolExecutor(max_workers=1)
-    fut = pool.submit(get_backend(backend).compile, c, ctx)
-    pool.shutdown(wait=False)
+def _walk_record(comp, record: dict, ctx) -> dict:
+    """Every instance of a MaskBench record through the compiled constraint: valid ones
+    must be accepted (their masks timed), invalid ones rejected."""
+    rs = record["schema"]
+    masks, covered, nbytes, ok, n_valid, leaks, n_invalid = [], 0, 0, 0, 0, [], 0
+    for i, test in enumerate(record["tests"]):
+        text = dump_as_generated(test["data"], rs)
+        try:
+            w = walk_instance(comp, ctx.tokenizer, ctx.vocab.token_bytes, text)
+        except Exception:  # noqa: BLE001 - a matcher that fails on a text did not accept it
+            w = {"accepted": False, "mask_s": [], "covered": 0, "bytes": len(text)}
+        if test["valid"]:
+            n_valid += 1
+            ok += int(w["accepted"])
+            masks.extend(w["mask_s"])
+            if w["accepted"]:
+                covered, nbytes = covered + w["covered"], nbytes + w["bytes"]
+        else:
+            n_invalid += 1
+            leaks += [i] if w["accepted"] else []
+    return {
+        "valid": n_valid,
+        "valid_accepted": ok,
+        "invalid": n_invalid,
+        "invalid_accepted": leaks,
+        "maskbench_pass": ok == n_valid and not leaks,
+        "mask_us": [round(x * 1e6, 1) for x in masks],
+        "jump_covered_bytes": covered,
+        "instance_bytes": nbytes,
+    }
+
+
+def measure(item: Item, backend: str, cache: CompileCache, ctx) -> dict:
+    """One schema on one backend: compiled or refused (kind and message), then its record's
+    instances through the record's own schema (it may differ slightly from the raw one)."""
+    t0 = time.perf_counter()
     try:
-        return fut.result(timeout=timeout_s)
-    except cf.TimeoutError:
-        raise CfsmError("compile_timeout", f"{backend} took longer than {timeout_s:g} s") from None
+        comp, chosen = _compile(cache, item.schema_text, backend)
+    except CfsmError as exc:
+        return {"compiled": False, "error": exc.kind, "message": exc.message[:600]}
+    except Exception as exc:  # noqa: BLE001 - a library crash is a compile failure too
+        return {"compiled": False, "error": "compile_failed", "message": str(exc)[:600]}
+    res: dict = {"compiled": True, "compile_s": round(time.perf_counter() - t0, 4)}
+    if backend == AUTO:
+        res["chosen"] = chosen
+    if item.record is None:
+        return res
+    rs = json.dumps(item.record["schema"])
+    if json.loads(rs) != json.loads(item.schema_text):
+        try:
+            comp, _ = _compile(cache, rs, backend)
+        except Exception:  # noqa: BLE001 - the record's schema refused: not MaskBench-passed
+            return {**res, "record_compiled": False, "maskbench_pass": False}
+    return {**res, "record_compiled": True, **_walk_record(comp, item.record, ctx)}
 
 
 def run(
-    engine, backends: list[str], per_subset: int = 8, timeout_s: float = 15.0, log=print
+    engine,
+    backends: list[str],
+    per_subset: int | None = None,
+    timeout_s: float = 15.0,
+    subsets: list[str] | None = None,
+    log=print,
 ) -> dict:
-    if not DATA.exists():
-        raise CfsmError("invalid_input", f"benchmark data not found at {DATA}")
+    """Each schema of the sample on each backend in turn, one compile cache per backend for
+    the whole run (as one server keeps its own), the memory watched throughout."""
     ctx = engine.ctx
-    tok = ctx.tokenizer
-    rows = []
-    for subset in SUBSETS:
-        files = sorted((DATA / subset).glob("*.json"))[:per_subset]
-        for f in files:
-            schema_text = f.read_text(encoding="utf-8")
-            mb_path = DATA / "maskbench" / subset / f.name
-            record = json.loads(mb_path.read_text()) if mb_path.exists() else None
-            row = {"subset": subset, "id": f.stem, "backends": {}}
-            for b in backends:
-                cache = CompileCache(ctx, timeout_s=timeout_s, budget_bytes=256 * 1024 * 1024)
-                res: dict = {}
-                t0 = time.perf_counter()
-                try:
-                    c = Constraint("schema", schema_text, "compact")
-                    comp = _compile(cache, ctx, c, b, timeout_s)
-                    res["compiled"] = True
-                    res["compile_s"] = time.perf_counter() - t0
-                except CfsmError as exc:
-                    res.update({"compiled": False, "error": exc.kind, "message": exc.message[:200]})
-                    comp = None
-                except Exception as exc:  # noqa: BLE001 - a library crash is a compile failure too
-                    res.update(
-                        {"compiled": False, "error": "compile_failed", "message": str(exc)[:200]}
-                    )
-                    comp = None
-                if comp is not None and record is not None:
-                    rs = record["schema"]
-                    # the record's schema may differ slightly: compile it too when it does
-                    if json.dumps(rs, sort_keys=True) != json.dumps(
-                        json.loads(schema_text), sort_keys=True
-                    ):
-                        try:
-                            comp = _compile(
-                                cache,
-                                ctx,
-                                Constraint("schema", json.dumps(rs), "compact"),
-                                b,
-                                timeout_s,
-                            )
-                        except Exception:  # noqa: BLE001
-                            comp = None
-                    if comp is not None:
-                        masks, cov, chars, ok_valid, n_valid, bad_accepted, n_invalid = (
-                            [],
-                            0,
-                            0,
-                            0,
-                            0,
-                            [],
-                            0,
-                        )
-                        for i, test in enumerate(record["tests"]):
-                            text = dump_as_generated(test["data"], rs)
-                            try:
-                                w = walk_instance(comp, tok, ctx.vocab.token_bytes, text)
-                            except Exception as exc:  # noqa: BLE001
-                                w = {
-                                    "accepted": False,
-                                    "mask_s": [],
-                                    "covered": 0,
-                                    "bytes": len(text),
-                                    "error": str(exc)[:100],
-                                }
-                            if test["valid"]:
-                                n_valid += 1
-                                ok_valid += int(w["accepted"])
-                                masks.extend(w["mask_s"])
-                                if w["accepted"]:
-                                    cov += w["covered"]
-                                    chars += w["bytes"]
-                            else:
-                                n_invalid += 1
-                                if w["accepted"]:
-                                    bad_accepted.append(i)
-                        res.update(
-                            {
-                                "valid": n_valid,
-                                "valid_accepted": ok_valid,
-                                "invalid": n_invalid,
-                                "invalid_accepted": bad_accepted,
-                                "mask_us": [round(x * 1e6, 1) for x in masks],
-                                "jump_covered_bytes": cov,
-                                "instance_bytes": chars,
-                            }
-                        )
-                cache.close()
-                row["backends"][b] = res
-            rows.append(row)
-            log(
-                f"{subset:15s} {f.stem:28s} "
-                + " ".join(
-                    f"{b}:{'ok' if r['compiled'] else r['error'][:12]}"
-                    + (
-                        f"({r['valid_accepted']}/{r['valid']}v,{len(r['invalid_accepted'])}/{r['invalid']}i)"
-                        if "valid" in r
-                        else ""
-                    )
-                    for b, r in row["backends"].items()
-                )
-            )
-    return summarize(rows, backends)
-
-
-def summarize(rows: list[dict], backends: list[str]) -> dict:
-    summary = {}
-    for b in backends:
-        rs = [r["backends"][b] for r in rows]
-        comp = [r for r in rs if r["compiled"]]
-        masks = [x for r in comp for x in r.get("mask_us", [])]
-        cov = sum(r.get("jump_covered_bytes", 0) for r in comp)
-        chars = sum(r.get("instance_bytes", 0) for r in comp)
-        summary[b] = {
-            "schemas": len(rs),
-            "compiled": len(comp),
-            "coverage": round(len(comp) / max(1, len(rs)), 3),
-            "compile_ms_p50": round(1e3 * (_pct([r["compile_s"] for r in comp], 0.5) or 0), 1),
-            "compile_ms_p90": round(1e3 * (_pct([r["compile_s"] for r in comp], 0.9) or 0), 1),
-            "mask_us_p50": _pct(masks, 0.5),
-            "mask_us_p99": _pct(masks, 0.99),
-            "masks": len(masks),
-            "valid_accepted": sum(r.get("valid_accepted", 0) for r in comp),
-            "valid": sum(r.get("valid", 0) for r in comp),
-            "invalid_accepted": sum(len(r.get("invalid_accepted", [])) for r in comp),
-            "invalid": sum(r.get("invalid", 0) for r in comp),
-            "jump_share_of_instance_bytes": round(cov / max(1, chars), 3),
-            "errors": dict(sorted(_count(r.get("error") for r in rs if not r["compiled"]).items())),
-        }
-    chain = [b for b in FALLBACK if b in backends]
-    covered = sum(1 for r in rows if any(r["backends"][b]["compiled"] for b in chain))
-    leaks = [
-        {
-            "subset": r["subset"],
-            "id": r["id"],
-            "backend": b,
-            "tests": r["backends"][b]["invalid_accepted"],
-        }
-        for r in rows
+    items = sample(per_subset, subsets)
+    caches = {
+        b: CompileCache(ctx, timeout_s=timeout_s, budget_bytes=CACHE_BYTES, warm=True)
         for b in backends
-        if r["backends"][b].get("invalid_accepted")
+    }
+    for cache in caches.values():
+        cache.wait_ready()
+    rows = []
+    try:
+        with PeakMemory() as mem:
+            for item in items:
+                row = {"subset": item.subset, "id": item.id, "record": item.record is not None}
+                row["backends"] = {}
+                for b in backends:
+                    row["backends"][b] = measure(item, b, caches[b], ctx)
+                rows.append(row)
+                log(_row_line(row))
+    finally:
+        for cache in caches.values():
+            cache.close()
+    return summarize(rows, backends, memory=mem.figures())
+
+
+def _row_line(row: dict) -> str:
+    def one(b: str, r: dict) -> str:
+        state = ("ok" if r["compiled"] else r["error"][:12]) + (
+            f"({r['valid_accepted']}/{r['valid']}v,{len(r['invalid_accepted'])}/{r['invalid']}i)"
+            if "valid" in r
+            else ""
+        )
+        return f"{b}:{state}"
+
+    return f"{row['subset']:15s} {row['id'][:28]:28s} " + " ".join(
+        one(b, r) for b, r in row["backends"].items()
+    )
+
+
+def _backend_summary(rs: list[dict], n_records: int) -> dict:
+    comp = [r for r in rs if r["compiled"]]
+    times = [r["compile_s"] for r in comp]
+    masks = [x for r in comp for x in r.get("mask_us", [])]
+    cov = sum(r.get("jump_covered_bytes", 0) for r in comp)
+    chars = sum(r.get("instance_bytes", 0) for r in comp)
+    refused = [r for r in rs if not r["compiled"]]
+    out = {
+        "schemas": len(rs),
+        "compiled": len(comp),
+        "coverage": round(len(comp) / max(1, len(rs)), 3),
+        "records": n_records,
+        "maskbench_passed": sum(1 for r in comp if r.get("maskbench_pass")),
+        "compile_ms_p50": round(1e3 * (_pct(times, 0.5) or 0), 1),
+        "compile_ms_p90": round(1e3 * (_pct(times, 0.9) or 0), 1),
+        "compile_ms_max": round(1e3 * max(times, default=0), 1),
+        "mask_us_mean": round(sum(masks) / len(masks), 1) if masks else None,
+        "mask_us_p50": _pct(masks, 0.5),
+        "mask_us_p99": _pct(masks, 0.99),
+        "masks": len(masks),
+        "valid_accepted": sum(r.get("valid_accepted", 0) for r in comp),
+        "valid": sum(r.get("valid", 0) for r in comp),
+        "invalid_accepted": sum(len(r.get("invalid_accepted", [])) for r in comp),
+        "invalid": sum(r.get("invalid", 0) for r in comp),
+        "jump_share_of_instance_bytes": round(cov / max(1, chars), 3),
+        "errors": dict(sorted(Counter(r["error"] for r in refused).items())),
+        "refusals_naming_a_pointer": sum(1 for r in refused if POINTER.search(r["message"])),
+    }
+    if any("chosen" in r for r in comp):
+        out["chosen"] = dict(Counter(r["chosen"] for r in comp).most_common())
+    return out
+
+
+def summarize(rows: list[dict], backends: list[str], memory: dict | None = None) -> dict:
+    """Per-backend figures, `auto` against the best single backend, every invalid instance
+    a backend accepted (there should be none) and the run's memory."""
+    n_records = sum(1 for r in rows if r.get("record"))
+    summary = {b: _backend_summary([r["backends"][b] for r in rows], n_records) for b in backends}
+    singles = {b: s["compiled"] for b, s in summary.items() if b != AUTO}
+    best = max(singles, key=singles.get) if singles else None
+    leaks = [
+        {"subset": r["subset"], "id": r["id"], "backend": b, "tests": res["invalid_accepted"]}
+        for r in rows
+        for b, res in r["backends"].items()
+        if res.get("invalid_accepted")
     ]
     return {
         "suite": "jsonschemabench",
         "schemas": len(rows),
+        "records": n_records,
         "summary": summary,
-        "fallback_chain": {
-            "order": chain,
-            "covered": covered,
-            "coverage": round(covered / max(1, len(rows)), 3),
-        },
+        "best_single": {"backend": best, "compiled": singles.get(best, 0)},
+        "memory": memory or {},
         "invalid_instances_accepted": leaks,
         "rows": rows,
     }
 
 
-def _count(xs) -> dict:
-    out: dict = {}
-    for x in xs:
-        out[x] = out.get(x, 0) + 1
-    return out
-
-
 def format_table(res: dict) -> str:
     lines = [
-        "| backend | compiled | coverage | compile p50 / p90 ms | mask p50 / p99 us | valid "
-        "accepted | invalid accepted | jump share |",
+        "| backend | compiled | MaskBench pass | compile p50 / p90 / max | mask mean / p99 "
+        "| valid accepted | invalid accepted | jump share |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for b, s in res["summary"].items():
+        mean, p99 = s["mask_us_mean"] or 0, s["mask_us_p99"] or 0
         lines.append(
-            f"| {b} | {s['compiled']}/{s['schemas']} | {s['coverage']:.0%} | "
-            f"{s['compile_ms_p50']} / {s['compile_ms_p90']} | {s['mask_us_p50']} / "
-            f"{s['mask_us_p99']} | {s['valid_accepted']}/{s['valid']} | "
+            f"| {b} | {s['compiled']}/{s['schemas']} ({s['coverage']:.0%}) | "
+            f"{s['maskbench_passed']}/{s['records']} | {s['compile_ms_p50']:,.0f} / "
+            f"{s['compile_ms_p90']:,.0f} / {s['compile_ms_max']:,.0f} ms | {mean:,.0f} / "
+            f"{p99:,.0f} us | {s['valid_accepted']}/{s['valid']} | "
             f"{s['invalid_accepted']}/{s['invalid']} | {s['jump_share_of_instance_bytes']:.0%} |"
         )
-    fc = res["fallback_chain"]
-    lines.append(
-        f"\nFallback chain {' -> '.join(fc['order'])}: {fc['covered']}/{res['schemas']} schemas "
-        f"({fc['coverage']:.0%})."
-    )
+    mem = res.get("memory") or {}
+    if mem:
+        lines.append(
+            f"\nResident memory: {mem['idle_mib']} MiB at the start, peak {mem['peak_mib']} MiB"
+            f" ({mem['peak_with_workers_mib']} MiB with the compile workers)."
+        )
+    if AUTO in res["summary"]:
+        a = res["summary"][AUTO]
+        chosen = ", ".join(f"{k} {v}" for k, v in a.get("chosen", {}).items())
+        lines.append(
+            f"auto compiled {a['compiled']} (best single backend: {res['best_single']['backend']}"
+            f" {res['best_single']['compiled']}); chose {chosen}; "
+            f"{a['refusals_naming_a_pointer']}/{a['schemas'] - a['compiled']} refusals name a "
+            "JSON pointer."
+        )
     return "\n".join(lines)
 
 
 def _run(args, log) -> dict:
+    subsets = [s.strip() for s in args.subsets.split(",") if s.strip()] if args.subsets else None
     return with_engine(
         args,
-        lambda eng: run(eng, backends_of(args), per_subset=args.per_subset, log=log),
+        lambda eng: run(
+            eng, backends_of(args), per_subset=args.per_subset, subsets=subsets, log=log
+        ),
         load_weights=False,
     )
 
 
 SUITE = Suite(
     "jsonschemabench",
-    "real-world schemas per backend: compile, conformance and jump-forward (no weights)",
+    "real-world schemas per backend and auto: compile, MaskBench pass, masks, jumps, memory "
+    "(no weights)",
     _run,
     format_table,
     (
-        backends_flag("fsm,outlines,xgrammar,llguidance,auto"),
-        Flag("--per-subset", {"type": int, "default": 8, "help": "40 = all"}),
+        backends_flag("fsm,xgrammar,llguidance,auto"),
+        Flag("--per-subset", {"type": int, "default": None, "help": "schemas per subset (all)"}),
+        Flag("--subsets", {"default": "", "help": "comma-separated subsets (all)"}),
     ),
     report=write_report,
     summary=lambda res: {k: v for k, v in res.items() if k != "rows"},

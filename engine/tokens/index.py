@@ -14,9 +14,10 @@ state.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +61,19 @@ def _valid_partial(partial: bytes) -> bool:
     return all(0x80 <= b <= 0xBF for b in partial[2:])
 
 
+def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _complete_prefix(b: bytes) -> int:
+    """Where the last character of `b` starts if it is cut short, else len(b)."""
+    for back in range(1, min(4, len(b)) + 1):
+        n = _utf8_len(b[-back])
+        if n:  # a lead byte (or ASCII)
+            return len(b) - back if n > back else len(b)
+    return len(b)
+
+
 def _chars_with_prefix(partial: bytes) -> int:
     """How many Unicode scalar values encode with this byte prefix (an upper bound is
     enough: it only decides whether "any other character" can still follow)."""
@@ -77,9 +91,13 @@ class VocabTokens:
     chars: np.ndarray  # (max length, tokens) indices into `alphabet`, -1 past the end: by position
     alphabet: np.ndarray  # the distinct code points the vocabulary uses, sorted
     active: list[int]  # rows still running at each position
+    lengths: np.ndarray  # each row's length in characters (int16)
     irregular: list[int]
     cont_start: list[int]
     irregular_first: np.ndarray  # each irregular token's first byte
+    # irregular tokens that are one cut-short character, valid as far as they go: allowed
+    # wherever a character they may start is (no whole character before it)
+    bare_partials: dict[int, bytes] = field(default_factory=dict)
 
 
 _VOCAB_TOKENS: dict[str, VocabTokens] = {}
@@ -126,10 +144,98 @@ def _split_vocab(vocab: TokenVocab) -> VocabTokens:
         chars,
         alphabet,
         [int((lens > j).sum()) for j in range(maxlen)],
+        lens.astype(np.int16),
         irregular,
         cont_start,
         np.array([vocab.token_bytes[t][0] for t in irregular], dtype=np.uint8),
+        {
+            t: vocab.token_bytes[t]
+            for t in irregular
+            if _complete_prefix(vocab.token_bytes[t]) == 0 and _valid_partial(vocab.token_bytes[t])
+        },
     )
+
+
+@dataclass
+class LoopSplit:
+    """The regular tokens split by one set of looping characters (over the vocabulary's
+    alphabet): those made only of them (`stay_ids`, sorted) and the others' rows, ordered
+    by the column of their first character outside it (`leave_start[j]:leave_start[j+1]`
+    leave at column j)."""
+
+    stay_ids: np.ndarray
+    leave_rows: np.ndarray
+    leave_start: np.ndarray
+
+    def nbytes(self) -> int:
+        return self.stay_ids.nbytes + self.leave_rows.nbytes + self.leave_start.nbytes
+
+
+_LOOP_SPLITS: dict[tuple[str, bytes], LoopSplit] = {}
+_LOOP_LOCK = threading.Lock()
+LOOP_SPLITS_KEPT = 32  # ~0.3 MB each for a 49k vocabulary
+
+
+def loop_split(vt: VocabTokens, fingerprint: str, in_loop: np.ndarray) -> LoopSplit:
+    """The split for `in_loop` (a bool per alphabet character), computed once per process:
+    every JSON string's content loops on the same characters, whatever the schema."""
+    key = (fingerprint, hashlib.blake2b(np.packbits(in_loop).tobytes()).digest())
+    with _LOOP_LOCK:
+        got = _LOOP_SPLITS.get(key)
+    if got is not None:
+        return got
+    got = _split_by_loop(vt, in_loop)
+    with _LOOP_LOCK:
+        if len(_LOOP_SPLITS) >= LOOP_SPLITS_KEPT:
+            _LOOP_SPLITS.pop(next(iter(_LOOP_SPLITS)))
+        _LOOP_SPLITS[key] = got
+    return got
+
+
+def _split_by_loop(vt: VocabTokens, in_loop: np.ndarray) -> LoopSplit:
+    inside = np.append(in_loop, False)  # index -1: past a token's end (rows ended by then)
+    rows = np.arange(len(vt.regular_ids))
+    stay, leave, cols = [], [], []
+    for j, active in enumerate(vt.active):
+        ended = rows >= active
+        stay.append(rows[ended])
+        rows = rows[~ended]
+        ok = inside[vt.chars[j][rows]]
+        leave.append(rows[~ok])
+        cols.append(np.full(int((~ok).sum()), j, dtype=np.int32))
+        rows = rows[ok]
+    stay.append(rows)
+    leave_rows = np.concatenate(leave) if leave else np.zeros(0, dtype=np.int64)
+    leave_cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int32)
+    stay_ids = np.sort(vt.regular_ids[np.concatenate(stay)].astype(np.int32))
+    starts = np.searchsorted(leave_cols, np.arange(len(vt.active) + 1))
+    return LoopSplit(stay_ids, leave_rows, starts)
+
+
+_RUNS: dict[tuple[str, bytes], np.ndarray] = {}
+
+
+def runs_after_first(vt: VocabTokens, fingerprint: str, in_set: np.ndarray) -> np.ndarray:
+    """Per regular row, how many characters after its first are in `in_set` (a bool per
+    alphabet character) before one is not: computed once per process and set (a string's
+    content, a counted run of digits), shared by every automaton over the vocabulary."""
+    key = (fingerprint, hashlib.blake2b(np.packbits(in_set).tobytes()).digest())
+    with _LOOP_LOCK:
+        got = _RUNS.get(key)
+    if got is not None:
+        return got
+    inside = np.append(in_set, False)
+    run = np.zeros(len(vt.regular_ids), dtype=np.int16)
+    rows = np.arange(len(vt.regular_ids))
+    for j in range(1, len(vt.active)):
+        rows = rows[rows < vt.active[j]]  # those with a character at column j
+        rows = rows[inside[vt.chars[j][rows]]]
+        run[rows] += 1
+    with _LOOP_LOCK:
+        if len(_RUNS) >= LOOP_SPLITS_KEPT:
+            _RUNS.pop(next(iter(_RUNS)))
+        _RUNS[key] = run
+    return run
 
 
 class TokenIndex:
@@ -138,6 +244,8 @@ class TokenIndex:
     # token positions after the first whose classes are kept looked up (int16 per token
     # each): most tokens are still being walked there; later ones go through `_lut`
     HEAD_COLUMNS = 3
+    # a state whose self-loop this many tokens start in goes through the shared loop split
+    WIDE_LOOP = 2048
 
     def __init__(self, dfa: CharDFA, vocab: TokenVocab) -> None:
         t0 = time.perf_counter()
@@ -148,6 +256,8 @@ class TokenIndex:
         self._pending_keys: list[tuple[int, bytes]] = []
         self._allowed: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, str], object] = {}
+        self._irregular_by_row: dict[tuple, np.ndarray] = {}
+        self._chains: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
         self._ids_lock = (
             threading.Lock()
         )  # the decode thread and a page's check may add pending states
@@ -209,10 +319,11 @@ class TokenIndex:
         """Irregular tokens worth walking from `s`: those starting with ASCII (walked
         character by character) or with a lead byte some outgoing class can continue."""
         row = self.dfa.trans[s]
-        if self.dfa.other_class is not None and self.dfa.other_class in row:
-            return self._irregular.tolist()
         first = self._vt.irregular_first
         ok = np.zeros(256, dtype=bool)
+        if self.dfa.other_class is not None and self.dfa.other_class in row:
+            ok[:] = True
+        ok[0x80:0xC0] = False  # a continuation byte never starts a token from a char state
         ok[:0x80] = True
         for k in row:
             if k < len(self._class_leads):
@@ -221,39 +332,195 @@ class TokenIndex:
 
     def _compute(self, s: int) -> np.ndarray:
         """One char state's allowed ids: every regular token walked at once, column by
-        column; the irregular ones byte by byte."""
-        dead = self.num_char_states
-        out = sorted(self.dfa.trans[s].items())
-        groups = [self._by_first[self._first_start[k] : self._first_start[k + 1]] for k, _t in out]
-        rows = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
-        cur = np.repeat(np.array([t for _k, t in out], dtype=np.int32), [len(g) for g in groups])
-        done = []
-        for j, active in enumerate(self._active[1:], 1):
-            if not len(rows):
-                break
-            ended = rows >= active  # rows are sorted longest first: these have ended, alive
-            done.append(rows[ended])
-            rows, cur = rows[~ended], cur[~ended]
-            cls = (
-                self._head[j - 1][rows]
-                if j <= self.HEAD_COLUMNS
-                else self._lut[self._vt.chars[j][rows]]
-            )
-            cur = self._table[cur, cls]
-            alive = (
-                cur != dead
-            )  # only the survivors are walked on: after a character or two, few are
-            rows, cur = rows[alive], cur[alive]
-        ok = self._regular_ids[np.concatenate(done + [rows])]
-        extra = [
-            t
-            for t in self._irregular_candidates(s)
-            if self._walk(s, b"", self.vocab.token_bytes[t]) is not None
-        ]
-        ids = np.concatenate([ok, np.array(extra, dtype=np.int64)]) if extra else ok
+        column; where a token's characters run through a wide self-loop (a string's
+        content) the loop's shared split answers for them (`loop_split`); the irregular
+        tokens byte by byte."""
+        if self._wide_loop(s) is not None:
+            ok = self._compute_looping(s)
+        else:
+            ok = self._regular_ids[self._compute_walk(s)]
+        extra = self._irregular_allowed(s)
+        ids = np.concatenate([ok, extra]) if len(extra) else ok
         if s in self.dfa.finals:
             ids = np.append(ids, self.vocab.eos_token_id)
-        return np.sort(ids.astype(np.int32))
+        marks = np.zeros(self.vocab.size, dtype=bool)  # sorted by marking: no sort of ~49k
+        marks[ids] = True
+        return np.flatnonzero(marks).astype(np.int32)
+
+    def _wide_loop(self, s: int) -> LoopSplit | None:
+        """The loop split of `s` when at least WIDE_LOOP tokens start in its self-loop."""
+        loops = [k for k, t in self.dfa.trans[s].items() if t == s]
+        starts = sum(int(self._first_start[k + 1] - self._first_start[k]) for k in loops)
+        if starts < self.WIDE_LOOP:
+            return None
+        member = np.zeros(len(self.dfa.classes) + 1, dtype=bool)
+        member[loops] = True
+        return loop_split(self._vt, self.vocab.fingerprint, member[self._lut[:-1]])
+
+    def _compute_walk(self, s: int) -> np.ndarray:
+        """Rows of the regular tokens allowed from `s`, walked from their first character;
+        those whose first character enters a wide loop join the walk where they leave it."""
+        by_target: dict[int, list[np.ndarray]] = {}
+        for k, t in sorted(self.dfa.trans[s].items()):
+            by_target.setdefault(t, []).append(
+                self._by_first[self._first_start[k] : self._first_start[k + 1]]
+            )
+        walk_rows, walk_cur, direct, join_rows, join_cur, join_cols = [], [], [], [], [], []
+        for t, groups in by_target.items():
+            g = np.concatenate(groups)
+            chain = self._chain(t) if len(g) >= self.WIDE_LOOP // 8 else None
+            if chain is None:
+                walk_rows.append(g)
+                walk_cur.append(np.full(len(g), t, dtype=np.int32))
+                continue
+            states, run = chain
+            run, rest = run[g], self._vt.lengths[g] - 1
+            m = len(states) - 1
+            ends = (run >= rest) & (rest <= m)  # every later character runs down the chain
+            direct.append(g[ends])
+            c = np.minimum(run[~ends], m)  # where the chain is left (or ends): walked on
+            join_rows.append(g[~ends])
+            join_cur.append(states[c])
+            join_cols.append(c + 1)
+        joins = None
+        if join_rows:
+            cols = np.concatenate(join_cols)
+            order = np.argsort(cols, kind="stable")
+            starts = np.searchsorted(cols[order], np.arange(len(self._active) + 1))
+            joins = (np.concatenate(join_rows)[order], np.concatenate(join_cur)[order], starts)
+        rows = self._walk_columns(_cat(walk_rows, np.int64), _cat(walk_cur, np.int32), 1, joins)
+        return np.concatenate(direct + [rows])
+
+    def _chain(self, t: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """From `t`, the states its main character set leads through one character at a
+        time (a loop: `t` again and again; a counted run: t, t+1, ...) and each row's run
+        of that set after its first character (`runs_after_first`). None for a short one."""
+        got = self._chains.get(t)
+        if got is not None or t in self._chains:
+            return got
+        row = self.dfa.trans[t]
+        mass: dict[int, int] = {}
+        for k, nxt in row.items():
+            mass[nxt] = mass.get(nxt, 0) + int(self._first_start[k + 1] - self._first_start[k])
+        got = None
+        if mass:
+            nxt = max(mass, key=mass.get)
+            cls = [k for k, n in row.items() if n == nxt]
+            states = [t] * len(self._active) if nxt == t else self._follow(t, cls)
+            if mass[nxt] >= self.WIDE_LOOP // 8 and len(states) > 1:
+                member = np.zeros(len(self.dfa.classes) + 1, dtype=bool)
+                member[cls] = True
+                run = runs_after_first(self._vt, self.vocab.fingerprint, member[self._lut[:-1]])
+                got = (np.array(states, dtype=np.int32), run)
+        self._chains[t] = got
+        return got
+
+    def _follow(self, t: int, cls: list[int]) -> list[int]:
+        """t and the states `cls` lead to one after another, while they agree."""
+        states = [t]
+        while len(states) < len(self._active):
+            row = self.dfa.trans[states[-1]]
+            nxt = {row.get(k) for k in cls}
+            if len(nxt) != 1 or None in nxt:
+                break
+            states.append(nxt.pop())
+        return states
+
+    def _compute_looping(self, s: int) -> np.ndarray:
+        """Allowed regular ids of a state whose self-loop most tokens start in: the tokens
+        made only of looping characters are allowed as a shared set; only the others are
+        walked, from where they leave the loop."""
+        sp = self._wide_loop(s)
+        cur = np.full(len(sp.leave_rows), s, dtype=np.int32)
+        rows = self._walk_columns(
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int32),
+            0,
+            (sp.leave_rows, cur, sp.leave_start),
+        )
+        return np.concatenate([sp.stay_ids, self._regular_ids[rows]])
+
+    def _walk_columns(self, rows, cur, start: int, joins=None) -> np.ndarray:
+        """Walk regular token rows from column `start` on, their states in `cur`; rows
+        alive at their end are allowed. `joins` = (rows, states, starts): more rows, ordered
+        by the column they join at (`starts[j]:starts[j+1]` step column j first)."""
+        dead = self.num_char_states
+        done = []
+        for j in range(start, len(self._active)):
+            if len(rows):
+                ended = rows >= self._active[j]  # sorted longest first: these ended alive
+                done.append(rows[ended])
+                rows, cur = rows[~ended], cur[~ended]
+                cur = self._table[cur, self._classes_at(j, rows)]
+                alive = cur != dead  # after a character or two, few are walked on
+                rows, cur = rows[alive], cur[alive]
+            if joins is not None:
+                jr, jc, starts = joins
+                joining, states = jr[starts[j] : starts[j + 1]], jc[starts[j] : starts[j + 1]]
+                if len(joining):
+                    step = self._table[states, self._classes_at(j, joining)]
+                    alive = step != dead
+                    rows = np.concatenate([rows, joining[alive]])
+                    cur = np.concatenate([cur, step[alive]])
+            if not len(rows) and (joins is None or joins[2][j + 1] == len(joins[0])):
+                break
+        return np.concatenate(done + [rows])
+
+    def _classes_at(self, j: int, rows: np.ndarray) -> np.ndarray:
+        if 1 <= j <= self.HEAD_COLUMNS:
+            return self._head[j - 1][rows]
+        return self._lut[self._vt.chars[j][rows]]
+
+    def _irregular_allowed(self, s: int) -> np.ndarray:
+        """Irregular token ids allowed from `s`. What a token does inside the state's
+        self-loop depends only on which classes loop and which leave (shared by a schema's
+        string states, `_irregular_in_loop`); the tokens that leave it are walked."""
+        row = self.dfa.trans[s]
+        loops = frozenset(k for k, t in row.items() if t == s)
+        stay_ok, leaving = self._irregular_in_loop(s, loops)
+        walked = [t for t in leaving if self._walk(s, b"", self.vocab.token_bytes[t]) is not None]
+        return np.concatenate([stay_ok, np.array(walked, dtype=np.int32)]) if walked else stay_ok
+
+    def _irregular_in_loop(self, s: int, loops: frozenset) -> tuple[np.ndarray, list[int]]:
+        """(ids whose whole characters loop and whose last partial character may go on,
+        ids with a character outside the loop), cached by the loop and the outgoing classes
+        (all that decides the first part). Where any other character may come, a bare
+        partial character is allowed unless the automaton lists every character it starts
+        (`_listed_prefixes`), so those are not walked one by one."""
+        row = self.dfa.trans[s]
+        key = (loops, frozenset(row))
+        got = self._irregular_by_row.get(key)
+        if got is not None:
+            return got
+        other = self.dfa.other_class
+        anything = other is not None and other in row
+        bare = self._vt.bare_partials if anything else {}
+        full = self._listed_prefixes() if anything else set()
+        ok, leaving = [t for t, b in bare.items() if b not in full], []
+        for t in self._irregular_candidates(s):
+            b = self.vocab.token_bytes[t]
+            if t in bare and b not in full:
+                continue
+            cut = _complete_prefix(b)
+            try:
+                text = b[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue  # an invalid byte inside: never allowed
+            if any(self.dfa.char_class.get(ch, other) not in loops for ch in text):
+                leaving.append(t)
+            elif self._partial_viable(s, b[cut:]):
+                ok.append(t)
+        got = self._irregular_by_row[key] = (np.array(sorted(ok), dtype=np.int32), leaving)
+        return got
+
+    def _listed_prefixes(self) -> set[bytes]:
+        """Partial characters whose every completion the automaton lists in some class."""
+        full = getattr(self, "_full_prefixes", None)
+        if full is None:
+            table = self._prefix_classes()
+            full = {p for p, (_k, n) in table.items() if n >= _chars_with_prefix(p)}
+            self._full_prefixes = full
+        return full
 
     # ---------------------------------------------------------------- walking
     def _prefix_classes(self) -> dict[bytes, tuple[set[int], int]]:

@@ -48,11 +48,12 @@ def test_walk_instance_accepts_valid_and_rejects_invalid(ctx):
         cache.close()
 
 
-def test_summary_counts_coverage_and_leaks():
+def test_summary_counts_coverage_maskbench_passes_and_leaks():
     rows = [
         {
             "subset": "s",
             "id": "a",
+            "record": True,
             "backends": {
                 "xgrammar": {
                     "compiled": True,
@@ -62,28 +63,93 @@ def test_summary_counts_coverage_and_leaks():
                     "valid_accepted": 2,
                     "invalid": 1,
                     "invalid_accepted": [0],
+                    "maskbench_pass": False,
                     "jump_covered_bytes": 10,
                     "instance_bytes": 40,
                 },
-                "llguidance": {"compiled": False, "error": "unsupported_feature"},
+                "llguidance": {
+                    "compiled": False,
+                    "error": "unsupported_feature",
+                    "message": "`not` at /properties/a/not is not enforced",
+                },
             },
         },
         {
             "subset": "s",
             "id": "b",
+            "record": True,
             "backends": {
-                "xgrammar": {"compiled": False, "error": "compile_timeout"},
-                "llguidance": {"compiled": True, "compile_s": 0.02},
+                "xgrammar": {"compiled": False, "error": "compile_timeout", "message": "15 s"},
+                "llguidance": {
+                    "compiled": True,
+                    "compile_s": 0.03,
+                    "mask_us": [1.0],
+                    "valid": 1,
+                    "valid_accepted": 1,
+                    "invalid": 0,
+                    "invalid_accepted": [],
+                    "maskbench_pass": True,
+                },
             },
         },
     ]
-    res = summarize(rows, list(NATIVE_BACKENDS))
-    assert res["summary"]["xgrammar"]["coverage"] == 0.5
-    assert res["summary"]["xgrammar"]["jump_share_of_instance_bytes"] == 0.25
-    assert res["fallback_chain"]["covered"] == 2
+    res = summarize(rows, list(NATIVE_BACKENDS), memory={"idle_mib": 1})
+    x, g = res["summary"]["xgrammar"], res["summary"]["llguidance"]
+    assert x["coverage"] == 0.5 and x["jump_share_of_instance_bytes"] == 0.25
+    assert (x["maskbench_passed"], g["maskbench_passed"], x["records"]) == (0, 1, 2)
+    assert x["mask_us_mean"] == 6.0 and x["compile_ms_max"] == 10.0
+    assert (x["refusals_naming_a_pointer"], g["refusals_naming_a_pointer"]) == (0, 1)
+    assert x["errors"] == {"compile_timeout": 1}
+    assert res["best_single"] == {"backend": "xgrammar", "compiled": 1}
+    assert res["memory"] == {"idle_mib": 1}
     assert res["invalid_instances_accepted"] == [
         {"subset": "s", "id": "a", "backend": "xgrammar", "tests": [0]}
     ]
+
+
+def test_the_sample_is_every_schema_then_the_maskbench_only_records():
+    from cfsm.bench.jsonschemabench import SUBSETS, sample
+
+    items = sample()
+    subsets = list(dict.fromkeys(i.subset for i in items))
+    assert subsets[: len(SUBSETS)] == SUBSETS and {"JME", "MCPspec", "BFCL_simple"} <= set(subsets)
+    assert sum(i.subset in SUBSETS for i in items) == 400
+    assert all(i.record is not None for i in items if i.subset not in SUBSETS)
+    first = sample(1, ["Kubernetes", "JME"])
+    assert [(i.subset, i.record is not None) for i in first] == [
+        ("Kubernetes", True),
+        ("JME", True),
+    ]
+    assert json.loads(first[1].schema_text) == first[1].record["schema"]
+
+
+def test_a_fast_slice_of_the_real_sample_on_fsm_llguidance_and_auto(compile_engine):
+    """`cfsm bench jsonschemabench` on a slice of the shared sample as a server compiles
+    it: no backend accepts an invalid instance; auto compiles at least what each backend
+    does, and what it refuses names a JSON pointer; a MaskBench pass accepts every valid
+    instance of its record; the memory is measured."""
+    from cfsm.bench.jsonschemabench import run
+
+    res = run(
+        compile_engine,
+        ["fsm", "llguidance", "auto"],
+        per_subset=1,
+        subsets=["Github_easy", "Snowplow", "WashingtonPost", "MCPspec"],
+        log=lambda *_: None,
+    )
+    s = res["summary"]
+    assert res["schemas"] == 4 and res["invalid_instances_accepted"] == []
+    assert s["auto"]["compiled"] >= max(s["fsm"]["compiled"], s["llguidance"]["compiled"])
+    assert s["auto"]["compiled"] > s["fsm"]["compiled"]  # Snowplow's counted repeat: llguidance
+    assert s["auto"]["chosen"]["llguidance"] >= 1 and s["auto"]["chosen"]["fsm"] >= 1
+    refused = s["auto"]["schemas"] - s["auto"]["compiled"]
+    assert refused >= 1 and s["auto"]["refusals_naming_a_pointer"] == refused
+    for row in res["rows"]:
+        for r in row["backends"].values():
+            if r.get("maskbench_pass"):
+                assert r["valid_accepted"] == r["valid"] and not r["invalid_accepted"]
+    assert s["fsm"]["masks"] > 0 and s["fsm"]["mask_us_p99"] >= s["fsm"]["mask_us_p50"] > 0
+    assert res["memory"]["peak_mib"] >= res["memory"]["idle_mib"] > 0
 
 
 def test_html_report(tmp_path):
@@ -93,6 +159,7 @@ def test_html_report(tmp_path):
         {
             "subset": "s",
             "id": "a",
+            "record": True,
             "backends": {
                 "xgrammar": {
                     "compiled": True,

@@ -37,6 +37,43 @@ def test_vectorized_index_matches_brute_force(ctx, pattern):
         assert got == want, (pattern, s, sorted(got ^ want)[:10])
 
 
+WIDE = [
+    r'"[^"\\]*"',
+    r'\{"a":"([^"\\]|\\.)*","b":"[^"]{0,3}x[^"]*"\}',
+    r"[^<]*<(b|i)>[^<]*</(b|i)>",
+    r"([a-z ]|[0-9])*;",
+    r'"[0-9a-f]{40}"',
+    r'\{"name":"[^"\\]{0,63}","n":[0-9]{1,9}\}',
+]
+
+
+@pytest.mark.parametrize("pattern", WIDE)
+def test_states_with_a_wide_self_loop_allow_what_a_walk_from_the_first_character_does(ctx, pattern):
+    """A string's content (most tokens start in its self-loop) goes through the shared
+    loop split, and tokens entering a loop or a counted run (hex digits, a maxLength)
+    through the shared runs: the same ids as each token walked character by character,
+    irregular (partial-character) tokens included, for every state."""
+    dfa = build_char_dfa(pattern)
+    idx = TokenIndex(dfa, ctx.vocab)
+    walked = TokenIndex(dfa, ctx.vocab)
+    walked.WIDE_LOOP = 10**9  # every state walked from the first character
+    wide = 0
+    for s in range(dfa.num_states):
+        loops = [k for k, t in dfa.trans[s].items() if t == s]
+        wide += sum(int(idx._first_start[k + 1] - idx._first_start[k]) for k in loops) >= 2048
+        got = idx.allowed_ids(s)
+        assert np.all(np.diff(got) > 0)  # sorted, no repeats
+        assert got.tolist() == walked.allowed_ids(s).tolist(), (pattern, s)
+        regular = brute_allowed(dfa, ctx.vocab, s)
+        irregular = {
+            t
+            for t, b in enumerate(ctx.vocab.token_bytes)
+            if b and _not_utf8(b) and idx._walk(s, b"", b) is not None
+        }
+        assert set(got.tolist()) == regular | irregular, (pattern, s)
+    assert wide >= 1 or any(c is not None and c[0][0] != c[0][-1] for c in idx._chains.values())
+
+
 def test_partial_utf8_tokens_walk_through_pending_states(ctx, tokenizer):
     dfa = build_char_dfa(r"[\u4e00-\u9fff]{2,5}!")
     idx = TokenIndex(dfa, ctx.vocab)
