@@ -44,3 +44,7 @@ COMPILE_MEMORY_MB = _int("CFSM_COMPILE_MEMORY_MB", 768)
 # this long (its start-up not counted); past it, the page says Run will try with the full
 # compile limit. Its memory is capped like a compile's.
 LIVE_CHECK_S = _float("CFSM_LIVE_CHECK_S", 1.5)
+# After a native backend (xgrammar, llguidance) compiled, its automaton is built only for
+# the page's FSM view: a schema whose automaton takes longer goes without the view rather
+# than hold the request (a 0.2 s llguidance compile used to wait 15 s for it)
+VIEW_LIMIT_S = _float("CFSM_VIEW_LIMIT_S", 3.0)

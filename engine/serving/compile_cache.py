@@ -21,7 +21,13 @@ from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backe
 from ..backends.choose import AUTO, NEXT_ON, ORDER, none_enforces, why_chosen
 from ..constraint import Constraint
 from ..errors import CfsmError
-from ..limits import CACHE_BUDGET_MB, COMPILE_MEMORY_MB, LIVE_CHECK_S, WORKER_RSS_MB
+from ..limits import (
+    CACHE_BUDGET_MB,
+    COMPILE_MEMORY_MB,
+    LIVE_CHECK_S,
+    VIEW_LIMIT_S,
+    WORKER_RSS_MB,
+)
 from ..limits import COMPILE_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from ..regex.dfa import DEFAULT_MAX_STATES, CharDFA, build_char_dfa, slow_hint
 from ..schema import parse_schema
@@ -488,16 +494,20 @@ class CompileCache:
         dfa, dfa_error, compiled = None, None, None
         if not impl.needs_automaton:
             compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(clock))
-        if constraint.kind != "grammar" and left() <= 0.05:
+        view_only = compiled is not None and constraint.kind == "schema"
+        view_s = min(left(), VIEW_LIMIT_S) if view_only else left()
+        if constraint.kind != "grammar" and view_s <= 0.05:
             dfa_error = "no time was left to build the automaton after the native compile"
         elif constraint.kind != "grammar":
             try:
-                # first (the backend needs it): all the budget; after a native compile: what is left
-                dfa = self.dfa(constraint, timeout_s=None if compiled is None else left())
+                # first (the backend needs it): all the budget; after a native compile, only
+                # for the FSM view: what is left, at most VIEW_LIMIT_S
+                dfa = self.dfa(constraint, timeout_s=None if compiled is None else view_s)
             except CfsmError as exc:
                 if impl.needs_automaton or constraint.kind == "regex":
                     raise
-                dfa_error = exc.message  # a native backend only loses the FSM view
+                # a native backend only loses the FSM view
+                dfa_error = f"the FSM view was not built (CFSM_VIEW_LIMIT_S): {exc.message}"
         if compiled is None:
             compiled = impl.compile(
                 constraint, self.ctx, dfa=dfa, worker=self._native_runner(clock)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.serving.memory import rss_bytes
 
+BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench-data" / "jsonschemabench"
 HUGE_RANGE = Constraint("schema", '{"type":"integer","minimum":0,"maximum":9223372036854775807}')
 
 
@@ -188,5 +190,25 @@ def test_a_fresh_workers_setup_does_not_eat_the_automatons_share_of_the_limit(ct
         with pytest.raises(CfsmError) as ei:
             cache.get(Constraint("regex", "(a|b)*a(a|b){24}"), "xgrammar")
         assert ei.value.kind == "state_explosion"
+    finally:
+        cache.close()
+
+
+def test_a_native_compile_waits_for_the_fsm_view_no_longer_than_its_own_limit(ctx, monkeypatch):
+    """A real schema llguidance compiles at once but whose automaton takes seconds (a
+    Github_ultra record): the view is given VIEW_LIMIT_S, then the constraint comes back
+    without it and says why; the automaton is not cached as failed, so fsm still gets the
+    whole limit for it."""
+    path = BENCH / "Github_ultra" / "o10335.json"
+    monkeypatch.setattr(cc, "VIEW_LIMIT_S", 0.5)
+    cache = cc.CompileCache(ctx, timeout_s=20.0, warm=True)
+    try:
+        cache.wait_ready()
+        c = Constraint("schema", path.read_text(encoding="utf-8"), "compact")
+        res = cache.get(c, "llguidance")
+        assert res.compiled.backend == "llguidance" and res.dfa is None
+        assert "FSM view was not built" in res.dfa_error
+        assert res.seconds < 0.5 + 3.0  # the view's limit and the library's own compile
+        assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
     finally:
         cache.close()
