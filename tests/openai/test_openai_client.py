@@ -217,3 +217,21 @@ def test_eight_concurrent_async_clients_get_their_own_answers(app_url):
     outs = asyncio.run(all_of())
     for i, out in enumerate(outs):
         assert re.fullmatch(f"client-{i}-[a-z]{{3,8}}", out), (i, out)
+
+
+def test_real_schemas_through_v1_are_compiled_by_auto_or_refused_naming_the_place(client):
+    """Schemas from JSONSchemaBench sent as `response_format` (as `cfsm bench schemas-api`
+    sends the whole sample): one that fsm cannot build goes to llguidance, one that no
+    backend enforces is a 400 naming the keyword and its JSON pointer, a Kubernetes one
+    compiles on fsm; every answer in OpenAI's shape."""
+    from cfsm.bench.jsonschemabench import sample
+    from cfsm.bench.schemas_api import ask
+
+    items = {i.subset: i for i in sample(1, ["Kubernetes", "Snowplow", "WashingtonPost"])}
+    k8s = ask(client, items["Kubernetes"].schema_text, 8)
+    snow = ask(client, items["Snowplow"].schema_text, 8)
+    wp = ask(client, items["WashingtonPost"].schema_text, 8)
+    assert (k8s["status"], k8s["backend"]) == (200, "fsm")
+    assert (snow["status"], snow["backend"]) == (200, "llguidance")
+    assert (wp["status"], wp["kind"]) == (400, "unsupported_feature")
+    assert "`oneOf` at /oneOf" in wp["message"] and "lenient" in wp["message"]
