@@ -12,6 +12,22 @@ _BENCH = (
     / "sglang_json_benchmark.json"
 )
 
+# real-world schemas from JSONSchemaBench, read where the sample is (not copied here: the
+# presets are left out without ../shared)
+_JSB = _BENCH.parent.parent / "bench-data" / "jsonschemabench"
+REAL_SCHEMAS = {
+    "Shipment, 54 properties (real schema: JSONSchemaBench Github_hard/o75565)": {
+        "file": "Github_hard/o75565.json",
+        "prompt": "Create a shipment of one 2 kg parcel from Berlin to Munich with DHL, with "
+        "the sender and the receiver, as JSON.",
+    },
+    "Function arguments with a date-time (real schema: Glaive analyze_health_data)": {
+        "file": "Glaiveai2K/analyze_health_data_4ad104b4.json",
+        "prompt": "Call analyze_health_data with two measurements taken on 1 March 2024: "
+        "temperature 36.6 and heart rate 72. Give the arguments as JSON.",
+    },
+}
+
 # fallbacks so the app works without ../shared (the regexes are the SGLang benchmark's data)
 _CHARACTER_RX = (
     r'\{\n    "name": "[\w\d\s]{1,16}",\n    "house": '
@@ -108,6 +124,19 @@ def _bench() -> dict:
         return json.loads(_BENCH.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def real_schema_presets() -> dict[str, dict]:
+    """The real-world schemas as presets (fsm draws them; auto tells what it chose)."""
+    out = {}
+    for name, p in REAL_SCHEMAS.items():
+        try:
+            text = (_JSB / p["file"]).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        out[name] = {"kind": "schema", "text": text, "whitespace": "compact",
+                     "prompt": p["prompt"], "mode": "jump"}  # fmt: skip
+    return out
 
 
 def presets() -> dict[str, dict]:
@@ -223,6 +252,7 @@ def presets() -> dict[str, dict]:
             "prompt": "What time is it in Tokyo? Use a tool.",
             "mode": "jump",
         },
+        **real_schema_presets(),
         "Colour (EBNF grammar)": {
             "kind": "grammar",
             "text": 'root ::= "The colour is " ("red" | "green" | "blue") "."',

@@ -364,3 +364,33 @@ def test_compare_shows_outputs_as_text_with_their_first_difference_marked():
     same = compare_md(_run("a|b`c", 1.0, 4), _run("a|b`c", 1.0, 4), "A", "B", 0.0, 0)
     out = next(line for line in same.splitlines() if line.startswith("| output |"))
     assert out.count(" | ") == 2 and "▶" not in out  # a bar in the text does not split the row
+
+
+def test_the_real_schema_presets_compile_on_fsm_and_place_their_states(compile_engine):
+    """The two real-world presets (a 54-property shipment, a function's arguments with a
+    date-time): auto keeps them on fsm (the automaton the page draws), a valid MaskBench
+    instance of each walks through, and the drawn states are placed in the schema's own
+    properties (the outline the graph is clustered by)."""
+    import json
+
+    from app.presets import REAL_SCHEMAS, presets
+    from cfsm.bench.jsonschemabench import DATA, walk_instance
+    from engine.constraint import Constraint
+    from engine.schema import dump_as_generated
+    from engine.schema.places import places_for_view
+
+    got = {n: p for n, p in presets().items() if n in REAL_SCHEMAS}
+    assert len(got) == 2
+    ctx, placed = compile_engine.ctx, {}
+    for name, p in got.items():
+        c = Constraint("schema", p["text"], p["whitespace"])
+        res = compile_engine.cache.get(c, "auto")
+        assert res.backend == "fsm", (name, res.why)
+        record = json.loads((DATA / "maskbench" / REAL_SCHEMAS[name]["file"]).read_text())
+        doc = next(t["data"] for t in record["tests"] if t["valid"])
+        text = dump_as_generated(doc, json.loads(p["text"]))
+        assert walk_instance(res.compiled, ctx.tokenizer, ctx.vocab.token_bytes, text)["accepted"]
+        placed[name] = {q for ps in places_for_view(res.dfa, p["text"]).values() for q in ps}
+    ship, health = placed.values()
+    assert "/properties/shipment/properties/carrier" in ship
+    assert "/properties/data/items/properties/timestamp" in health
