@@ -73,8 +73,29 @@ def _free_keys(node: dict) -> bool:
     )
 
 
+REPEATED_ITEMS = 3  # an array with this many items around a short value is what runs on
+LONG_VALUE = 64  # characters of a string in progress that make it, not its array, the cause
+
+
+def _repeating_array(schema: dict, sc) -> dict | None:
+    """The outermost enclosing array with no maxItems that already holds REPEATED_ITEMS
+    items: a model that keeps adding items is stopped by the limit inside whichever
+    small value it was writing, and that value is not what to bound."""
+    for i, (kind, index) in enumerate(sc.stack):
+        if kind == "arr" and isinstance(index, int) and index >= REPEATED_ITEMS:
+            arr, ptr = _node_at(schema, sc.stack[:i])
+            why = _unbounded(arr, "array", ptr)
+            if why is not None:
+                return {**why, "what": f"{why['what']} ({index + 1} items so far)"}
+    return None
+
+
 def _schema_reason(schema: dict, text: str) -> dict | None:
     sc = scan_json(text, len(text))
+    if not (sc.in_str and not sc.str_is_key and sc.str_chars >= LONG_VALUE):
+        repeating = _repeating_array(schema, sc)
+        if repeating is not None:
+            return repeating
     number = bool(text) and text[-1] in "-0123456789.eE+" and sc.last_struct in (":", "[", ",")
     node, where = _node_at(schema, sc.stack)  # the value being written at the end
     if sc.in_str and not sc.str_is_key:

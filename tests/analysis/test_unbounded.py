@@ -38,6 +38,50 @@ def test_a_schema_output_at_the_limit_names_the_unbounded_part_it_was_in(text, w
     assert (u["where"], u["what"]) == (where, what)
 
 
+HEALTH = {  # a real function's arguments (Glaive analyze_health_data, shortened)
+    "type": "object",
+    "properties": {
+        "data": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "measurement": {"type": "string"},
+                    "value": {"type": "number"},
+                },
+                "required": ["measurement", "value"],
+            },
+        }
+    },
+    "required": ["data"],
+}
+
+
+@pytest.mark.parametrize(
+    "tail, where, what",
+    [
+        ('"value":3', "/properties/data", "an array with no maxItems (4 items so far)"),
+        ('"measurement":"temp', "/properties/data", "an array with no maxItems (4 items so far)"),
+        ('"measurement":"' + "a" * 70, "/properties/data/items/properties/measurement", "a string"),
+    ],
+)
+def test_items_repeated_up_to_the_limit_blame_their_array_not_the_value_being_written(
+    tail, where, what
+):
+    """The embedded model on the real preset writes the same measurement again and again
+    until the limit stops it inside some small value: the array is what to bound; a long
+    string in progress is still blamed itself."""
+    item = '{"measurement":"t","value":36.6}'
+    u = why_unfinished(
+        Constraint("schema", json.dumps(HEALTH)), '{"data":[' + f"{item}," * 3 + "{" + tail
+    )
+    assert u["where"] == where and u["what"].startswith(what)
+    two = why_unfinished(
+        Constraint("schema", json.dumps(HEALTH)), '{"data":[' + f"{item}," + '{"value":3'
+    )
+    assert two["where"] == "/properties/data/items/properties/value"  # 2 items: not yet
+
+
 def test_bounded_parts_are_not_blamed():
     c = Constraint("schema", json.dumps(TAGS))
     assert why_unfinished(c, '{"title":"abc') is None  # maxLength 30: it will end
