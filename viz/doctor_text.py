@@ -67,12 +67,19 @@ def format_report(rep: dict) -> str:
                 lines.append(f"  {w['change']}: {w['error']}")
             else:
                 lines.append(f"  {w['change']}: {w['advice']} ({w['note']})")
+    if rep.get("untyped"):
+        lines += ["", f"Accepts more than it seems: {UNTYPED_WHY}"]
+        lines += [f"  {u['where']}: {u['what']} -> {u['fix']}" for u in rep["untyped"]]
     if rep.get("unbounded"):
         lines += ["", f"Runs may not end: {UNBOUNDED_WHY}"]
         lines += [f"  {u['where']}: {u['what']} -> {u['bound']}" for u in rep["unbounded"]]
     return "\n".join(lines)
 
 
+UNTYPED_WHY = (
+    "these places state no type, so the samples (and the model) may write any JSON value "
+    "there; the figures above count those values."
+)
 UNBOUNDED_WHY = (
     "a run can stay in any of these parts until the token limit (the page and `cfsm "
     "generate` say which one a run stopped in); bound them to let every run end."

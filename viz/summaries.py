@@ -10,7 +10,7 @@ from engine.decoding.trace import StepEvent, WaitEvent, time_saved
 from engine.lazy import lazy_module
 from viz.highlight import regex_span_html, schema_node_html
 
-from .doctor_text import UNBOUNDED_WHY
+from .doctor_text import UNBOUNDED_WHY, UNTYPED_WHY
 from .panels import plural
 from .text import GLYPHS
 
@@ -420,9 +420,15 @@ def doctor_md(rep: dict, source: str = "") -> str:
         f"\n{b['share']:.0%} of those tokens also carry forced text ({b['title'].lower()}): "
         f"{b['suggestion']}"
     )
+    bar = "\\|"  # a pipe inside a table cell
+    if rep.get("untyped"):
+        out += ["", "#### Accepts more than it seems", UNTYPED_WHY, "", "| where | what | fix |"]
+        out += ["|---|---|---|"] + [
+            f"| {html.escape(u['where']).replace('|', bar)} | {u['what']} | {u['fix']} |"
+            for u in rep["untyped"]
+        ]
     if rep.get("unbounded"):
         out += ["", "#### Runs may not end", UNBOUNDED_WHY, "", "| where | what | to bound it |"]
-        bar = "\\|"  # a pipe inside a table cell
         out += ["|---|---|---|"] + [
             f"| {html.escape(u['where']).replace('|', bar)} | {u['what']} | {u['bound']} |"
             for u in rep["unbounded"]

@@ -11,6 +11,7 @@ from ...regex.compressed import compressed_of
 from ...regex.dfa import CharDFA, build_char_dfa
 from ...schema.pointer import walkable
 from ..unbounded import unbounded_parts
+from ..untyped import untyped_places
 from .causes import BOUNDARY, CAUSES, analyse_samples
 from .samples import synthesize
 from .timing import ideal_time, tokenizer_reach
@@ -25,6 +26,7 @@ class DoctorReport:
 
     constraint: dict  # kind, whitespace
     unbounded: list[dict]  # parts a run may never leave (where, what, bound)
+    untyped: list[dict]  # nodes whose keywords imply a type they do not state (where, what, fix)
     fsm: dict  # the compressed FSM's statistics
     samples: dict  # count, source (model or synthesized), the first texts
     ideal_reduction: float  # all tokens / tokens the model chooses
@@ -112,6 +114,7 @@ def diagnose(
     return DoctorReport(
         constraint={"kind": constraint.kind, "whitespace": constraint.whitespace},
         unbounded=unbounded_parts(constraint),
+        untyped=untyped_places(constraint),
         fsm=cf.stats(),
         samples={"count": res["samples"], "source": source, "texts": texts[:3]},
         ideal_reduction=res["ideal_reduction"],

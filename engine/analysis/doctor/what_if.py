@@ -226,7 +226,7 @@ def _schema_what_ifs(
     for label, text, ws, sch, spec2 in variants:
         try:
             rx2 = schema_to_regex(text, ws, constraint.lenient, spec2)
-            dfa2 = build_char_dfa(rx2)
+            dfa2 = build_char_dfa(rx2, max_chars=constraint.max_regex_chars)
         except CfsmError as exc:
             what_if.append({"change": label, "error": exc.message})
             continue
