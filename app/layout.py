@@ -7,11 +7,11 @@ from typing import Any
 
 import gradio as gr
 
+from engine.decoding.model_runtimes import RUNTIME_CHOICES
 from viz.step_bundle import empty_view
 
 CUSTOM = "(edited: no preset)"
 TOOLS_PRESET = "Tool calls, auto (tools)"
-RUNTIME_CHOICES = ("auto", "llamacpp", "transformers")
 NO_RUN = (
     "Run something to see its steps: the output, the automaton and what the constraint allowed at "
     "each step."

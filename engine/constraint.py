@@ -8,7 +8,7 @@ import hashlib
 from dataclasses import dataclass
 
 from .errors import CfsmError
-from .limits import MAX_GRAMMAR_CHARS, MAX_REGEX_CHARS, MAX_SCHEMA_CHARS
+from .limits import MAX_GRAMMAR_CHARS, MAX_REGEX_CHARS, MAX_SCHEMA_REGEX_CHARS
 from .schema import WhitespacePolicy, compile_schema_regex, parse_schema
 
 KINDS = ("regex", "schema", "grammar")
@@ -78,8 +78,8 @@ class Constraint:
     @property
     def max_regex_chars(self) -> int:
         """How long its regex may be: a typed regex is held to the input limit, a schema's
-        compiled regex to what the schema limit can produce."""
-        return MAX_REGEX_CHARS if self.kind == "regex" else 25 * MAX_SCHEMA_CHARS
+        compiled regex to the lowering's budget (schema/budget.py)."""
+        return MAX_REGEX_CHARS if self.kind == "regex" else MAX_SCHEMA_REGEX_CHARS
 
     def schema_obj(self) -> dict | bool:
         return parse_schema(self.text)

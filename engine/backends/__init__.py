@@ -4,6 +4,8 @@ from its name."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+
 from ..errors import CfsmError
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 from .choose import AUTO
@@ -15,16 +17,73 @@ from .xgrammar_backend import XgrammarBackend
 _REGISTRY: dict[str, type[GrammarBackend]] = {
     b.name: b for b in (FsmBackend, OutlinesBackend, XgrammarBackend, LlguidanceBackend)
 }
-BACKENDS = tuple(_REGISTRY)  # the backends themselves (tests and benchmarks loop over them)
-BACKEND_CHOICES = (AUTO, *BACKENDS)  # what a user may ask for: `auto` chooses (choose.py)
+
+
+class _Names(Sequence[str]):
+    """The registered backends a class attribute selects, read from the registry each time
+    (a backend registered later is in every list: the CLI's, the page's, the tests')."""
+
+    def __init__(self, keep: Callable[[type[GrammarBackend]], bool], first: tuple = ()) -> None:
+        self._keep, self._first = keep, first
+
+    def _names(self) -> tuple[str, ...]:
+        return (*self._first, *(n for n, b in _REGISTRY.items() if self._keep(b)))
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+class _Syntaxes(Mapping[str, str]):
+    """Backend name -> the grammar syntax it reads, for the backends that take grammars."""
+
+    def _map(self) -> dict[str, str]:
+        return {n: b.grammar_syntax for n, b in _REGISTRY.items() if b.grammar_syntax}
+
+    def __getitem__(self, name: str) -> str:
+        return self._map()[name]
+
+    def __iter__(self):
+        return iter(self._map())
+
+    def __len__(self) -> int:
+        return len(self._map())
+
+
+BACKENDS = _Names(lambda b: True)  # the backends themselves (tests and benchmarks loop over them)
+BACKEND_CHOICES = _Names(lambda b: True, (AUTO,))  # what a user may ask for (`auto`: choose.py)
 DEFAULT_BACKEND = AUTO
 REGEX_BACKENDS = BACKENDS
 # Those that compile their own grammar from the constraint (no character automaton)
-NATIVE_BACKENDS = tuple(n for n, b in _REGISTRY.items() if not b.needs_automaton)
+NATIVE_BACKENDS = _Names(lambda b: not b.needs_automaton)
 # Those whose library compiles in a killable worker process (the one isolation flag)
-WORKER_BACKENDS = tuple(n for n, b in _REGISTRY.items() if b.compiles_in_worker)
+WORKER_BACKENDS = _Names(lambda b: b.compiles_in_worker)
 # Backends that take grammars, and the syntax each reads.
-GRAMMAR_SYNTAX = {n: b.grammar_syntax for n, b in _REGISTRY.items() if b.grammar_syntax}
+GRAMMAR_SYNTAX = _Syntaxes()
+
+
+def register_backend(cls: type[GrammarBackend]) -> None:
+    """Add a backend (its `name` must be new): the CLI, the page, the API, the differential
+    tests and the benchmarks list it from then on. `auto` keeps its own order (choose.py)."""
+    if not cls.name or cls.name in _REGISTRY or cls.name == AUTO:
+        raise ValueError(f"a backend needs a new name, not {cls.name!r}")
+    _REGISTRY[cls.name] = cls
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a backend registered with `register_backend` (tests clean up with it)."""
+    _REGISTRY.pop(name, None)
 
 
 def get_backend(name: str) -> GrammarBackend:
@@ -62,4 +121,6 @@ __all__ = [
     "TokenizerContext",
     "check_grammar",
     "get_backend",
+    "register_backend",
+    "unregister_backend",
 ]

@@ -4,6 +4,7 @@ its JSON pointer, or (lenient) compiled with a warning that travels with the run
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
 
@@ -145,6 +146,40 @@ def _xg_required(node):
     return None
 
 
+_JSON_TYPES = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "null": type(None),
+}
+
+
+def _of_type(value, t: str) -> bool:
+    if t in ("integer", "number"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return ok and (t == "number" or float(value).is_integer())
+    return isinstance(value, _JSON_TYPES.get(t, object))
+
+
+def _xg_enum_type(node):
+    """An `enum`/`const` beside a `type` some of its values do not have: xgrammar writes the
+    values as they are (a real Github schema's `builtin` is `type: object` with string
+    values, so no document may have it, and xgrammar accepted `"builtin":"MODIFIABLE"`)."""
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else types if isinstance(types, list) else None
+    values = node.get("enum") if isinstance(node.get("enum"), list) else None
+    if "const" in node:
+        values = [node["const"]]
+    if types and values is not None:
+        for v in values:
+            if not any(_of_type(v, t) for t in types):
+                kw = "const" if "const" in node else "enum"
+                shown = json.dumps(v)[:40]
+                return kw, f"its value {shown} is not of type {types}: it is written anyway"
+    return None
+
+
 def _llg_formats(node):
     if node.get("format") in ("date", "time", "date-time", "hostname"):
         return (
@@ -187,7 +222,15 @@ def _custom_metaschema(node):
 
 COMMON = [_custom_metaschema]  # for every backend, ours included
 # Each adapter names its own list (`GrammarBackend.known_gaps`).
-XGRAMMAR_GAPS = (_lookaround, _xg_keywords, _xg_untyped, _xg_siblings, _xg_refs, _xg_required)
+XGRAMMAR_GAPS = (
+    _lookaround,
+    _xg_keywords,
+    _xg_untyped,
+    _xg_siblings,
+    _xg_refs,
+    _xg_required,
+    _xg_enum_type,
+)
 LLGUIDANCE_GAPS = (_llg_formats, _llg_space_class, _llg_prefix_items_next_to_additional_items)
 
 

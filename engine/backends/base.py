@@ -286,6 +286,10 @@ class GrammarBackend(ABC):
     # the compile cache runs `compile_native` in a killable worker process and sends back
     # `dump_compiled`'s payload; benchmarks that feed it many schemas fork a child per compile.
     compiles_in_worker: bool = False
+    # Its masks are exactly the tokens whose text the constraint allows (the differential
+    # tests compare every such backend token for token). False for a library that also
+    # drops non-canonical tokenizations of forced text (llguidance): its sets are subsets.
+    exact_masks: bool = True
 
     def compile(
         self,

@@ -46,6 +46,8 @@ def why_chosen(kind: str, chosen: str, tried: list[tuple[str, str]]) -> str:
 def none_enforces(kind: str, tried: list[tuple[str, str, str]]) -> tuple[str, str]:
     """(error kind, message) when every backend refused: each one's reason, and how to
     compile leniently where a keyword is what stopped them."""
+    if len({(k, msg) for _, k, msg in tried}) == 1:  # the same refusal everywhere (its size)
+        return tried[0][1], tried[0][2]
     each = "; ".join(f"{name}: {_own(msg)}" for name, _, msg in tried)
     kinds = {k for _, k, _ in tried}
     lenient = f"; {LENIENT_HOW}" if "unsupported_feature" in kinds else ""

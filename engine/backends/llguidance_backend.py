@@ -67,6 +67,7 @@ class LlguidanceBackend(GrammarBackend):
     kinds = ("regex", "schema", "grammar")
     known_gaps = LLGUIDANCE_GAPS
     grammar_syntax = "Lark"
+    exact_masks = False  # forced text only in its canonical tokenization
 
     def triggered_grammar(self, plan, opts, ctx: TokenizerContext) -> Constraint | None:
         """The plan as one Lark grammar with lazy lexemes (engine/backends/

@@ -9,7 +9,6 @@ from ..constraint import Constraint
 from ..errors import CfsmError
 from ..limits import MAX_NEW_TOKENS as MAX_NEW_TOKENS_LIMIT
 from ..limits import MAX_PROMPT_CHARS
-from ..runtimes import RUNTIMES
 from ..triggers.plan import (
     DEFAULT_THINK_END,
     DEFAULT_THINK_START,
@@ -18,6 +17,7 @@ from ..triggers.plan import (
     TriggerOptions,
     build_plan,
 )
+from .model_runtimes import runtime_names
 
 MODES = ("free", "masked", "jump")
 TRIGGER_IMPLS = ("auto", "native", "engine")
@@ -123,10 +123,10 @@ class GenerateRequest:
             raise CfsmError("invalid_input", "temperature must be >= 0 and top_p in (0, 1]")
         if self.healing_tokens < 0 or self.jump_threshold < 0:
             raise CfsmError("invalid_input", "healing_tokens and jump_threshold must be >= 0")
-        if self.runtime not in ("", "auto", *RUNTIMES):
+        if self.runtime not in ("", "auto", *runtime_names()):
             raise CfsmError(
                 "invalid_input",
-                f"runtime must be one of auto, {', '.join(RUNTIMES)}, not {self.runtime!r}",
+                f"runtime must be one of auto, {', '.join(runtime_names())}, not {self.runtime!r}",
             )
         if not 1 <= self.top_k <= 100:
             raise CfsmError("invalid_input", "top_k must be between 1 and 100")

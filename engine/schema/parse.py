@@ -8,6 +8,7 @@ import json
 from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..limits import MAX_SCHEMA_CHARS
+from .pointer import join
 
 jsonschema = lazy_module("jsonschema")  # format checkers, referencing: ~0.3 s to import
 
@@ -27,6 +28,15 @@ def load_json(text: str, what: str, kind: str):
         raise CfsmError("input_too_large", f"{what} is nested too deeply") from None
 
 
+def _metaschema_error(exc) -> str:
+    """Where the schema breaks its metaschema and how, in one line (a long value cut)."""
+    where = join("/", *exc.path) if exc.path else "/"
+    what = exc.message
+    if len(what) > 160:
+        what = f"{what[:100]} ... {what[-50:]}"
+    return f"invalid JSON schema at {where}: {what} (the metaschema's `{exc.validator}`)"
+
+
 def parse_schema(text: str) -> dict | bool:
     obj = load_json(text, "schema", "invalid_schema")
     if not isinstance(obj, (dict, bool)):
@@ -34,7 +44,7 @@ def parse_schema(text: str) -> dict | bool:
     try:
         jsonschema.validators.validator_for(obj).check_schema(obj)
     except jsonschema.SchemaError as exc:
-        raise CfsmError("invalid_schema", f"invalid JSON schema: {exc.message}") from exc
+        raise CfsmError("invalid_schema", _metaschema_error(exc)) from exc
     if obj is False:
         raise CfsmError("unsatisfiable", "the schema `false` admits no value")
     return obj

@@ -6,236 +6,36 @@ char state's id; the rare pending states get ids after them, on demand.
 
 The index is lazy: compiling only maps the vocabulary's characters to the DFA's character
 classes (numpy, from a per-vocabulary table built once), and a state's allowed set is
-computed the first time decoding reaches it (one gather per token position over the whole
-vocabulary, no Python loop over tokens; ~1 ms). Decoding visits a few hundred states at
-most, so a run never pays for the states it does not reach; device masks are cached per
-state.
+computed the first time decoding reaches it (one gather per token position over the
+tokens still alive, no Python loop over tokens; tokens that run through a string's
+content or a counted run are split once per process: vocab_split.py). Decoding visits a
+few hundred states at most, so a run never pays for the states it does not reach; device
+masks are cached per state.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..lazy import lazy_module
 from ..regex.dfa import CharDFA
 from .vocab import TokenVocab
+from .vocab_split import (
+    LoopSplit,
+    chars_with_prefix,
+    complete_prefix,
+    concat_or_empty,
+    loop_split,
+    runs_after_first,
+    utf8_len,
+    valid_partial,
+    vocab_tokens,
+)
 
 torch = lazy_module("torch")
-
-
-def _utf8_len(lead: int) -> int:
-    if lead < 0x80:
-        return 1
-    if 0xC2 <= lead <= 0xDF:
-        return 2
-    if 0xE0 <= lead <= 0xEF:
-        return 3
-    if 0xF0 <= lead <= 0xF4:
-        return 4
-    return 0  # continuation byte or invalid lead
-
-
-def _valid_partial(partial: bytes) -> bool:
-    """Is `partial` a proper prefix of some valid UTF-8 encoding?"""
-    if not partial:
-        return True
-    n = _utf8_len(partial[0])
-    if n <= 1 or len(partial) >= n:
-        return False
-    lo, hi = 0x80, 0xBF
-    if partial[0] == 0xE0:
-        lo = 0xA0
-    elif partial[0] == 0xED:
-        hi = 0x9F
-    elif partial[0] == 0xF0:
-        lo = 0x90
-    elif partial[0] == 0xF4:
-        hi = 0x8F
-    if len(partial) > 1 and not (lo <= partial[1] <= hi):
-        return False
-    return all(0x80 <= b <= 0xBF for b in partial[2:])
-
-
-def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
-def _complete_prefix(b: bytes) -> int:
-    """Where the last character of `b` starts if it is cut short, else len(b)."""
-    for back in range(1, min(4, len(b)) + 1):
-        n = _utf8_len(b[-back])
-        if n:  # a lead byte (or ASCII)
-            return len(b) - back if n > back else len(b)
-    return len(b)
-
-
-def _chars_with_prefix(partial: bytes) -> int:
-    """How many Unicode scalar values encode with this byte prefix (an upper bound is
-    enough: it only decides whether "any other character" can still follow)."""
-    n = _utf8_len(partial[0])
-    remaining = n - len(partial)
-    return 64**remaining
-
-
-@dataclass
-class VocabTokens:
-    """The vocabulary split once for every index: regular tokens (whole UTF-8 text) as a
-    matrix of character ids, longest first, and the irregular (partial-character) ones."""
-
-    regular_ids: np.ndarray  # token ids, rows of `chars`
-    chars: np.ndarray  # (max length, tokens) indices into `alphabet`, -1 past the end: by position
-    alphabet: np.ndarray  # the distinct code points the vocabulary uses, sorted
-    active: list[int]  # rows still running at each position
-    lengths: np.ndarray  # each row's length in characters (int16)
-    irregular: list[int]
-    cont_start: list[int]
-    irregular_first: np.ndarray  # each irregular token's first byte
-    # irregular tokens that are one cut-short character, valid as far as they go: allowed
-    # wherever a character they may start is (no whole character before it)
-    bare_partials: dict[int, bytes] = field(default_factory=dict)
-
-
-_VOCAB_TOKENS: dict[str, VocabTokens] = {}
-_VOCAB_LOCK = threading.Lock()
-
-
-def vocab_tokens(vocab: TokenVocab) -> VocabTokens:
-    with _VOCAB_LOCK:
-        got = _VOCAB_TOKENS.get(vocab.fingerprint)
-        if got is None:
-            got = _split_vocab(vocab)
-            if len(_VOCAB_TOKENS) >= 4:
-                _VOCAB_TOKENS.pop(next(iter(_VOCAB_TOKENS)))
-            _VOCAB_TOKENS[vocab.fingerprint] = got
-        return got
-
-
-def _split_vocab(vocab: TokenVocab) -> VocabTokens:
-    regular: list[tuple[int, str]] = []
-    irregular: list[int] = []
-    cont_start: list[int] = []
-    for tid, b in enumerate(vocab.token_bytes):
-        if not b:
-            continue
-        try:
-            regular.append((tid, b.decode("utf-8")))
-        except UnicodeDecodeError:
-            irregular.append(tid)
-            if 0x80 <= b[0] <= 0xBF:
-                cont_start.append(tid)
-    regular.sort(key=lambda x: -len(x[1]))
-    maxlen = max(1, len(regular[0][1])) if regular else 1
-    cps = np.full((len(regular), maxlen), -1, dtype=np.int64)
-    lens = np.zeros(len(regular), dtype=np.int64)
-    for row, (_tid, text) in enumerate(regular):
-        lens[row] = len(text)
-        cps[row, : len(text)] = [ord(ch) for ch in text]
-    alphabet, inv = np.unique(cps[cps >= 0], return_inverse=True)
-    chars = np.full(cps.shape, -1, dtype=np.int32)
-    chars[cps >= 0] = inv
-    chars = np.ascontiguousarray(chars.T)
-    return VocabTokens(
-        np.array([t for t, _ in regular], dtype=np.int64),
-        chars,
-        alphabet,
-        [int((lens > j).sum()) for j in range(maxlen)],
-        lens.astype(np.int16),
-        irregular,
-        cont_start,
-        np.array([vocab.token_bytes[t][0] for t in irregular], dtype=np.uint8),
-        {
-            t: vocab.token_bytes[t]
-            for t in irregular
-            if _complete_prefix(vocab.token_bytes[t]) == 0 and _valid_partial(vocab.token_bytes[t])
-        },
-    )
-
-
-@dataclass
-class LoopSplit:
-    """The regular tokens split by one set of looping characters (over the vocabulary's
-    alphabet): those made only of them (`stay_ids`, sorted) and the others' rows, ordered
-    by the column of their first character outside it (`leave_start[j]:leave_start[j+1]`
-    leave at column j)."""
-
-    stay_ids: np.ndarray
-    leave_rows: np.ndarray
-    leave_start: np.ndarray
-
-    def nbytes(self) -> int:
-        return self.stay_ids.nbytes + self.leave_rows.nbytes + self.leave_start.nbytes
-
-
-_LOOP_SPLITS: dict[tuple[str, bytes], LoopSplit] = {}
-_LOOP_LOCK = threading.Lock()
-LOOP_SPLITS_KEPT = 32  # ~0.3 MB each for a 49k vocabulary
-
-
-def loop_split(vt: VocabTokens, fingerprint: str, in_loop: np.ndarray) -> LoopSplit:
-    """The split for `in_loop` (a bool per alphabet character), computed once per process:
-    every JSON string's content loops on the same characters, whatever the schema."""
-    key = (fingerprint, hashlib.blake2b(np.packbits(in_loop).tobytes()).digest())
-    with _LOOP_LOCK:
-        got = _LOOP_SPLITS.get(key)
-    if got is not None:
-        return got
-    got = _split_by_loop(vt, in_loop)
-    with _LOOP_LOCK:
-        if len(_LOOP_SPLITS) >= LOOP_SPLITS_KEPT:
-            _LOOP_SPLITS.pop(next(iter(_LOOP_SPLITS)))
-        _LOOP_SPLITS[key] = got
-    return got
-
-
-def _split_by_loop(vt: VocabTokens, in_loop: np.ndarray) -> LoopSplit:
-    inside = np.append(in_loop, False)  # index -1: past a token's end (rows ended by then)
-    rows = np.arange(len(vt.regular_ids))
-    stay, leave, cols = [], [], []
-    for j, active in enumerate(vt.active):
-        ended = rows >= active
-        stay.append(rows[ended])
-        rows = rows[~ended]
-        ok = inside[vt.chars[j][rows]]
-        leave.append(rows[~ok])
-        cols.append(np.full(int((~ok).sum()), j, dtype=np.int32))
-        rows = rows[ok]
-    stay.append(rows)
-    leave_rows = np.concatenate(leave) if leave else np.zeros(0, dtype=np.int64)
-    leave_cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int32)
-    stay_ids = np.sort(vt.regular_ids[np.concatenate(stay)].astype(np.int32))
-    starts = np.searchsorted(leave_cols, np.arange(len(vt.active) + 1))
-    return LoopSplit(stay_ids, leave_rows, starts)
-
-
-_RUNS: dict[tuple[str, bytes], np.ndarray] = {}
-
-
-def runs_after_first(vt: VocabTokens, fingerprint: str, in_set: np.ndarray) -> np.ndarray:
-    """Per regular row, how many characters after its first are in `in_set` (a bool per
-    alphabet character) before one is not: computed once per process and set (a string's
-    content, a counted run of digits), shared by every automaton over the vocabulary."""
-    key = (fingerprint, hashlib.blake2b(np.packbits(in_set).tobytes()).digest())
-    with _LOOP_LOCK:
-        got = _RUNS.get(key)
-    if got is not None:
-        return got
-    inside = np.append(in_set, False)
-    run = np.zeros(len(vt.regular_ids), dtype=np.int16)
-    rows = np.arange(len(vt.regular_ids))
-    for j in range(1, len(vt.active)):
-        rows = rows[rows < vt.active[j]]  # those with a character at column j
-        rows = rows[inside[vt.chars[j][rows]]]
-        run[rows] += 1
-    with _LOOP_LOCK:
-        if len(_RUNS) >= LOOP_SPLITS_KEPT:
-            _RUNS.pop(next(iter(_RUNS)))
-        _RUNS[key] = run
-    return run
 
 
 class TokenIndex:
@@ -388,7 +188,8 @@ class TokenIndex:
             order = np.argsort(cols, kind="stable")
             starts = np.searchsorted(cols[order], np.arange(len(self._active) + 1))
             joins = (np.concatenate(join_rows)[order], np.concatenate(join_cur)[order], starts)
-        rows = self._walk_columns(_cat(walk_rows, np.int64), _cat(walk_cur, np.int32), 1, joins)
+        rows, cur = concat_or_empty(walk_rows, np.int64), concat_or_empty(walk_cur, np.int32)
+        rows = self._walk_columns(rows, cur, 1, joins)
         return np.concatenate(direct + [rows])
 
     def _chain(self, t: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -501,7 +302,7 @@ class TokenIndex:
             b = self.vocab.token_bytes[t]
             if t in bare and b not in full:
                 continue
-            cut = _complete_prefix(b)
+            cut = complete_prefix(b)
             try:
                 text = b[:cut].decode("utf-8")
             except UnicodeDecodeError:
@@ -518,7 +319,7 @@ class TokenIndex:
         full = getattr(self, "_full_prefixes", None)
         if full is None:
             table = self._prefix_classes()
-            full = {p for p, (_k, n) in table.items() if n >= _chars_with_prefix(p)}
+            full = {p for p, (_k, n) in table.items() if n >= chars_with_prefix(p)}
             self._full_prefixes = full
         return full
 
@@ -538,7 +339,7 @@ class TokenIndex:
         return table
 
     def _partial_viable(self, s: int, partial: bytes) -> bool:
-        if not _valid_partial(partial):
+        if not valid_partial(partial):
             return False
         dfa = self.dfa
         row = dfa.trans[s]
@@ -546,7 +347,7 @@ class TokenIndex:
         if any(k in row for k in classes):
             return True
         if dfa.other_class is not None and dfa.other_class in row:
-            return listed < _chars_with_prefix(partial)
+            return listed < chars_with_prefix(partial)
         return False
 
     def _walk(self, s: int, pending: bytes, tok: bytes) -> tuple[int, bytes] | None:
@@ -555,7 +356,7 @@ class TokenIndex:
         i = 0
         dfa = self.dfa
         while i < len(buf):
-            n = _utf8_len(buf[i])
+            n = utf8_len(buf[i])
             if n == 0:
                 return None
             if i + n > len(buf):

@@ -64,3 +64,32 @@ def test_no_backend_accepts_an_invalid_instance_of_a_draft_mixing_schema_unwarne
             if accepted and not valid and not out["warned"]:
                 wrongly_accepted.append((group["description"], desc))
     assert wrongly_accepted == []
+
+
+ENUM_OF_ANOTHER_TYPE = {  # JSONSchemaBench Github_medium/o30410, shortened
+    "type": "object",
+    "properties": {
+        "builtin": {"enum": ["MODIFIABLE", "DELETABLE"], "type": "object"},
+        "retries": {"type": "integer"},
+    },
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_enum_beside_a_type_its_values_lack_is_enforced_or_refused(backend, ctx):
+    """No document may have `builtin` (its values are strings, its type object): xgrammar
+    accepted `{"builtin":"MODIFIABLE",...}`, an invalid MaskBench instance; it now refuses
+    the schema by name, and every backend that compiles it rejects that document."""
+    from cfsm.bench.jsonschemabench import walk_instance
+
+    c = Constraint("schema", json.dumps(ENUM_OF_ANOTHER_TYPE), "compact")
+    try:
+        compiled = get_backend(backend).compile(c, ctx)
+    except CfsmError as exc:
+        assert backend == "xgrammar" and "`enum` at /properties/builtin/enum" in exc.message
+        return
+    assert backend != "xgrammar"
+    bad = '{"builtin":"MODIFIABLE","retries":2}'
+    assert not walk_instance(compiled, ctx.tokenizer, ctx.vocab.token_bytes, bad)["accepted"]
+    good = '{"retries":2}'
+    assert walk_instance(compiled, ctx.tokenizer, ctx.vocab.token_bytes, good)["accepted"]
