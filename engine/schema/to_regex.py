@@ -102,6 +102,7 @@ class SchemaCompiler(NumberKeywords):
         self.refs = RefResolver(root, REF_DEPTH)
         self.budget = budget or LoweringBudget()
         self._by_ref: dict[tuple, str | None] = {}  # a $ref lowered once per recursion path
+        self._validator = None  # the document's JSON Schema validator (`validator`)
 
     def compile(self) -> SchemaRegex:
         try:
@@ -156,6 +157,9 @@ class SchemaCompiler(NumberKeywords):
         return rx
 
     def _node(self, s: dict, ptr: str) -> str | None:
+        finite = self.finite_values(s, ptr)
+        if finite is not None:  # every other keyword checks these values: none is refused
+            return self.enumerated(s, ptr, finite)
         s = self.flatten_all_of(dict(s), ptr)
         if s is None:
             return None
@@ -309,28 +313,29 @@ class SchemaCompiler(NumberKeywords):
             )
         return self.any_of({**{k: v for k, v in s.items() if k != "oneOf"}, "anyOf": live}, ptr)
 
-    def enumerated(self, s: dict, ptr: str) -> str | None:
-        values = [s["const"]] if "const" in s else list(s["enum"])
-        if "const" in s and "enum" in s:
-            values = [v for v in values if any(json_equal(v, e) for e in s["enum"])]
-        rest = {k: v for k, v in s.items() if k not in ("enum", "const")}
-        kw = "enum" if "enum" in s else "const"
-        if '"$ref"' in json.dumps(rest) or '"$dynamicRef"' in json.dumps(rest):
-            # a reference inside would resolve against this subschema, not the document
-            self.refuse(
-                kw, ptr, "its values would be checked against keywords with a `$ref` beside it"
-            )
+    def finite_values(self, s: dict, ptr: str) -> list | None:
+        """The values a node may take when an `enum` or `const` lists them, on the node or
+        in one of its `allOf` members (before any other keyword is read)."""
+        for node in [s, *(s.get("allOf") or [])]:
+            if isinstance(node, dict) and ("enum" in node or "const" in node):
+                values = [node["const"]] if "const" in node else list(node["enum"])
+                if "const" in node and "enum" in node:
+                    values = [v for v in values if any(json_equal(v, e) for e in node["enum"])]
+                return values
+        return None
+
+    def enumerated(self, s: dict, ptr: str, values: list) -> str | None:
+        """The listed values that are valid for the whole node (every keyword beside them,
+        `not`, `uniqueItems`, `dependencies`, references resolved in the document), checked
+        by the JSON Schema validator of the document's draft: exact, whatever they are."""
+        listed = [x for x in [s, *(s.get("allOf") or [])] if isinstance(x, dict)]
+        kw = "enum" if any("enum" in x for x in listed) else "const"
+        try:
+            check = self.validator().evolve(schema=ecma_schema(s))
+            keep = [v for v in values if check.is_valid(v)]
+        except Exception as exc:  # noqa: BLE001 - a validator failure is a refusal, not a crash
+            self.refuse(kw, ptr, f"its values cannot be checked against the rest ({exc})")
             keep = values
-        else:
-            try:
-                keep = [
-                    v
-                    for v in values
-                    if jsonschema.Draft202012Validator(ecma_schema(rest)).is_valid(v)
-                ]
-            except Exception as exc:  # noqa: BLE001 - a validator failure is a refusal, not a crash
-                self.refuse(kw, ptr, f"its values cannot be checked against the rest ({exc})")
-                keep = values
         out = []
         for v in keep:
             try:
@@ -338,6 +343,14 @@ class SchemaCompiler(NumberKeywords):
             except ValueError:
                 continue
         return alt(out)
+
+    def validator(self):
+        """The document's JSON Schema validator (its draft; patterns read as ECMA-262),
+        built once: a subschema checked with it resolves `$ref`s in the document."""
+        if self._validator is None:
+            root = ecma_schema(self.refs.root)
+            self._validator = jsonschema.validators.validator_for(root)(root)
+        return self._validator
 
     # -- scalars -----------------------------------------------------------------
     def value(self, v) -> str:

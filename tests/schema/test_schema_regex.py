@@ -863,3 +863,35 @@ def test_a_schema_nested_past_the_parser_is_a_one_line_error():
     with pytest.raises(CfsmError) as ei:
         parse_schema("[" * 90_000 + "]" * 90_000)  # valid JSON, deeper than any parser goes
     assert ei.value.kind == "input_too_large" and "nested too deeply" in ei.value.message
+
+
+FINITE = [
+    # JSONSchemaBench's Synthesized records: a listed value and a double negation
+    {"allOf": [{"enum": [[1, 2, 3, 4, 5]]}, {"not": {"not": {"items": {"type": "integer"}}}}]},
+    {"allOf": [{"enum": [{"foo": 12}, 6]}, {"not": {"type": "object"}}]},
+    # keywords the regex path cannot lower by themselves, beside a list of values
+    {"enum": [[1, 1], [1, 2], "a"], "uniqueItems": True},
+    {"enum": [{"a": 1}, {"b": 2}, {"a": 1, "b": 2}], "dependencies": {"a": ["b"]}},
+    {"$defs": {"n": {"type": "integer"}}, "enum": [1, 1.5, "x"], "$ref": "#/$defs/n"},
+    {"const": "x", "not": {"enum": ["x"]}},  # nothing left: unsatisfiable
+]
+
+
+@pytest.mark.parametrize("schema", FINITE)
+def test_listed_values_are_checked_against_every_keyword_beside_them(schema):
+    """An `enum`/`const` (on the node or in an `allOf` member) makes the node's values a
+    finite list: each is kept exactly when the JSON Schema validator of the document says
+    it is valid, whatever the other keywords are (`not`, `uniqueItems`, `dependencies`,
+    references into the document), so none of them is refused there."""
+    listed = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
+    listed = listed or schema["allOf"][0]["enum"]
+    valid = [v for v in listed if jsonschema.validators.validator_for(schema)(schema).is_valid(v)]
+    try:
+        rx = schema_regex(schema).regex
+    except CfsmError as exc:
+        assert exc.kind == "unsatisfiable" and valid == []
+        return
+    dfa = build_char_dfa(rx)
+    for v in listed:
+        text = json.dumps(v, separators=(",", ":"))
+        assert dfa.accepts(text) == (v in valid), (schema, text)
