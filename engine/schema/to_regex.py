@@ -22,6 +22,7 @@ from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..regex.sets import sre_parse
 from .budget import LoweringBudget
+from .dependencies import DependencyKeywords
 from .ecma import ecma_schema
 from .formats import FORMATS
 from .numbers import (
@@ -30,7 +31,7 @@ from .numbers import (
     alt,
     number_spellings,
 )
-from .objects import ObjectCompiler, extra_schema_of
+from .objects import ObjectCompiler
 from .pointer import join_raw
 from .refs import RefResolver, json_equal, merge_all
 from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
@@ -80,7 +81,7 @@ class SchemaRegex:
     warnings: list[str] = field(default_factory=list)
 
 
-class SchemaCompiler(NumberKeywords):
+class SchemaCompiler(NumberKeywords, DependencyKeywords):
     """One compile of one schema; holds the root (for $ref), the policy and the warnings."""
 
     def __init__(
@@ -160,7 +161,7 @@ class SchemaCompiler(NumberKeywords):
         finite = self.finite_values(s, ptr)
         if finite is not None:  # every other keyword checks these values: none is refused
             return self.enumerated(s, ptr, finite)
-        s = self.flatten_all_of(dict(s), ptr)
+        s = self.flatten_all_of(self.optional_dependencies(dict(s)), ptr)
         if s is None:
             return None
         self.refuse_unhandled(s, ptr)
@@ -229,26 +230,6 @@ class SchemaCompiler(NumberKeywords):
         if kw == "unevaluatedItems":
             return s[kw] is True
         return False
-
-    def dependent_required(self, s: dict, ptr: str) -> None:
-        required = set(s.get("required", []))
-        props = s.get("properties", {})
-        closed = extra_schema_of(s, self.spec) is False and not s.get("patternProperties")
-        for trigger, deps in s["dependentRequired"].items():
-            if trigger in required and set(deps) <= required:
-                continue
-            if closed and trigger not in props:
-                continue
-            if trigger in required:
-                s["required"] = list(
-                    dict.fromkeys(list(s.get("required", [])) + list(deps))
-                )  # s is _node's copy
-                continue
-            self.refuse(
-                "dependentRequired",
-                ptr,
-                f"{trigger!r} is optional, so what it requires depends on it",
-            )
 
     # -- combinators -------------------------------------------------------------
     def refuse_unevaluated_across(self, s: dict, ptr: str) -> dict:

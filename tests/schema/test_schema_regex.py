@@ -895,3 +895,43 @@ def test_listed_values_are_checked_against_every_keyword_beside_them(schema):
     for v in listed:
         text = json.dumps(v, separators=(",", ":"))
         assert dfa.accepts(text) == (v in valid), (schema, text)
+
+
+ADDRESS = {  # WashingtonPost's address trait (JSONSchemaBench wp_4), shortened
+    "$schema": "http://json-schema.org/draft-07/schema#",  # `dependencies` is draft-07's
+    "type": "object",
+    "properties": {
+        "extended_address": {"type": "string"},
+        "locality": {"type": "string"},
+        "post_office_box": {"type": "string"},
+        "street_address": {"type": "string"},
+    },
+    "dependencies": {"extended_address": ["street_address"], "post_office_box": ["street_address"]},
+}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        ADDRESS,
+        {
+            **{k: v for k, v in ADDRESS.items() if k not in ("dependencies", "$schema")},
+            "dependentRequired": ADDRESS["dependencies"],
+        },  # fmt: skip
+        {**ADDRESS, "required": ["post_office_box"]},  # one trigger required, one optional
+    ],
+)
+def test_optional_dependency_triggers_are_lowered_as_the_cases_of_which_are_present(schema):
+    """`dependencies` (draft-07 lists) and `dependentRequired` on optional triggers were
+    refused; now every subset of the properties is accepted exactly when the validator of
+    the schema's draft accepts it."""
+    import itertools
+
+    dfa = build_char_dfa(schema_regex(schema).regex)
+    check = jsonschema.validators.validator_for(schema)(schema)
+    names = list(schema["properties"])
+    for n in range(len(names) + 1):
+        for keys in itertools.combinations(names, n):
+            doc = {k: "a" for k in keys}
+            text = json.dumps(doc, separators=(",", ":"))
+            assert dfa.accepts(text) == check.is_valid(doc), (text, schema.get("required"))
