@@ -50,3 +50,7 @@ LIVE_CHECK_S = _float("CFSM_LIVE_CHECK_S", 1.5)
 # the page's FSM view: a schema whose automaton takes longer goes without the view rather
 # than hold the request (a 0.2 s llguidance compile used to wait 15 s for it)
 VIEW_LIMIT_S = _float("CFSM_VIEW_LIMIT_S", 3.0)
+# `auto`'s time for each backend it tries before the last one (the last has the whole
+# compile limit): measured over JSONSchemaBench's sample, fsm compiled everything it could
+# in at most 4.4 s (docs/backends.md)
+AUTO_FIRST_S = _float("CFSM_AUTO_FIRST_S", 8.0)

@@ -79,13 +79,9 @@ def _ordinary(url: str, stop, tally: dict) -> None:
 
 
 def adversarial(out: str | None) -> int:
-    corpus = [
-        json.loads(x)
-        for x in (Path(__file__).resolve().parent.parent / "tests" / "data" / "adversarial.jsonl")
-        .read_text()
-        .splitlines()
-        if x.strip()
-    ]
+    from cfsm.bench.adversarial import load_corpus  # writes out the cases kept as recipes
+
+    corpus = load_corpus()
     limit = float(os.environ.get("CFSM_COMPILE_TIMEOUT_S", 20.0))
     rows, peak, tally, stop = [], [0], {"runs": 0, "finished": 0, "errors": []}, threading.Event()
     with served(None) as (url, pid):

@@ -32,9 +32,16 @@ ORDINARY = [
 
 
 def load_corpus(path: Path = CORPUS) -> list[dict]:
-    return [
+    """The cases; a case with `repeat` ({head, item, times, tail}) has its text written out
+    (a schema over the size limit is 1 MB: kept as a recipe, not as data)."""
+    cases = [
         json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
+    for c in cases:
+        r = c.pop("repeat", None)
+        if r is not None:
+            c["text"] = r["head"] + r["item"] * r["times"] + r["tail"]
+    return cases
 
 
 class _Sampler:

@@ -22,6 +22,7 @@ from ..backends.choose import AUTO, NEXT_ON, ORDER, none_enforces, why_chosen
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..limits import (
+    AUTO_FIRST_S,
     CACHE_BUDGET_MB,
     COMPILE_MEMORY_MB,
     LIVE_CHECK_S,
@@ -139,7 +140,7 @@ class CompileWorker:
         return res[1]
 
     def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
-        msg = f"building the automaton took longer than {timeout_s:g} s ({slow_hint(pattern)})"
+        msg = f"building the automaton took longer than {timeout_s:.2g} s ({slow_hint(pattern)})"
         with self._lock:
             return self._ask(("dfa", pattern, max_states, max_chars), timeout_s, msg)
 
@@ -480,16 +481,18 @@ class CompileCache:
             if self.lru.get(key) is None:
                 self.lru.put(key, fut)
 
-    def _compile(self, constraint: Constraint, backend: str) -> CompileResult:
-        """One time limit for the whole compile. A backend that decodes over the automaton
-        builds it first and compiles in what is left; a native backend compiles first, and
-        the automaton (only its FSM view) gets what is left. Waiting for a worker and a
-        fresh worker's one-time setup are not counted."""
+    def _compile(
+        self, constraint: Constraint, backend: str, limit_s: float | None = None
+    ) -> CompileResult:
+        """One time limit for the whole compile (`limit_s`, else the cache's). A backend
+        that decodes over the automaton builds it first and compiles in what is left; a
+        native backend compiles first, and the automaton (only its FSM view) gets what is
+        left. Waiting for a worker and a fresh worker's one-time setup are not counted."""
         if backend == AUTO:
             return self._compile_auto(constraint)
         t0 = time.perf_counter()
         impl = get_backend(backend)
-        clock = Clock(self.timeout_s)
+        clock = Clock(min(limit_s, self.timeout_s) if limit_s else self.timeout_s)
         left = clock.left
         dfa, dfa_error, compiled = None, None, None
         if not impl.needs_automaton:
@@ -502,7 +505,8 @@ class CompileCache:
             try:
                 # first (the backend needs it): all the budget; after a native compile, only
                 # for the FSM view: what is left, at most VIEW_LIMIT_S
-                dfa = self.dfa(constraint, timeout_s=None if compiled is None else view_s)
+                full = compiled is None and limit_s is None
+                dfa = self.dfa(constraint, timeout_s=None if full else view_s)
             except CfsmError as exc:
                 if impl.needs_automaton or constraint.kind == "regex":
                     raise
@@ -517,10 +521,14 @@ class CompileCache:
     def _compile_auto(self, constraint: Constraint) -> CompileResult:
         """The first backend in `ORDER` that compiles the constraint; a failure another
         backend may not have moves on, any other is the answer (engine.backends.choose)."""
-        t0, tried = time.perf_counter(), []
-        for name in ORDER[constraint.kind]:
+        t0, tried, order = time.perf_counter(), [], ORDER[constraint.kind]
+        for i, name in enumerate(order):
+            # a backend with others after it has AUTO_FIRST_S: fsm compiles every schema of
+            # the shared sample it can in 4.4 s at most; past that it explodes or times out,
+            # and the user waited its whole limit before llguidance was tried
+            limit = AUTO_FIRST_S if i < len(order) - 1 else None
             try:
-                res = self._compile(constraint, name)
+                res = self._compile(constraint, name, limit)
             except CfsmError as exc:
                 if exc.kind not in NEXT_ON:
                     raise

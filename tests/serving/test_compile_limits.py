@@ -207,8 +207,25 @@ def test_a_native_compile_waits_for_the_fsm_view_no_longer_than_its_own_limit(ct
         c = Constraint("schema", path.read_text(encoding="utf-8"), "compact")
         res = cache.get(c, "llguidance")
         assert res.compiled.backend == "llguidance" and res.dfa is None
-        assert "FSM view was not built" in res.dfa_error
-        assert res.seconds < 0.5 + 3.0  # the view's limit and the library's own compile
+        assert "FSM view was not built" in res.dfa_error and "longer than 0.5 s" in res.dfa_error
+        assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
+    finally:
+        cache.close()
+
+
+def test_auto_gives_fsm_its_own_share_then_moves_on(ctx, monkeypatch):
+    """The same real schema under `auto`: fsm's automaton would take its whole limit to
+    explode; auto gives it AUTO_FIRST_S, then llguidance compiles it, and the why names
+    fsm's time limit. The automaton is not cached as failed: fsm by name keeps its limit."""
+    path = BENCH / "Github_ultra" / "o10335.json"
+    monkeypatch.setattr(cc, "AUTO_FIRST_S", 1.0)
+    monkeypatch.setattr(cc, "VIEW_LIMIT_S", 0.5)
+    cache = cc.CompileCache(ctx, timeout_s=20.0, warm=True)
+    try:
+        cache.wait_ready()
+        c = Constraint("schema", path.read_text(encoding="utf-8"), "compact")
+        res = cache.get(c, "auto")
+        assert res.backend == "llguidance" and "took longer than 1 s" in res.why  # fsm's share
         assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
     finally:
         cache.close()
