@@ -317,6 +317,8 @@ class CompileResult:
 
 
 FAILURE_TTL_S = 600.0
+# an automaton that failed these ways fails again for the FSM view of another backend
+AUTOMATON_FAILURES = frozenset({"compile_timeout", "state_explosion", "compile_memory"})
 
 
 def dfa_nbytes(dfa: CharDFA) -> int:
@@ -482,7 +484,11 @@ class CompileCache:
                 self.lru.put(key, fut)
 
     def _compile(
-        self, constraint: Constraint, backend: str, limit_s: float | None = None
+        self,
+        constraint: Constraint,
+        backend: str,
+        limit_s: float | None = None,
+        no_view: str = "",
     ) -> CompileResult:
         """One time limit for the whole compile (`limit_s`, else the cache's). A backend
         that decodes over the automaton builds it first and compiles in what is left; a
@@ -499,7 +505,9 @@ class CompileCache:
             compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(clock))
         view_only = compiled is not None and constraint.kind == "schema"
         view_s = min(left(), VIEW_LIMIT_S) if view_only else left()
-        if constraint.kind != "grammar" and view_s <= 0.05:
+        if view_only and no_view:  # `auto` saw the automaton fail already: not again
+            dfa_error = no_view
+        elif constraint.kind != "grammar" and view_s <= 0.05:
             dfa_error = "no time was left to build the automaton after the native compile"
         elif constraint.kind != "grammar":
             try:
@@ -521,18 +529,22 @@ class CompileCache:
     def _compile_auto(self, constraint: Constraint) -> CompileResult:
         """The first backend in `ORDER` that compiles the constraint; a failure another
         backend may not have moves on, any other is the answer (engine.backends.choose)."""
-        t0, tried, order = time.perf_counter(), [], ORDER[constraint.kind]
+        t0, tried, order, no_view = time.perf_counter(), [], ORDER[constraint.kind], ""
         for i, name in enumerate(order):
             # a backend with others after it has AUTO_FIRST_S: fsm compiles every schema of
             # the shared sample it can in 4.4 s at most; past that it explodes or times out,
             # and the user waited its whole limit before llguidance was tried
             limit = AUTO_FIRST_S if i < len(order) - 1 else None
             try:
-                res = self._compile(constraint, name, limit)
+                res = self._compile(constraint, name, limit, no_view)
             except CfsmError as exc:
                 if exc.kind not in NEXT_ON:
                     raise
                 tried.append((name, exc.kind, exc.message))
+                if get_backend(name).needs_automaton and exc.kind in AUTOMATON_FAILURES:
+                    # building it again for the FSM view would wait as long (and for a
+                    # fresh worker, the killed one's replacement)
+                    no_view = f"the FSM view was not built: {name} could not ({exc.message})"
                 continue
             res.seconds = time.perf_counter() - t0
             res.why = why_chosen(constraint.kind, name, [(n, m) for n, _, m in tried])

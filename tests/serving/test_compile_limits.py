@@ -226,6 +226,7 @@ def test_auto_gives_fsm_its_own_share_then_moves_on(ctx, monkeypatch):
         c = Constraint("schema", path.read_text(encoding="utf-8"), "compact")
         res = cache.get(c, "auto")
         assert res.backend == "llguidance" and "took longer than 1 s" in res.why  # fsm's share
+        assert res.dfa is None and res.dfa_error.startswith("the FSM view was not built: fsm")
         assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
     finally:
         cache.close()
