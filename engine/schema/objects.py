@@ -111,6 +111,11 @@ class ObjectCompiler:
                 if self.extra_schema is False and not any(
                     self.matches(p, r) for p in self.patterns
                 ):
+                    self.c.empty_why = (
+                        f"`required` at {join_raw(self.ptr, 'required')} names {r!r}, which the "
+                        "object does not list and does not let in (objects that list properties "
+                        "are closed in generation's reading: the Spec reading opens them)"
+                    )
                     return None
                 names.append(r)
         pn = self.s.get("propertyNames")

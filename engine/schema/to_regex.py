@@ -104,6 +104,8 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
         self.budget = budget or LoweringBudget()
         self._by_ref: dict[tuple, str | None] = {}  # a $ref lowered once per recursion path
         self._validator = None  # the document's JSON Schema validator (`validator`)
+        self._empty_at = ""  # the last subschema that admitted no value (`compile` names it)
+        self.empty_why = ""  # why a subschema admitted none, where a part knows (objects.py)
 
     def compile(self) -> SchemaRegex:
         try:
@@ -114,8 +116,11 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
                 "the schema nests (or refers to itself) too deeply to turn into a regex",
             ) from None
         if rx is None:
+            where = f" (nothing can be written at {self._empty_at})" if self._empty_at else ""
+            where += f": {self.empty_why}" if self.empty_why else ""
             raise CfsmError(
-                "unsatisfiable", "the schema admits no document that this compiler can produce"
+                "unsatisfiable",
+                f"the schema admits no document that this compiler can produce{where}",
             )
         return SchemaRegex(rx, self.warnings)
 
@@ -153,6 +158,8 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
                 rx = self._node(s, ptr)
         if rx is not None:
             self.budget.charge(len(rx), ptr)
+        elif ptr and s is not False:
+            self._empty_at = ptr  # the last one done is on the root's path: says where
         if key is not None:
             self._by_ref[key] = rx
         return rx

@@ -935,3 +935,28 @@ def test_optional_dependency_triggers_are_lowered_as_the_cases_of_which_are_pres
             doc = {k: "a" for k in keys}
             text = json.dumps(doc, separators=(",", ":"))
             assert dfa.accepts(text) == check.is_valid(doc), (text, schema.get("required"))
+
+
+@pytest.mark.parametrize(
+    "schema, where",
+    [
+        # Github_hard/o84346: `required` names keys the closed object does not list
+        (
+            {"type": "object", "properties": {"title": {"type": "string"}},
+             "required": ["title", "id"]},
+            "`required` at /required names 'id'",
+        ),
+        # Glaive calculate_area: a required trigger needs a key the object does not list
+        (
+            {"type": "object",
+             "properties": {"d": {"type": "object", "properties": {"base": {"type": "number"}},
+                                  "required": ["base"], "dependencies": {"base": ["triangle"]}}},
+             "required": ["d"]},
+            "nothing can be written at /properties/d",
+        ),
+    ],
+)  # fmt: skip
+def test_an_unsatisfiable_schema_names_where_nothing_can_be_written(schema, where):
+    with pytest.raises(CfsmError) as ei:
+        schema_regex(schema)
+    assert ei.value.kind == "unsatisfiable" and where in ei.value.message
