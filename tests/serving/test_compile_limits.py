@@ -194,39 +194,35 @@ def test_a_fresh_workers_setup_does_not_eat_the_automatons_share_of_the_limit(ct
         cache.close()
 
 
-def test_a_native_compile_waits_for_the_fsm_view_no_longer_than_its_own_limit(ctx, monkeypatch):
-    """A real schema llguidance compiles at once but whose automaton takes seconds (a
-    Github_ultra record): the view is given VIEW_LIMIT_S, then the constraint comes back
-    without it and says why; the automaton is not cached as failed, so fsm still gets the
-    whole limit for it."""
-    path = BENCH / "Github_ultra" / "o10335.json"
-    monkeypatch.setattr(cc, "VIEW_LIMIT_S", 0.5)
-    cache = cc.CompileCache(ctx, timeout_s=20.0, warm=True)
-    try:
-        cache.wait_ready()
-        c = Constraint("schema", path.read_text(encoding="utf-8"), "compact")
-        res = cache.get(c, "llguidance")
-        assert res.compiled.backend == "llguidance" and res.dfa is None
-        assert "FSM view was not built" in res.dfa_error and "longer than 0.5 s" in res.dfa_error
-        assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
-    finally:
-        cache.close()
-
-
-def test_auto_gives_fsm_its_own_share_then_moves_on(ctx, monkeypatch):
-    """The same real schema under `auto`: fsm's automaton would take its whole limit to
-    explode; auto gives it AUTO_FIRST_S, then llguidance compiles it, and the why names
-    fsm's time limit. The automaton is not cached as failed: fsm by name keeps its limit."""
-    path = BENCH / "Github_ultra" / "o10335.json"
+@pytest.fixture()
+def slow_automaton(ctx, monkeypatch):
+    """A warm cache with short limits, and a real schema (a Github_ultra record) that
+    llguidance compiles at once but whose automaton takes seconds to explode."""
     monkeypatch.setattr(cc, "AUTO_FIRST_S", 1.0)
     monkeypatch.setattr(cc, "VIEW_LIMIT_S", 0.5)
     cache = cc.CompileCache(ctx, timeout_s=20.0, warm=True)
-    try:
-        cache.wait_ready()
-        c = Constraint("schema", path.read_text(encoding="utf-8"), "compact")
-        res = cache.get(c, "auto")
-        assert res.backend == "llguidance" and "took longer than 1 s" in res.why  # fsm's share
-        assert res.dfa is None and res.dfa_error.startswith("the FSM view was not built: fsm")
-        assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
-    finally:
-        cache.close()
+    cache.wait_ready()
+    text = (BENCH / "Github_ultra" / "o10335.json").read_text(encoding="utf-8")
+    yield cache, Constraint("schema", text, "compact")
+    cache.close()
+
+
+def test_a_native_compile_waits_for_the_fsm_view_no_longer_than_its_own_limit(slow_automaton):
+    """The view is given VIEW_LIMIT_S, then the constraint comes back without it and says
+    why; the automaton is not cached as failed, so fsm still gets the whole limit for it."""
+    cache, c = slow_automaton
+    res = cache.get(c, "llguidance")
+    assert res.compiled.backend == "llguidance" and res.dfa is None
+    assert "FSM view was not built" in res.dfa_error and "longer than 0.5 s" in res.dfa_error
+    assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
+
+
+def test_auto_gives_fsm_its_own_share_then_moves_on(slow_automaton):
+    """Under `auto` fsm's automaton would take its whole limit to explode: auto gives it
+    AUTO_FIRST_S, then llguidance compiles it without building the automaton again for its
+    view, and the why names fsm's time limit. Nothing is cached as failed."""
+    cache, c = slow_automaton
+    res = cache.get(c, "auto")
+    assert res.backend == "llguidance" and "took longer than 1 s" in res.why  # fsm's share
+    assert res.dfa is None and res.dfa_error.startswith("the FSM view was not built: fsm")
+    assert cache.lru.get(("dfa", c.regex(), c.max_regex_chars)) is None
