@@ -173,7 +173,7 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
             return None
         self.refuse_unhandled(s, ptr)
         if "enum" in s or "const" in s:
-            return self.enumerated(s, ptr)
+            return self.enumerated(s, ptr, self.finite_values(s, ptr))
         if "anyOf" in s:
             return self.any_of(s, ptr)
         if "oneOf" in s:

@@ -960,3 +960,11 @@ def test_an_unsatisfiable_schema_names_where_nothing_can_be_written(schema, wher
     with pytest.raises(CfsmError) as ei:
         schema_regex(schema)
     assert ei.value.kind == "unsatisfiable" and where in ei.value.message
+
+
+def test_a_value_listed_in_a_nested_all_of_is_lowered_after_merging():
+    """Found by the fuzz test: a `const` two `allOf`s down is met only once they are
+    merged, and goes through the same check of the listed values."""
+    schema = {"allOf": [{"type": "string"}, {"allOf": [{"type": "string"}, {"const": "k"}]}]}
+    dfa = build_char_dfa(schema_regex(schema).regex)
+    assert dfa.accepts('"k"') and not dfa.accepts('"j"')
