@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import engine.serving.compile_cache as cc
+import engine.serving.compile_workers as cw
 from engine.backends import WORKER_BACKENDS
 from engine.constraint import Constraint
 from engine.errors import CfsmError
@@ -63,7 +64,7 @@ def test_a_runaway_outlines_index_ends_at_its_limit_and_nothing_keeps_running(ca
 
 
 def test_the_memory_cap_kills_a_compile_with_its_own_error(cache, monkeypatch):
-    monkeypatch.setattr(cc, "COMPILE_MEMORY_MB", 200)
+    monkeypatch.setattr(cw, "COMPILE_MEMORY_MB", 200)
     cache.timeout_s = 60.0  # the cap, not the clock, must end it
     with pytest.raises(CfsmError) as ei:
         cache.get(HUGE_RANGE, "outlines", timeout_s=90)
