@@ -1,6 +1,7 @@
 """JSON Schema: read and checked (parse.py), lowered to an exact regex (to_regex.py with
-objects, strings, numbers, formats, refs, ecma), memoized (compile.py), and documents
-written as generation writes them (output.py), under one whitespace policy (whitespace.py)."""
+objects, strings, numbers, dependencies, formats, refs, ecma, budget), memoized
+(compile.py), and documents written as generation writes them (output.py), under one
+whitespace policy (whitespace.py)."""
 
 from .compile import compile_schema_regex, schema_to_regex
 from .output import dump_as_generated, reorder_like_schema

@@ -1,2 +1,2 @@
 """The engine as one object (service.py) with its bounded caches and the killable compile
-workers that keep a pathological constraint from hurting other users."""
+workers (compile_workers.py) that keep a pathological constraint from hurting other users."""
