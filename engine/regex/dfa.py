@@ -149,7 +149,10 @@ def _widest_alternation(parsed) -> int:
 
 
 def slow_hint(pattern: str) -> str:
-    """Why this regex is probably slow to determinize, named from its shape."""
+    """Why this regex is probably slow to determinize, named from its shape (a long one by
+    its length: parsing 1 MB of regex again would take seconds)."""
+    if len(pattern) > 50_000:
+        return f"a {len(pattern):,}-character regex, a large schema's, has too many states"
     try:
         parsed = sre_parse.parse(pattern)
     except Exception:  # noqa: BLE001 - a hint must never fail

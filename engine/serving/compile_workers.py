@@ -127,9 +127,14 @@ class CompileWorker:
         return res[1]
 
     def build(self, pattern: str, max_states: int, timeout_s: float, max_chars: int) -> CharDFA:
-        msg = f"building the automaton took longer than {timeout_s:.2g} s ({slow_hint(pattern)})"
-        with self._lock:
-            return self._ask(("dfa", pattern, max_states, max_chars), timeout_s, msg)
+        msg = f"building the automaton took longer than {timeout_s:.2g} s"
+        try:
+            with self._lock:
+                return self._ask(("dfa", pattern, max_states, max_chars), timeout_s, msg)
+        except CfsmError as exc:  # the hint only when it is needed: it parses the pattern
+            if exc.kind != "compile_timeout":
+                raise
+            raise CfsmError("compile_timeout", f"{msg} ({slow_hint(pattern)})") from None
 
     def try_build(
         self, pattern: str, max_states: int, timeout_s: float, max_chars: int
