@@ -18,7 +18,7 @@ from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
 from engine.errors import CfsmError
 from engine.serving.compile_cache import CompileCache
-from engine.serving.memory import rss_tree_bytes
+from engine.serving.memory import PeakMemory, rss_tree_bytes
 
 from .decode import paper_items
 from .peers import COMPACT_PERSON
@@ -42,17 +42,6 @@ def load_corpus(path: Path = CORPUS) -> list[dict]:
         if r is not None:
             c["text"] = r["head"] + r["item"] * r["times"] + r["tail"]
     return cases
-
-
-class _Sampler:
-    def __init__(self) -> None:
-        self.max_bytes, self.stop = 0, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            self.max_bytes = max(self.max_bytes, rss_tree_bytes())
-            time.sleep(0.2)
 
 
 class _OrdinaryUser:
@@ -80,8 +69,7 @@ class _OrdinaryUser:
 
 def run(engine, backends: list[str], log=print) -> dict:
     limit = engine.cache.timeout_s
-    sampler, user = _Sampler(), _OrdinaryUser(engine)
-    sampler.thread.start()
+    memory, user = PeakMemory().start(), _OrdinaryUser(engine)
     user.thread.start()
     rows = []
     try:
@@ -111,12 +99,11 @@ def run(engine, backends: list[str], log=print) -> dict:
     finally:
         user.stop.set()
         user.thread.join(60)
-        sampler.stop.set()
-        sampler.thread.join(5)
+        memory.stop()
     return {
         "limit_s": limit,
         "rows": rows,
-        "max_rss_mib": round(sampler.max_bytes / 2**20),
+        "max_rss_mib": memory.figures()["peak_with_workers_mib"],
         "answers_within_limit": sum(r["within_limit"] for r in rows),
         "answers": len(rows),
         "ordinary": {"runs": user.runs, "finished_valid": user.finished, "errors": user.errors[:5]},

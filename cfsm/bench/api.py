@@ -21,7 +21,7 @@ from .suite import Flag, Suite
 app_main = lazy_module("app.main")
 
 
-def _port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -63,7 +63,7 @@ def _round(clients: Clients, how: str, prompts: list[str], regex: str, max_new: 
 def run(args, log=print) -> dict:
     regex, items = paper_items("character", args.clients)
     prompts = [p for _, p in items]
-    port = _port()
+    port = free_port()
     demo, hub = app_main.serve(port=port, prevent_thread_lock=True)
     try:
         hub.get()

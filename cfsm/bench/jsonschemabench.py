@@ -9,9 +9,7 @@ bytes jump-forward strings cover, and the process's peak resident memory over th
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.schema import dump_as_generated
 from engine.serving.compile_cache import CompileCache
-from engine.serving.memory import rss_bytes, rss_tree_bytes
+from engine.serving.memory import PeakMemory
 
 from .report import write_report
 from .suite import Flag, Suite, backends_flag, backends_of, with_engine
@@ -73,42 +71,6 @@ def sample(per_subset: int | None = None, subsets: list[str] | None = None) -> l
             text = f.read_text(encoding="utf-8") if raw else json.dumps(record["schema"])
             items.append(Item(subset, f.stem, text, record))
     return items
-
-
-class PeakMemory:
-    """This process's resident memory (and with its compile workers), sampled every 0.2 s
-    from start to stop: what a server running the same compiles would hold."""
-
-    def __init__(self) -> None:
-        self.idle = rss_bytes_self()
-        self.peak = self.peak_tree = self.idle
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.2):
-            self.peak = max(self.peak, rss_bytes_self())
-            self.peak_tree = max(self.peak_tree, rss_tree_bytes())
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def figures(self) -> dict:
-        mib = 2**20
-        return {
-            "idle_mib": round(self.idle / mib),
-            "peak_mib": round(self.peak / mib),
-            "peak_with_workers_mib": round(self.peak_tree / mib),
-        }
-
-
-def rss_bytes_self() -> int:
-    return rss_bytes(os.getpid())
 
 
 def _pct(xs: list[float], q: float) -> float | None:

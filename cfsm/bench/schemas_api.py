@@ -9,24 +9,19 @@ idle size (target: within 1.5 GB), with its compile workers beside it."""
 from __future__ import annotations
 
 import json
-import socket
 import statistics
 import time
 from collections import Counter
 
 from engine.lazy import lazy_module
+from engine.serving.memory import PeakMemory
 
-from .jsonschemabench import PeakMemory, sample
+from .api import free_port
+from .jsonschemabench import sample
 from .suite import Flag, Suite
 
 app_main = lazy_module("app.main")
 TARGET_GROWTH_MIB = 1536
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ask(client, schema_text: str, max_tokens: int) -> dict:
@@ -65,7 +60,7 @@ def run(per_subset: int | None, max_tokens: int, log=print) -> dict:
     import openai
 
     items = sample(per_subset)
-    port = _port()
+    port = free_port()
     demo, hub = app_main.serve(port=port, prevent_thread_lock=True)
     rows = []
     try:

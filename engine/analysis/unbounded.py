@@ -10,11 +10,9 @@ import re
 
 from ..constraint import Constraint
 from ..schema.pointer import (
-    follow_refs,
-    join_raw,
     scan_path,
+    schema_nodes,
     schema_walk,
-    subschema_parts,
     walkable,
 )
 from .json_scan import scan_json
@@ -179,14 +177,10 @@ _KINDS = (
 )
 
 
-def _walk(root: dict, node, ptr: str, out: list, seen: set) -> None:
-    """Every unbounded place under `node`, each named by a pointer the schema resolves
-    (references are followed to their targets, each target walked once)."""
-    node, ptr = follow_refs(root, node, ptr)
-    if not isinstance(node, dict) or ptr in seen or len(out) >= MAX_PARTS:
-        return
-    seen.add(ptr)
+def _unbounded_at(node: dict, ptr: str) -> list[dict]:
+    """What has no upper bound at one schema node (per type it allows)."""
     types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    out = []
     for kind, names in _KINDS:
         if not names & set(types):
             continue
@@ -197,8 +191,7 @@ def _walk(root: dict, node, ptr: str, out: list, seen: set) -> None:
         )
         if why is not None:
             out.append(why)
-    for part, sub in subschema_parts(node):
-        _walk(root, sub, join_raw(ptr.rstrip("/"), part), out, seen)
+    return out
 
 
 def unbounded_parts(constraint: Constraint) -> list[dict]:
@@ -208,8 +201,11 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
         [_flexible("flexible whitespace")] if constraint.whitespace == "flexible" else []
     )
     schema = _schema_of(constraint)
-    if schema is not None:
-        _walk(schema, schema, "/", out, set())
+    if schema is not None:  # each node named by a pointer the schema resolves
+        for node, ptr in schema_nodes(schema):
+            out += _unbounded_at(node, ptr)
+            if len(out) >= MAX_PARTS:
+                break
     elif constraint.kind == "regex":
         out += [_repeat_reason(m, "give it a maximum") for m in _REPEAT.finditer(constraint.text)]
     return out[:MAX_PARTS]

@@ -6,8 +6,10 @@ doctor's samples do."""
 
 from __future__ import annotations
 
+import itertools
+
 from ..constraint import Constraint
-from ..schema.pointer import follow_refs, join_raw, subschema_parts, walkable
+from ..schema.pointer import schema_nodes, walkable
 
 MAX_NOTES = 12
 _IMPLIES = (  # the type a keyword belongs to, in the order the note names them
@@ -37,22 +39,8 @@ def _note(node: dict, ptr: str) -> dict | None:
 
 def untyped_places(constraint: Constraint) -> list[dict]:
     """Every such node of a schema constraint (at most MAX_NOTES): where, what, the fix."""
-    if constraint.kind != "schema":
+    root = walkable(constraint.text) if constraint.kind == "schema" else None
+    if root is None:
         return []
-    root = walkable(constraint.text)
-    out: list[dict] = []
-    if root is not None:
-        _walk(root, root, "/", out, set())
-    return out[:MAX_NOTES]
-
-
-def _walk(root: dict, node, ptr: str, out: list, seen: set) -> None:
-    node, ptr = follow_refs(root, node, ptr)
-    if not isinstance(node, dict) or ptr in seen or len(out) >= MAX_NOTES:
-        return
-    seen.add(ptr)
-    note = _note(node, ptr)
-    if note is not None:
-        out.append(note)
-    for part, sub in subschema_parts(node):
-        _walk(root, sub, join_raw(ptr.rstrip("/"), part), out, seen)
+    notes = (_note(node, ptr) for node, ptr in schema_nodes(root))
+    return list(itertools.islice((n for n in notes if n is not None), MAX_NOTES))

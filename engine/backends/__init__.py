@@ -4,9 +4,10 @@ from its name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from ..errors import CfsmError
+from ..live_names import LiveNames
 from .base import CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
 from .choose import AUTO
 from .fsm import FsmBackend
@@ -19,30 +20,10 @@ _REGISTRY: dict[str, type[GrammarBackend]] = {
 }
 
 
-class _Names(Sequence[str]):
+def _names(keep: Callable[[type[GrammarBackend]], bool], first: tuple = ()) -> LiveNames:
     """The registered backends a class attribute selects, read from the registry each time
     (a backend registered later is in every list: the CLI's, the page's, the tests')."""
-
-    def __init__(self, keep: Callable[[type[GrammarBackend]], bool], first: tuple = ()) -> None:
-        self._keep, self._first = keep, first
-
-    def _names(self) -> tuple[str, ...]:
-        return (*self._first, *(n for n, b in _REGISTRY.items() if self._keep(b)))
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self._names()[i]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __eq__(self, other: object) -> bool:
-        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._names())
-
-    def __repr__(self) -> str:
-        return repr(self._names())
+    return LiveNames(lambda: (*first, *(n for n, b in _REGISTRY.items() if keep(b))))
 
 
 class _Syntaxes(Mapping[str, str]):
@@ -61,14 +42,14 @@ class _Syntaxes(Mapping[str, str]):
         return len(self._map())
 
 
-BACKENDS = _Names(lambda b: True)  # the backends themselves (tests and benchmarks loop over them)
-BACKEND_CHOICES = _Names(lambda b: True, (AUTO,))  # what a user may ask for (`auto`: choose.py)
+BACKENDS = _names(lambda b: True)  # the backends themselves (tests and benchmarks loop over them)
+BACKEND_CHOICES = _names(lambda b: True, (AUTO,))  # what a user may ask for (`auto`: choose.py)
 DEFAULT_BACKEND = AUTO
 REGEX_BACKENDS = BACKENDS
 # Those that compile their own grammar from the constraint (no character automaton)
-NATIVE_BACKENDS = _Names(lambda b: not b.needs_automaton)
+NATIVE_BACKENDS = _names(lambda b: not b.needs_automaton)
 # Those whose library compiles in a killable worker process (the one isolation flag)
-WORKER_BACKENDS = _Names(lambda b: b.compiles_in_worker)
+WORKER_BACKENDS = _names(lambda b: b.compiles_in_worker)
 # Backends that take grammars, and the syntax each reads.
 GRAMMAR_SYNTAX = _Syntaxes()
 

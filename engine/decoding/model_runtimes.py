@@ -7,11 +7,11 @@ the page and the CLI ask the registry instead of comparing names."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CfsmError
 from ..lazy import lazy_module
+from ..live_names import LiveNames
 from ..runtimes import llamacpp_lib
 from ..runtimes.base import Runner
 from ..runtimes.llamacpp_runner import LlamaCppRunner, LlamaModel
@@ -213,24 +213,9 @@ def runtime_names() -> tuple[str, ...]:
     return tuple(MODEL_RUNTIMES)
 
 
-class _Choices(Sequence[str]):
-    """`auto` and the registered runtimes, read at each use (the page's dropdown and its
-    permalink check list a runtime registered later too)."""
-
-    def _names(self) -> tuple[str, ...]:
-        return ("auto", *MODEL_RUNTIMES)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self._names()[i]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __repr__(self) -> str:
-        return repr(self._names())
-
-
-RUNTIME_CHOICES = _Choices()
+# `auto` and the registered runtimes, read at each use (the page's dropdown and its
+# permalink check list a runtime registered later too)
+RUNTIME_CHOICES = LiveNames(lambda: ("auto", *MODEL_RUNTIMES))
 
 
 def get_runtime(name: str) -> ModelRuntime:

@@ -162,6 +162,21 @@ def subschema_parts(node: dict):
                 yield f"{kw}/{i}", sub
 
 
+def schema_nodes(root, node=None, pointer: str = "/", seen: set | None = None):
+    """(node, pointer) for each object node of the schema in document order, depth first
+    through `subschema_parts`, references followed to their targets and each target given
+    once: the walk the doctor's lists (unbounded parts, untyped nodes) share. Lazy: a
+    caller that has enough stops early."""
+    seen = set() if seen is None else seen
+    node, pointer = follow_refs(root, root if node is None else node, pointer)
+    if not isinstance(node, dict) or pointer in seen:
+        return
+    seen.add(pointer)
+    yield node, pointer
+    for part, sub in subschema_parts(node):
+        yield from schema_nodes(root, sub, join_raw(pointer.rstrip("/"), part), seen)
+
+
 def schema_pointer(schema, path: Sequence[str | int]) -> str:
     """The schema pointer of a document path; `properties/…`/`items` without a schema."""
     if schema is None or not isinstance(schema, dict):

@@ -135,8 +135,9 @@ class TokenIndex:
         column; where a token's characters run through a wide self-loop (a string's
         content) the loop's shared split answers for them (`loop_split`); the irregular
         tokens byte by byte."""
-        if self._wide_loop(s) is not None:
-            ok = self._compute_looping(s)
+        sp = self._wide_loop(s)
+        if sp is not None:
+            ok = self._compute_looping(s, sp)
         else:
             ok = self._regular_ids[self._compute_walk(s)]
         extra = self._irregular_allowed(s)
@@ -153,9 +154,14 @@ class TokenIndex:
         starts = sum(int(self._first_start[k + 1] - self._first_start[k]) for k in loops)
         if starts < self.WIDE_LOOP:
             return None
+        return loop_split(self._vt, self.vocab.fingerprint, self._in_classes(loops))
+
+    def _in_classes(self, classes: list[int]) -> np.ndarray:
+        """Which of the vocabulary's alphabet characters fall in `classes` (a bool each):
+        what the shared splits are keyed by, whatever this automaton numbers them."""
         member = np.zeros(len(self.dfa.classes) + 1, dtype=bool)
-        member[loops] = True
-        return loop_split(self._vt, self.vocab.fingerprint, member[self._lut[:-1]])
+        member[classes] = True
+        return member[self._lut[:-1]]
 
     def _compute_walk(self, s: int) -> np.ndarray:
         """Rows of the regular tokens allowed from `s`, walked from their first character;
@@ -209,9 +215,7 @@ class TokenIndex:
             cls = [k for k, n in row.items() if n == nxt]
             states = [t] * len(self._active) if nxt == t else self._follow(t, cls)
             if mass[nxt] >= self.WIDE_LOOP // 8 and len(states) > 1:
-                member = np.zeros(len(self.dfa.classes) + 1, dtype=bool)
-                member[cls] = True
-                run = runs_after_first(self._vt, self.vocab.fingerprint, member[self._lut[:-1]])
+                run = runs_after_first(self._vt, self.vocab.fingerprint, self._in_classes(cls))
                 got = (np.array(states, dtype=np.int32), run)
         self._chains[t] = got
         return got
@@ -227,11 +231,10 @@ class TokenIndex:
             states.append(nxt.pop())
         return states
 
-    def _compute_looping(self, s: int) -> np.ndarray:
-        """Allowed regular ids of a state whose self-loop most tokens start in: the tokens
-        made only of looping characters are allowed as a shared set; only the others are
-        walked, from where they leave the loop."""
-        sp = self._wide_loop(s)
+    def _compute_looping(self, s: int, sp: LoopSplit) -> np.ndarray:
+        """Allowed regular ids of a state whose self-loop most tokens start in (`sp`, its
+        split): the tokens made only of looping characters are allowed as a shared set;
+        only the others are walked, from where they leave the loop."""
         cur = np.full(len(sp.leave_rows), s, dtype=np.int32)
         rows = self._walk_columns(
             np.zeros(0, dtype=np.int64),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,29 +155,32 @@ class LoopSplit:
     leave_rows: np.ndarray
     leave_start: np.ndarray
 
-    def nbytes(self) -> int:
-        return self.stay_ids.nbytes + self.leave_rows.nbytes + self.leave_start.nbytes
 
-
+_PER_SET_LOCK = threading.Lock()
+SETS_KEPT = 32  # character sets kept per kind of split (~0.3 MB each for a 49k vocabulary)
 _LOOP_SPLITS: dict[tuple[str, bytes], LoopSplit] = {}
-_LOOP_LOCK = threading.Lock()
-LOOP_SPLITS_KEPT = 32  # ~0.3 MB each for a 49k vocabulary
+_RUNS: dict[tuple[str, bytes], np.ndarray] = {}
+
+
+def _per_set(cache: dict, fingerprint: str, in_set: np.ndarray, build: Callable):
+    """`build()` once per process, vocabulary and character set (a bool per alphabet
+    character), the oldest of SETS_KEPT dropped first; built outside the lock."""
+    key = (fingerprint, hashlib.blake2b(np.packbits(in_set).tobytes()).digest())
+    with _PER_SET_LOCK:
+        got = cache.get(key)
+    if got is None:
+        got = build()
+        with _PER_SET_LOCK:
+            if len(cache) >= SETS_KEPT:
+                cache.pop(next(iter(cache)))
+            cache[key] = got
+    return got
 
 
 def loop_split(vt: VocabTokens, fingerprint: str, in_loop: np.ndarray) -> LoopSplit:
-    """The split for `in_loop` (a bool per alphabet character), computed once per process:
-    every JSON string's content loops on the same characters, whatever the schema."""
-    key = (fingerprint, hashlib.blake2b(np.packbits(in_loop).tobytes()).digest())
-    with _LOOP_LOCK:
-        got = _LOOP_SPLITS.get(key)
-    if got is not None:
-        return got
-    got = _split_by_loop(vt, in_loop)
-    with _LOOP_LOCK:
-        if len(_LOOP_SPLITS) >= LOOP_SPLITS_KEPT:
-            _LOOP_SPLITS.pop(next(iter(_LOOP_SPLITS)))
-        _LOOP_SPLITS[key] = got
-    return got
+    """The split for `in_loop`, computed once per process: every JSON string's content
+    loops on the same characters, whatever the schema."""
+    return _per_set(_LOOP_SPLITS, fingerprint, in_loop, lambda: _split_by_loop(vt, in_loop))
 
 
 def _split_by_loop(vt: VocabTokens, in_loop: np.ndarray) -> LoopSplit:
@@ -199,18 +203,14 @@ def _split_by_loop(vt: VocabTokens, in_loop: np.ndarray) -> LoopSplit:
     return LoopSplit(stay_ids, leave_rows, starts)
 
 
-_RUNS: dict[tuple[str, bytes], np.ndarray] = {}
-
-
 def runs_after_first(vt: VocabTokens, fingerprint: str, in_set: np.ndarray) -> np.ndarray:
     """Per regular row, how many characters after its first are in `in_set` (a bool per
     alphabet character) before one is not: computed once per process and set (a string's
     content, a counted run of digits), shared by every automaton over the vocabulary."""
-    key = (fingerprint, hashlib.blake2b(np.packbits(in_set).tobytes()).digest())
-    with _LOOP_LOCK:
-        got = _RUNS.get(key)
-    if got is not None:
-        return got
+    return _per_set(_RUNS, fingerprint, in_set, lambda: _runs(vt, in_set))
+
+
+def _runs(vt: VocabTokens, in_set: np.ndarray) -> np.ndarray:
     inside = np.append(in_set, False)
     run = np.zeros(len(vt.regular_ids), dtype=np.int16)
     rows = np.arange(len(vt.regular_ids))
@@ -218,8 +218,4 @@ def runs_after_first(vt: VocabTokens, fingerprint: str, in_set: np.ndarray) -> n
         rows = rows[rows < vt.active[j]]  # those with a character at column j
         rows = rows[inside[vt.chars[j][rows]]]
         run[rows] += 1
-    with _LOOP_LOCK:
-        if len(_RUNS) >= LOOP_SPLITS_KEPT:
-            _RUNS.pop(next(iter(_RUNS)))
-        _RUNS[key] = run
     return run
