@@ -254,3 +254,26 @@ def audit(backend: GrammarBackend, c: Constraint) -> list[str]:
         where = join(ptr, kw)
         warnings.append(f"`{kw}` at {where} is NOT enforced by {name}: {why}")
     return warnings
+
+
+# a keyword a library names: quoted (`Unimplemented keys: ["not"]`) or camel-cased
+_NAMED_KEYWORD = re.compile(r'"([a-zA-Z$]+)"|\b([a-z]+[A-Z][a-zA-Z]*)\b')
+_UNKNOWN_FORMAT = re.compile(r"Unknown format: (\S+)")
+POINTER_NAMED = re.compile(r"(?:^|[\s(])/[^\s,;)]")  # a message naming a place already
+
+
+def place_of(schema, message: str) -> str:
+    """` (at /pointer)` of the first schema node using the keyword a library's refusal
+    names (`Unimplemented keys: ["not"]`, `oneOf constraints are not supported`, `Unknown
+    format: byte`), for a message that names no place; "" when none is found."""
+    if POINTER_NAMED.search(message):
+        return ""
+    fmt = _UNKNOWN_FORMAT.search(message)
+    wanted = [("format", fmt.group(1).strip("\"'"))] if fmt else []
+    wanted += [(a or b, None) for a, b in _NAMED_KEYWORD.findall(message)]
+    nodes = [(p, n) for p, n in subschemas(schema) if isinstance(n, dict)]
+    for kw, value in wanted:
+        for ptr, node in nodes:
+            if kw in node and (value is None or node[kw] == value):
+                return f" (at {join(ptr, kw)})"
+    return ""

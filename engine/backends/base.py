@@ -16,7 +16,7 @@ from ..lazy import lazy_module
 from ..regex.dfa import CharDFA, build_char_dfa
 from ..tokens.continuation import ContinuationEncoder
 from ..tokens.vocab import TokenVocab, build_vocab, vocab_from_bytes
-from .audit import audit
+from .audit import audit, place_of
 
 torch = lazy_module("torch")
 
@@ -382,8 +382,10 @@ class GrammarBackend(ABC):
         `invalid_grammar`, anything else the library cannot compile `unsupported_feature`."""
 
         kind = "invalid_grammar" if constraint.kind == "grammar" else "unsupported_feature"
-        what = constraint.kind
-        return CfsmError(kind, f"{self.name} cannot compile this {what}: {native_message(exc)}")
+        what, msg = constraint.kind, native_message(exc)
+        if what == "schema":
+            msg += place_of(constraint.schema_obj(), msg)
+        return CfsmError(kind, f"{self.name} cannot compile this {what}: {msg}")
 
     @staticmethod
     def automaton(constraint: Constraint, dfa: CharDFA | None) -> CharDFA:

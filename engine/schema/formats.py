@@ -106,6 +106,18 @@ URI = (
     + rf"(\?{_QUERY})?(#{_QUERY})?"
 )
 
+# OpenAPI's `byte`: base64 (RFC 4648 section 4), padded to whole quanta.
+_B64 = "[A-Za-z0-9+/]"
+BYTE = f"({_B64}{{4}})*({_B64}{{2}}==|{_B64}{{3}}=)?"
+# RFC 6570 (level 4) as the `uri_template` checker reads it: literals and
+# `{op? var(:prefix|*)?, ...}` expressions, without the reserved operators (=,!@|) and with
+# prefixes of 1-3 digits. A literal is anything but controls, space and "%'<>\\^`{|}, or a
+# %-escape.
+_UT_LITERAL = f"([^\\x00-\\x20\"%'<>\\\\^`{{|}}\\x7f-\\x9f]|{_PCT})"
+_UT_VARCHAR = "[A-Za-z0-9_]"
+_UT_VARSPEC = f"{_UT_VARCHAR}(\\.?{_UT_VARCHAR})*(:[1-9][0-9]{{0,2}}|\\*)?"
+URI_TEMPLATE = f"({_UT_LITERAL}|\\{{[+#./;?&]?{_UT_VARSPEC}(,{_UT_VARSPEC})*\\}})*"
+
 FORMATS = {
     "date": DATE,
     "time": TIME,
@@ -116,4 +128,6 @@ FORMATS = {
     "hostname": HOSTNAME,
     "email": EMAIL,
     "uri": URI,
+    "uri-template": URI_TEMPLATE,
+    "byte": BYTE,
 }

@@ -47,6 +47,43 @@ def test_a_keyword_no_backend_enforces_names_each_reason_and_lenient(compile_eng
     assert lenient.backend == "fsm" and any("uniqueItems" in w for w in lenient.compiled.warnings)
 
 
+def test_a_library_refusal_that_names_a_keyword_gets_its_pointer(compile_engine):
+    """llguidance names the keyword it lacks but not where: the message gains the first
+    place the schema uses it (a real schema has many)."""
+    one_of = {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": one_of}}
+    with pytest.raises(CfsmError) as got:
+        compile_engine.compile(_schema(schema), "llguidance")
+    assert "oneOf" in got.value.message
+    assert got.value.message.endswith("(at /properties/b/oneOf)"), got.value.message
+    unique = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+    with pytest.raises(CfsmError) as got:
+        compile_engine.compile(_schema(unique), AUTO)
+    assert "llguidance cannot compile this schema" in got.value.message
+    assert '["uniqueItems"] (at /properties/tags/uniqueItems)' in got.value.message
+
+
+def test_openapi_byte_and_uri_templates_are_enforced_on_fsm(compile_engine):
+    """`format: byte` (base64: Kubernetes' and MCP's schemas) and `uri-template` compile
+    on fsm, which accepts what the formats mean and nothing else."""
+    from engine.analysis.check import check_text
+
+    def accepts(schema: dict, text: str) -> bool:
+        res = compile_engine.compile(_schema(schema), AUTO)
+        assert res.backend == "fsm", res.why
+        return check_text(res.compiled, None, compile_engine.ctx, text)["accepted"]
+
+    data = {
+        "type": "object",
+        "properties": {"data": {"type": "string", "format": "byte"}},
+        "required": ["data"],
+    }
+    assert accepts(data, '{"data":"aGVsbG8="}') and not accepts(data, '{"data":"hello!"}')
+    tmpl = {"type": "string", "format": "uri-template"}
+    assert accepts(tmpl, '"https://x.org/{id}{?q,page}"')
+    assert not accepts(tmpl, '"https://x.org/{id"') and not accepts(tmpl, '"{=x}"')
+
+
 def test_a_grammar_goes_to_the_backend_whose_syntax_it_is(compile_engine):
     ebnf = compile_engine.compile(Constraint("grammar", 'root ::= "yes" | "no"'), AUTO)
     assert ebnf.backend == "xgrammar"
