@@ -3,6 +3,8 @@ benchmark and the app."""
 
 from __future__ import annotations
 
+import time
+
 from ..analysis.doctor import diagnose
 from ..analysis.ideal import ideal_counts
 from ..analysis.unbounded import unfinished_line, why_unfinished
@@ -146,6 +148,8 @@ class Engine:
         costs = None
         if self.decoder is not None and self.decoder.runner.costs is not None:
             costs = {**self.decoder.runner.costs.to_json(), "runtime": self.decoder.runner.name}
+        t0 = time.monotonic()
+        dfa = self.automaton(constraint)
         rep = diagnose(
             constraint,
             self.ctx.continuation,
@@ -154,8 +158,12 @@ class Engine:
             n=int(samples),
             seed=seed,
             threshold=threshold,
-            dfa=self.automaton(constraint),
+            dfa=dfa,
             costs=costs,
+            # the changed schemas' automata: in the workers, within what the compile
+            # limit leaves after this one's
+            automaton=lambda c, seconds: self.cache.dfa(c, timeout_s=seconds),
+            what_if_s=max(0.0, self.cache.timeout_s - (time.monotonic() - t0)),
         )
         rep.runtime_note = self.runtime_note
         return rep.to_json()

@@ -136,6 +136,34 @@ def test_what_if_says_whether_it_helps(ctx):
         assert ("not recommended" in w["advice"]) == (want == "lowers")
 
 
+def test_what_ifs_build_their_automata_through_the_callers_limits(ctx):
+    """A changed schema's automaton comes from the caller (the engine: a killable worker
+    with a time limit), one refusal is reported on its what-if and the rest still measured,
+    and what the doctor's time leaves out says so instead of running on in the server."""
+    from engine.errors import CfsmError
+    from engine.regex.dfa import build_char_dfa
+
+    asked = []
+
+    def automaton(c, seconds):
+        asked.append(seconds)
+        if c.spec:  # the other reading: as if it took past the limit
+            raise CfsmError("compile_timeout", "building the automaton took longer than 2 s")
+        return build_char_dfa(c.regex())
+
+    c = Constraint("schema", json.dumps(ORDER), "flexible")
+    rep = doc(ctx, c, n=6, automaton=automaton, what_if_s=60.0)
+    by = {w["change"]: w for w in rep["what_if"]}
+    assert len(asked) == len(by) and all(0 < s <= 60.0 for s in asked)
+    spec = next(w for k, w in by.items() if k.startswith("JSON Schema's own reading"))
+    assert spec["error"] == "building the automaton took longer than 2 s"
+    assert by["compact separators"]["verdict"] == "raises"
+    spent = doc(ctx, c, n=6, automaton=automaton, what_if_s=0.0)
+    assert spent["what_if"] and all(
+        w["error"] == "not measured: the what-ifs' 0 s were spent" for w in spent["what_if"]
+    )
+
+
 def test_a_what_if_gives_what_diagnosing_the_change_gives(ctx):
     """'compact separators' on a flexible schema predicts what the doctor then reports for
     the compact schema (it measured 1.54x against 1.29x: other documents)."""

@@ -15,7 +15,7 @@ from ..untyped import untyped_places
 from .causes import BOUNDARY, CAUSES, analyse_samples
 from .samples import synthesize
 from .timing import ideal_time, tokenizer_reach
-from .what_if import _schema_what_ifs
+from .what_if import Automaton, _schema_what_ifs
 
 
 @dataclass
@@ -58,9 +58,13 @@ def diagnose(
     threshold: int = 1,
     dfa: CharDFA | None = None,
     costs: dict | None = None,
+    automaton: Automaton = None,
+    what_if_s: float = 15.0,
 ) -> DoctorReport:
     """The report behind `cfsm doctor` and the Doctor tab. With the runtime's `costs`
-    (a CostModel's JSON and its runtime's name), the ideal is also given as time."""
+    (a CostModel's JSON and its runtime's name), the ideal is also given as time. The
+    what-ifs' automata come from `automaton` (the engine's compile cache: killable, time
+    limited), all within `what_if_s`."""
     if constraint.kind == "grammar":
         raise CfsmError(
             "unsupported_feature",
@@ -109,7 +113,11 @@ def diagnose(
         "places": [],
     }
     measure = (tokenizer, token_bytes, n, seed, threshold, source == "synthesized")
-    what_if = _schema_what_ifs(constraint, texts, res, measure, causes) if is_schema else []
+    what_if = (
+        _schema_what_ifs(constraint, texts, res, measure, causes, automaton, what_if_s)
+        if is_schema
+        else []
+    )
 
     return DoctorReport(
         constraint={"kind": constraint.kind, "whitespace": constraint.whitespace},

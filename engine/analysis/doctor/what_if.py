@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections import Counter
+from collections.abc import Callable
 
 from ...constraint import Constraint
 from ...errors import CfsmError
-from ...regex.dfa import build_char_dfa
-from ...schema import dump_as_generated, parse_schema, schema_to_regex
+from ...regex.dfa import CharDFA, build_char_dfa
+from ...schema import dump_as_generated, parse_schema
 from ...schema.pointer import resolve, split
 from .causes import analyse_samples
 from .samples import synthesize
+
+# (constraint, seconds) -> its character automaton, or CfsmError within those seconds
+Automaton = Callable[[Constraint, float], CharDFA] | None
 
 
 def _what_if_schema(schema: dict, fix: str) -> dict | None:
@@ -182,11 +187,20 @@ def _reserialize(text: str, ws: str, schema: dict | None = None) -> str | None:
 
 
 def _schema_what_ifs(
-    constraint: Constraint, texts: list[str], res: dict, ctx: tuple, causes: list[dict]
+    constraint: Constraint,
+    texts: list[str],
+    res: dict,
+    ctx: tuple,
+    causes: list[dict],
+    automaton: Automaton = None,
+    budget_s: float = 15.0,
 ) -> list[dict]:
     """The mechanical suggestions applied, each measured (`_measure_what_if`; `ctx`:
     tokenizer, token bytes, n, seed, threshold, whether the samples are synthesized), with
-    a verdict: every named cause's own advice at its places first, then the general ones."""
+    a verdict: every named cause's own advice at its places first, then the general ones.
+    Each changed schema's automaton comes from `automaton(constraint, seconds)`, all of
+    them within `budget_s`; what the budget leaves out says so."""
+    automaton = automaton or local_automaton
     what_if: list[dict] = []
     schema = parse_schema(constraint.text)
     spec, ws0 = constraint.spec, constraint.whitespace
@@ -223,15 +237,29 @@ def _schema_what_ifs(
             not spec,
         )
     )
+    deadline = time.monotonic() + budget_s
     for label, text, ws, sch, spec2 in variants:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            what_if.append(
+                {"change": label, "error": f"not measured: the what-ifs' {budget_s:g} s were spent"}
+            )
+            continue
         try:
-            rx2 = schema_to_regex(text, ws, constraint.lenient, spec2)
-            dfa2 = build_char_dfa(rx2, max_chars=constraint.max_regex_chars)
+            c2 = Constraint("schema", text, ws, constraint.lenient, spec=spec2)
+            dfa2 = automaton(c2, left)
         except CfsmError as exc:
             what_if.append({"change": label, "error": exc.message})
             continue
         what_if.append(_measure_what_if(label, ws, sch, dfa2, texts, res, ctx))
     return what_if
+
+
+def local_automaton(c: Constraint, timeout_s: float) -> CharDFA:
+    """A what-if's automaton in this process, within the regex budget and the state limit
+    but with no time limit (`cfsm doctor` without an engine); the engine passes its compile
+    cache instead: a killable worker that stops at `timeout_s`."""
+    return build_char_dfa(c.regex() or "", max_chars=c.max_regex_chars)
 
 
 # A what-if whose ideal moves by less than this share of its value is within what another
