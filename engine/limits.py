@@ -50,6 +50,13 @@ LIVE_CHECK_S = _float("CFSM_LIVE_CHECK_S", 1.5)
 # the page's FSM view: a schema whose automaton takes longer goes without the view rather
 # than hold the request (a 0.2 s llguidance compile used to wait 15 s for it)
 VIEW_LIMIT_S = _float("CFSM_VIEW_LIMIT_S", 3.0)
+# fsm indexes its automaton's states at compile, breadth first from the start, for at most
+# this long and this many bytes of allowed ids; the rest are indexed when decoding first
+# reaches them (0: all lazy). Over JSONSchemaBench's sample every state of a schema took
+# p90 73 ms, p99 0.6 s, at most 3.6 s (docs/backends.md): about 1 schema in 70
+# stops at a limit.
+INDEX_AHEAD_S = _float("CFSM_INDEX_AHEAD_S", 1.0)
+INDEX_AHEAD_MB = _int("CFSM_INDEX_AHEAD_MB", 48)
 # `auto`'s time for each backend it tries before the last one (the last has the whole
 # compile limit): measured over JSONSchemaBench's sample, fsm compiled everything it could
 # in at most 4.4 s (docs/backends.md)

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 
+from .. import limits
 from ..constraint import Constraint
 from ..errors import CfsmError
 from ..regex.compressed import compressed_of
@@ -86,6 +87,8 @@ class FsmBackend(GrammarBackend):
     kinds = ("regex", "schema")
     needs_automaton = True
     _warmed: set[str] = set()  # vocabularies whose shared index parts are built (`warm`)
+    # states indexed at compile, within this time (0: all lazy, as decoding reaches them)
+    index_ahead_s: float = limits.INDEX_AHEAD_S
 
     def compile_native(
         self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None
@@ -94,6 +97,8 @@ class FsmBackend(GrammarBackend):
         if dfa is None:
             raise CfsmError("invalid_input", "no automaton")
         index = TokenIndex(dfa, ctx.vocab)
+        if self.index_ahead_s > 0:
+            index.index_ahead(self.index_ahead_s, limits.INDEX_AHEAD_MB << 20)
         return FsmCompiled(constraint, dfa, index)
 
     def warm(self, ctx: TokenizerContext) -> None:

@@ -115,6 +115,28 @@ def test_masks_are_device_tensors_cached_per_state(ctx):
     assert m1.dtype.is_floating_point is False
 
 
+def test_fsm_indexes_states_ahead_breadth_first_within_its_byte_budget(ctx, character_regex):
+    """The fsm compile indexes every state ahead (so no decode step waits on a first visit),
+    with what a lazy index computes; a byte budget stops it after the states nearest the
+    start, and the rest stay lazy."""
+    from engine.backends import get_backend
+    from engine.constraint import Constraint
+
+    c = Constraint("regex", character_regex)
+    index = get_backend("fsm").compile(c, ctx).index
+    dfa = index.dfa
+    assert index.stats()["char_states_indexed"] == dfa.num_states
+    lazy = TokenIndex(dfa, ctx.vocab)
+    for s in range(0, dfa.num_states, 5):
+        assert np.array_equal(index._allowed[s], lazy.allowed_ids(s))
+    capped = TokenIndex(dfa, ctx.vocab)
+    first = capped.allowed_ids(dfa.initial).nbytes
+    assert capped.index_ahead(60.0, first) == 2  # the start, then the state it leads to
+    assert dfa.initial in capped._allowed
+    assert set(capped._allowed) <= {dfa.initial, *dfa.trans[dfa.initial].values()}
+    assert capped.index_ahead(0.0, 1 << 30) == 2  # no time: nothing more
+
+
 def test_the_index_is_lazy_and_states_computed_alone_equal_a_fresh_index(ctx, character_regex):
     """Compiling indexes no state; a state is computed when decoding asks for it, and
     the result does not depend on which states were asked for before."""
