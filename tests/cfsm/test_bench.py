@@ -253,8 +253,9 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     speed = res["compile"]["seconds"]
     assert set(speed) == {
         "outlines-core Index",
-        "fsm (default backend; lazy: states indexed as decoding reaches them)",
+        "fsm, lazy (states indexed as decoding reaches them)",
         "fsm, every state indexed up front (what Index builds)",
+        "fsm, the default (states indexed ahead at compile, within a budget)",
         "xgrammar",
         "llguidance",
         "fsm, cached (engine compile cache)",
@@ -375,3 +376,21 @@ def test_the_figures_suite_reads_no_clear_difference_as_agreeing_with_a_tie():
     assert agreement(wrong) == {"card_agrees": False, "doctor_agrees": False}
     right = dict(wrong, card_time_saved=0.51, doctor_ideal_over_masked=2.2)
     assert agreement(right) == {"card_agrees": True, "doctor_agrees": True}
+
+
+def test_the_doctor_answers_real_schemas_in_one_line_each(compile_engine):
+    """`cfsm bench doctor-sample` on a slice: every schema gets a report or a one-line error
+    of a known kind (no crash), and the table counts them."""
+    from cfsm.bench.doctor_sample import format_table, run
+    from engine.errors import ErrorKind
+
+    res = run(
+        compile_engine, per_subset=3, subsets=["Github_trivial", "Glaiveai2K"], log=lambda _: None
+    )
+    assert res["schemas"] == 6 and "crash" not in res["answers"], res["answers"]
+    assert res["answers"].get("report", 0) >= 4
+    errors = [r for r in res["rows"] if r["answer"] == "error"]
+    assert all(ErrorKind.of(r["kind"]) is not ErrorKind.INTERNAL for r in errors)
+    reports = [r for r in res["rows"] if r["answer"] == "report"]
+    assert all(r["what_ifs"] >= 1 and r["ideal_reduction"] >= 1.0 for r in reports)
+    assert f"| 6 | {res['answers']['report']} |" in format_table(res)
