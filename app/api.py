@@ -7,9 +7,9 @@ import gradio as gr
 
 from engine.backends import DEFAULT_BACKEND
 from engine.constraint import Constraint
+from engine.decoding.request import offered_on, page_default
 from engine.errors import CfsmError
 from engine.internals import gradio_jobs
-from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
 
 from .inputs import TEXT_BOX, PageInputs
 from .state import DECODE_SLOTS, EngineHub
@@ -55,20 +55,20 @@ def wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
         kind: str,
         constraint: str,
         whitespace: str = "compact",
-        backend: str = DEFAULT_BACKEND,
-        mode: str = "jump",
-        max_new_tokens: int = 128,
-        temperature: float = 0.0,
-        seed: int = 0,
+        backend: str = page_default("backend"),
+        mode: str = page_default("mode"),
+        max_new_tokens: int = page_default("max_new_tokens"),
+        temperature: float = page_default("temperature"),
+        seed: int = page_default("seed"),
         lenient: bool = False,
         spec: bool = False,
-        runtime: str = "auto",
-        reasoning: bool = False,
-        think_budget: int = 0,
-        tool_choice: str = "auto",
-        tool_start: str = DEFAULT_TOOL_START,
-        tool_end: str = DEFAULT_TOOL_END,
-        trigger_impl: str = "auto",
+        runtime: str = page_default("runtime"),
+        reasoning: bool = page_default("reasoning"),
+        think_budget: int = page_default("think_budget"),
+        tool_choice: str = page_default("tool_choice"),
+        tool_start: str = page_default("tool_start"),
+        tool_end: str = page_default("tool_end"),
+        trigger_impl: str = page_default("trigger_impl"),
         request: gr.Request = None,
     ) -> dict:
         """Decode under a constraint; returns the engine's trace JSON. A run whose client
@@ -76,28 +76,19 @@ def wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
         transformers. `kind` "tools": `constraint` holds OpenAI-style tools, and calls in
         free text are held to them (tool_choice, tool_start, tool_end); `reasoning`: free
         thinking first, for at most `think_budget` tokens where it is not 0; `trigger_impl`:
-        auto, native (the backend's own structural tags) or engine."""
+        auto, native (the backend's own structural tags) or engine. New callers: /v1."""
+        sent = dict(locals())  # the parameters by their /run names (the request's `gradio`)
         try:
             eng = hub.get()
+            page = offered_on("page")
             inp = PageInputs(
                 kind=kind,
                 **{TEXT_BOX.get(kind, "rx"): constraint},
                 ws=whitespace,
                 prompt=prompt,
-                backend=backend,
-                mode=mode,
-                max_new=max_new_tokens,
-                temp=temperature,
-                seed=seed,
                 lenient=lenient,
                 spec=spec,
-                runtime=runtime,
-                reasoning=reasoning,
-                think_budget=think_budget,
-                tool_choice=tool_choice,
-                tool_start=tool_start,
-                tool_end=tool_end,
-                trigger_impl=trigger_impl,
+                **{page[name]: sent[param] for name, param in offered_on("gradio").items()},
             )
             return eng.generate(
                 inp.request(),  # a free run with triggers is refused by name

@@ -11,9 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from engine.backends import BACKEND_CHOICES, DEFAULT_BACKEND
+from engine.backends import BACKEND_CHOICES
 from engine.constraint import KINDS, Constraint
-from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest
+from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest, offered_on, page_default
 from engine.errors import CfsmError
 from engine.schema import WHITESPACE_POLICIES as WS
 from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
@@ -25,6 +25,9 @@ PAGE_KINDS = (*KINDS, "tools")
 CHOICES = {"ws": WS, "backend": BACKEND_CHOICES, "mode": MODES, "runtime": RUNTIME_CHOICES}
 RANGES = {"max_new": (1, 512), "temp": (0, 2), "top_p": (0.05, 1), "seed": (0, 2**31)}
 TEXT_BOX = {"regex": "rx", "schema": "sch", "grammar": "gram", "tools": "tools"}
+# the request fields `PageInputs.triggers` reads (the Tools tab's only where it is the tab)
+TRIGGER_FIELDS = ("reasoning", "think_budget", "trigger_impl", "tools", "tool_choice")
+TRIGGER_FIELDS += ("tool_start", "tool_end")
 
 
 class Row:
@@ -75,26 +78,27 @@ class PageInputs:
     ws: str = "compact"
     prompt: str = ""
     model: str = ""
-    backend: str = DEFAULT_BACKEND
-    mode: str = "jump"
-    max_new: int = 128
-    temp: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
+    # the request's controls start where its declaration says (`page_default`)
+    backend: str = page_default("backend")
+    mode: str = page_default("mode")
+    max_new: int = page_default("max_new_tokens")
+    temp: float = page_default("temperature")
+    top_p: float = page_default("top_p")
+    seed: int = page_default("seed")
     collapse: bool = True
     whole: bool = False
     lenient: bool = False
     spec: bool = False
-    runtime: str = "auto"
-    raw: bool = False
+    runtime: str = page_default("runtime")
+    raw: bool = False  # raw character classes in the graph (a view control)
     trace: Any = None  # the run shown now (a gr.State): what a failed run puts back
-    tools: str = ""
-    tool_choice: str = "auto"
-    tool_start: str = DEFAULT_TOOL_START
-    tool_end: str = DEFAULT_TOOL_END
-    reasoning: bool = False
-    think_budget: int = 0
-    trigger_impl: str = "auto"
+    tools: str = page_default("tools")
+    tool_choice: str = page_default("tool_choice")
+    tool_start: str = page_default("tool_start")
+    tool_end: str = page_default("tool_end")
+    reasoning: bool = page_default("reasoning")
+    think_budget: int = page_default("think_budget")
+    trigger_impl: str = page_default("trigger_impl")
 
     @staticmethod
     def widgets(ui, *extra) -> set:
@@ -143,16 +147,14 @@ class PageInputs:
         """The Run's request (triggers on a free run are refused by name, not dropped);
         `over` replaces fields: Compare's sides, the trace detail."""
         mode = over.pop("mode", self.mode)
-        kw = dict(
-            mode=mode,
-            backend=self.backend,
-            max_new_tokens=self.max_new,
-            temperature=self.temp,
-            top_p=self.top_p,
-            seed=self.seed,
-            runtime=self.runtime,
-            **(self.triggers() if with_triggers else {}),
-        )
+        # every request field the page offers, by its control's name (the declaration's);
+        # the triggers' as `triggers` reads them
+        kw = {
+            name: getattr(self, control)
+            for name, control in offered_on("page").items()
+            if name not in TRIGGER_FIELDS
+        }
+        kw.update(mode=mode, **(self.triggers() if with_triggers else {}))
         c = over.pop("constraint", None) or self.run_constraint(mode)
         return GenerateRequest.from_inputs(self.prompt, c, **{**kw, **over})
 

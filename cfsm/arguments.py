@@ -1,22 +1,16 @@
 """The command line's shared flags: the constraint (regex, schema, grammar and how to read
-it), the model and runtime, the trigger flags; each added by one function that the
-commands taking it call, so a flag is spelled once."""
+it), the model and runtime, the request's flags (built from its declaration); each added
+by one function that the commands taking it call, so a flag is spelled once."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from engine.decoding.request import TRIGGER_IMPLS
+from engine.decoding.request import offers
 from engine.errors import CfsmError
 from engine.limits import MAX_SCHEMA_CHARS
 from engine.schema import WHITESPACE_POLICIES
-from engine.triggers.plan import (
-    DEFAULT_THINK_END,
-    DEFAULT_THINK_START,
-    DEFAULT_TOOL_END,
-    DEFAULT_TOOL_START,
-)
 
 SPEC_HELP = (
     "read the schema as JSON Schema does: objects accept keys they do not list unless "
@@ -83,31 +77,25 @@ def add_optional_constraint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", action="store_true", help=SPEC_HELP)
 
 
-def add_trigger_args(p: argparse.ArgumentParser) -> None:
-    t = p.add_argument_group("triggered constraints (reasoning, tool calls)")
-    t.add_argument(
-        "--reasoning",
-        action="store_true",
-        help="free thinking up to the end marker, then the constraint (or the tools)",
-    )
-    t.add_argument(
-        "--think-budget", type=int, default=0, help="force the end marker after N free tokens"
-    )
-    t.add_argument(
-        "--think-start", default=DEFAULT_THINK_START, help='forced first ("none": no start)'
-    )
-    t.add_argument("--think-end", default=DEFAULT_THINK_END)
-    t.add_argument("--tools", help="OpenAI-style tools: a JSON file or inline JSON")
-    t.add_argument("--tool-choice", default="auto", help="auto, required or a tool's name")
-    t.add_argument("--tool-start", default=DEFAULT_TOOL_START)
-    t.add_argument("--tool-end", default=DEFAULT_TOOL_END)
-    t.add_argument(
-        "--trigger-impl",
-        default="auto",
-        choices=TRIGGER_IMPLS,
-        help="who finds the triggers: the backend's own machinery (xgrammar: structural tags), "
-        "the engine's trigger layer (every backend); auto: native where the backend has it",
-    )
+def add_request_args(p: argparse.ArgumentParser) -> None:
+    """The request's flags, built from its declaration (`GenerateRequest`'s Offers): one
+    flag per field the CLI offers, typed by the field's default, with its help and
+    choices. Each defaults to None, so that the request's own default (and the mode's
+    rule: jump under a constraint, else free) applies where a flag is not given."""
+    for f, offer in offers():
+        if not offer.cli:
+            continue
+        flag, default = "--" + f.name.replace("_", "-"), f.default
+        shown = "" if f.name == "mode" or isinstance(default, bool) else f" (default: {default!r})"
+        kw: dict = {"default": None, "help": offer.help + shown}
+        if isinstance(default, bool):
+            kw["action"] = "store_const"
+            kw["const"] = True
+        else:
+            kw["type"] = type(default)
+            if offer.choices:
+                kw["choices"] = offer.choices
+        p.add_argument(flag, **kw)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

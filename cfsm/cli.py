@@ -13,7 +13,7 @@ from pathlib import Path
 from engine.analysis.check import check_text
 from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
-from engine.decoding.request import MODES, GenerateRequest
+from engine.decoding.request import GenerateRequest, offered_on
 from engine.errors import CfsmError, internal_error
 from engine.lazy import lazy_module
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
@@ -26,8 +26,8 @@ from .arguments import (
     add_constraint_args,
     add_model_args,
     add_optional_constraint_args,
+    add_request_args,
     add_runtime_arg,
-    add_trigger_args,
     load_schema_arg,
 )
 from .batches import BatchTally, line_error, read_jsonl, read_user_file, windows
@@ -107,26 +107,7 @@ def cmd_compile(args) -> int:
     return 0
 
 
-REQUEST_FIELDS = (
-    "mode",
-    "backend",
-    "max_new_tokens",
-    "temperature",
-    "top_p",
-    "seed",
-    "raw_prompt",
-    "jump_threshold",
-    "healing_tokens",
-    "reasoning",
-    "think_budget",
-    "think_start",
-    "think_end",
-    "tools",
-    "tool_choice",
-    "tool_start",
-    "tool_end",
-    "trigger_impl",
-)
+REQUEST_FIELDS = tuple(offered_on("cli"))  # a requests line's keys, as the flags'
 
 
 def _tools_text(value) -> str | None:
@@ -443,26 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_optional_constraint_args(g)
     g.add_argument("--prompt")
     g.add_argument("--requests", help="JSONL file: one request per line, same fields as the flags")
-    g.add_argument("--mode", default=None, choices=MODES)
-    g.add_argument("--backend", default=DEFAULT_BACKEND)
-    g.add_argument("--max-new-tokens", type=int, default=256)
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument(
-        "--raw-prompt", action="store_true", help="send the prompt as is (no chat template)"
-    )
-    g.add_argument(
-        "--jump-threshold",
-        type=int,
-        default=1,
-        help="jump only strings longer than this many characters",
-    )
-    g.add_argument(
-        "--healing-tokens", type=int, default=2, help="tokens to back off at a jump boundary"
-    )
+    add_request_args(g)
     g.add_argument("--json", action="store_true", help="print the full trace")
-    add_trigger_args(g)
     add_model_args(g)
     g.set_defaults(func=cmd_generate)
 

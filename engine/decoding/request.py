@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, field, fields
 
 from ..backends import DEFAULT_BACKEND
 from ..constraint import Constraint
@@ -21,40 +21,134 @@ from .model_runtimes import runtime_names
 
 MODES = ("free", "masked", "jump")
 TRIGGER_IMPLS = ("auto", "native", "engine")
+EXTENSION = "extension"  # an Offer's `v1`: a top-level body field of the field's own name
+
+
+@dataclass(frozen=True)
+class Offer:
+    """How one request field is offered to users, declared once beside the field: its help
+    line, its bounds and choices (`validate` checks them), and its name on each surface
+    that offers it (None: not offered there). The CLI's flags are built from it
+    (`--max-new-tokens`; a requests file's keys are the field names), /v1's extension
+    fields are read from it, and a test holds the page's controls, the Gradio `/run`
+    parameters and /v1's OpenAI fields to it."""
+
+    help: str
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] = ()
+    cli: bool = True
+    page: str | None = None  # the Playground's control (PageInputs field)
+    page_default: object = None  # where the page starts elsewhere than the engine
+    gradio: str | None = None  # the Gradio `/run` parameter
+    v1: str | None = None  # the /v1 body field: OpenAI's own name, or EXTENSION
+
+
+def offered(default, help: str, **kw):
+    """A request field with its Offer (dataclasses.field metadata)."""
+    return field(default=default, metadata={"offer": Offer(help, **kw)})
 
 
 @dataclass
 class GenerateRequest:
     prompt: str
     constraint: Constraint | None = None
-    mode: str = "jump"
-    backend: str = DEFAULT_BACKEND
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    raw_prompt: bool = False
+    mode: str = offered(
+        "jump",
+        "free, masked or jump (default: jump under a constraint or tools, else free)",
+        choices=MODES,
+        page="mode",
+        gradio="mode",
+        v1=EXTENSION,
+    )
+    backend: str = offered(
+        DEFAULT_BACKEND,
+        "grammar backend (auto: fsm where it compiles, else a native one that enforces it)",
+        page="backend",
+        gradio="backend",
+        v1=EXTENSION,
+    )
+    max_new_tokens: int = offered(
+        256,
+        "tokens to generate at most",
+        lo=1,
+        hi=MAX_NEW_TOKENS_LIMIT,
+        page="max_new",
+        page_default=128,
+        gradio="max_new_tokens",
+        v1="max_tokens",
+    )
+    temperature: float = offered(
+        0.0, "sampling temperature (0: greedy)", lo=0, page="temp", gradio="temperature",
+        v1="temperature",
+    )  # fmt: skip
+    top_p: float = offered(1.0, "nucleus sampling mass, in (0, 1]", hi=1, page="top_p", v1="top_p")
+    seed: int = offered(0, "sampling seed", page="seed", gradio="seed", v1="seed")
+    raw_prompt: bool = offered(
+        False, "send the prompt as is (no chat template)"
+    )  # /v1: the completions endpoint's
     # a chat as OpenAI messages (JSON text), rendered with the model's chat template (with
     # `tools` where given); `prompt` then only names the request in the page
-    messages: str = ""
-    jump_threshold: int = 1
-    healing_tokens: int = 2
-    top_k: int = 10
-    trace_detail: bool = True  # per-step allowed samples and masks for the visualizer
-    runtime: str = ""  # "transformers" or "llamacpp"; empty: the engine's default
+    messages: str = offered("", "a chat as OpenAI messages (JSON)", cli=False, v1="messages")
+    jump_threshold: int = offered(1, "jump only strings longer than this many characters", lo=0)
+    healing_tokens: int = offered(2, "tokens to back off at a jump boundary", lo=0)
+    top_k: int = offered(
+        10, "alternatives kept per step for the trace", lo=1, hi=100, cli=False
+    )  # /v1: from top_logprobs
+    # per-step allowed samples and masks for the visualizer
+    trace_detail: bool = offered(True, "per-step samples and masks in the trace", cli=False)
+    # "transformers" or "llamacpp"; empty: the engine's default (the CLI's --runtime is the
+    # engine's, with the model flags)
+    runtime: str = offered(
+        "", "what runs the model (auto, or a runtime's name)", cli=False, page="runtime",
+        page_default="auto", gradio="runtime", v1=EXTENSION,
+    )  # fmt: skip
     # triggered constraints (engine.triggers): free reasoning first, or tool calls in free text
-    reasoning: bool = False
-    think_budget: int = 0  # free thinking tokens before the end marker is forced (0: none)
-    think_start: str = DEFAULT_THINK_START  # forced at the start ("" when the prompt opens it)
-    think_end: str = DEFAULT_THINK_END
-    tools: str = ""  # OpenAI-style tools, JSON text
-    tool_choice: str = "auto"  # auto, required or a tool's name
-    tool_start: str = DEFAULT_TOOL_START
-    tool_end: str = DEFAULT_TOOL_END
+    reasoning: bool = offered(
+        False,
+        "free thinking up to the end marker, then the constraint (or the tools)",
+        page="reasoning",
+        gradio="reasoning",
+        v1=EXTENSION,
+    )
+    think_budget: int = offered(
+        0,
+        "force the end marker after this many free thinking tokens (0: no limit)",
+        lo=0,
+        hi=MAX_NEW_TOKENS_LIMIT,
+        page="think_budget",
+        gradio="think_budget",
+        v1=EXTENSION,
+    )
+    think_start: str = offered(
+        DEFAULT_THINK_START, 'forced at the start ("none": the prompt opens it)'
+    )
+    think_end: str = offered(DEFAULT_THINK_END, "the thinking's end marker")
+    tools: str = offered(
+        "", "OpenAI-style tools (JSON; the CLI also takes a file)", page="tools", v1="tools"
+    )
+    tool_choice: str = offered(
+        "auto", "auto, required or a tool's name", page="tool_choice", gradio="tool_choice",
+        v1="tool_choice",
+    )  # fmt: skip
+    tool_start: str = offered(
+        DEFAULT_TOOL_START, "a tool call's opening tag", page="tool_start", gradio="tool_start"
+    )
+    tool_end: str = offered(
+        DEFAULT_TOOL_END, "a tool call's closing tag", page="tool_end", gradio="tool_end"
+    )
     # who finds the triggers: "native" (the backend's own machinery, xgrammar's structural
     # tags), "engine" (the engine's trigger layer, every backend), "auto": native where the
     # backend has it
-    trigger_impl: str = "auto"
+    trigger_impl: str = offered(
+        "auto",
+        "who finds the triggers: native (the backend's own, xgrammar's structural tags), "
+        "engine (every backend), or auto: native where the backend has it",
+        choices=TRIGGER_IMPLS,
+        page="trigger_impl",
+        gradio="trigger_impl",
+        v1=EXTENSION,
+    )
 
     @classmethod
     def from_inputs(cls, prompt, constraint: Constraint | None, **inputs) -> GenerateRequest:
@@ -81,10 +175,11 @@ class GenerateRequest:
         return req
 
     def validate(self) -> None:
-        if self.mode not in MODES:
-            raise CfsmError(
-                "invalid_input", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}"
-            )
+        """Each declared bound and choice (`Offer`), then what ties fields together."""
+        for f, offer in offers():
+            _check(f.name, getattr(self, f.name), offer)
+        if not 0 < self.top_p:
+            raise CfsmError("invalid_input", "top_p must be in (0, 1]")
         opts = self.trigger_options()
         if opts.reasoning and self.constraint is None and not opts.tools.strip():
             raise CfsmError(
@@ -100,12 +195,6 @@ class GenerateRequest:
                 "invalid_input",
                 "reasoning and tools constrain part of the output: use mode jump or masked",
             )
-        if self.trigger_impl not in TRIGGER_IMPLS:
-            raise CfsmError(
-                "invalid_input",
-                f"trigger_impl must be one of {', '.join(TRIGGER_IMPLS)}, "
-                f"not {self.trigger_impl!r}",
-            )
         if opts.active:
             build_plan(opts, self.constraint)  # bad tools or tags say so before any model loads
         for name in ("prompt", "messages"):
@@ -115,25 +204,48 @@ class GenerateRequest:
                     "input_too_large",
                     f"{name} is {n} characters; the limit is {MAX_PROMPT_CHARS}",
                 )
-        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
-            raise CfsmError(
-                "invalid_input", f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}"
-            )
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise CfsmError("invalid_input", "temperature must be >= 0 and top_p in (0, 1]")
-        if self.healing_tokens < 0 or self.jump_threshold < 0:
-            raise CfsmError("invalid_input", "healing_tokens and jump_threshold must be >= 0")
         if self.runtime not in ("", "auto", *runtime_names()):
             raise CfsmError(
                 "invalid_input",
                 f"runtime must be one of auto, {', '.join(runtime_names())}, not {self.runtime!r}",
             )
-        if not 1 <= self.top_k <= 100:
-            raise CfsmError("invalid_input", "top_k must be between 1 and 100")
 
     def trigger_options(self) -> TriggerOptions:
         """The request's trigger fields, by the names the two share."""
         return TriggerOptions(**{f.name: getattr(self, f.name) for f in fields(TriggerOptions)})
+
+
+def offers() -> list[tuple[Field, Offer]]:
+    """The request's fields that users set, each with its Offer, in declaration order."""
+    return [(f, f.metadata["offer"]) for f in fields(GenerateRequest) if "offer" in f.metadata]
+
+
+def offered_on(surface: str) -> dict[str, str]:
+    """{field name: its name on `surface`} ("cli": the flag, "page", "gradio", "v1")."""
+    if surface == "cli":
+        return {f.name: "--" + f.name.replace("_", "-") for f, o in offers() if o.cli}
+    return {f.name: getattr(o, surface) for f, o in offers() if getattr(o, surface)}
+
+
+def page_default(name: str):
+    """Where the page (and Gradio's `/run`) starts the field `name`."""
+    f = next(f for f, _ in offers() if f.name == name)
+    offer = f.metadata["offer"]
+    return f.default if offer.page_default is None else offer.page_default
+
+
+def _check(name: str, value, offer: Offer) -> None:
+    """One field against its declared choices and bounds (`invalid_input` naming it)."""
+    if offer.choices and value not in offer.choices:
+        raise CfsmError(
+            "invalid_input", f"{name} must be one of {', '.join(offer.choices)}, not {value!r}"
+        )
+    lo, hi = offer.lo, offer.hi
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        if lo is not None and hi is not None:
+            raise CfsmError("invalid_input", f"{name} must be between {lo:g} and {hi:g}")
+        bound = f">= {lo:g}" if lo is not None else f"<= {hi:g}"
+        raise CfsmError("invalid_input", f"{name} must be {bound}")
 
 
 def _coerce(default, value):

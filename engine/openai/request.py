@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from ..constraint import Constraint
-from ..decoding.request import GenerateRequest
+from ..decoding.request import EXTENSION, GenerateRequest, offered_on
 from ..errors import CfsmError
 from ..triggers.plan import DEFAULT_TOOL_START
 from .errors import ApiError, bad_request, from_engine
@@ -21,7 +21,8 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
 DEFAULT_MAX_TOKENS = 256  # the engine's default; a request may ask up to CFSM_MAX_NEW_TOKENS
-EXTENSIONS = ("mode", "backend", "runtime", "reasoning", "think_budget", "trigger_impl")
+# the engine's own request fields a body may carry (declared with the request)
+EXTENSIONS = tuple(k for k, v in offered_on("v1").items() if v == EXTENSION)
 CONSTRAINT_EXTENSIONS = ("whitespace", "lenient", "spec")
 # fields a client may send that change nothing here (said in the response's `cfsm`)
 HARMLESS = {
