@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 
 from engine.decoding.model_runtimes import RUNTIME_CHOICES
+from engine.decoding.request import TRIGGER_IMPLS, page_default
 from viz.step_bundle import empty_view
 
 CUSTOM = "(edited: no preset)"
@@ -190,12 +191,12 @@ def _constraint_inputs(P: dict, first: str) -> dict:
     )
     with gr.Row():
         w["reasoning"] = gr.Checkbox(
-            False,
+            page_default("reasoning"),
             label="Reasoning first: free text in <think> … </think>, then the constraint",
             elem_id="reasoning",
         )
         w["think_budget"] = gr.Number(
-            0,
+            page_default("think_budget"),
             precision=0,
             minimum=0,
             maximum=512,
@@ -203,8 +204,8 @@ def _constraint_inputs(P: dict, first: str) -> dict:
             elem_id="think-budget",
         )
         w["trigger_impl"] = gr.Radio(
-            ["auto", "native", "engine"],
-            value="auto",
+            list(TRIGGER_IMPLS),
+            value=page_default("trigger_impl"),
             label="Triggers found by: the backend (native: xgrammar's structural tags) or the "
             "engine's layer (every backend); auto = native where the backend has it",
             elem_id="trigger-impl",
@@ -231,7 +232,7 @@ def _run_settings(modes, backends, wss) -> dict:
         w["stop_btn"] = gr.Button("Stop", elem_id="stop")
     with gr.Row():
         w["backend"] = gr.Dropdown(backends, value=backends[0], label="Backend", elem_id="backend")
-        w["mode"] = gr.Radio(modes, value="jump", label="Mode", elem_id="mode")
+        w["mode"] = gr.Radio(modes, value=page_default("mode"), label="Mode", elem_id="mode")
     with gr.Row():
         w["ws"] = gr.Radio(
             wss, value="compact", label="JSON whitespace policy", elem_id="whitespace"
@@ -252,15 +253,24 @@ def _run_settings(modes, backends, wss) -> dict:
         )
     with gr.Row():
         w["max_new"] = gr.Slider(
-            1, 512, value=200, step=1, label="Max new tokens", elem_id="max-new"
+            1,
+            512,
+            value=page_default("max_new_tokens"),
+            step=1,
+            label="Max new tokens",
+            elem_id="max-new",
         )
-        w["temp"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+        w["temp"] = gr.Slider(
+            0, 2, value=page_default("temperature"), step=0.05, label="Temperature (0 = greedy)"
+        )
     with gr.Row():
-        w["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")
-        w["seed"] = gr.Number(0, precision=0, label="Seed")
+        w["top_p"] = gr.Slider(
+            0.05, 1, value=page_default("top_p"), step=0.05, label="Top-p", elem_id="top-p"
+        )
+        w["seed"] = gr.Number(page_default("seed"), precision=0, label="Seed")
     w["runtime"] = gr.Dropdown(
         list(RUNTIME_CHOICES),
-        value="auto",
+        value=page_default("runtime"),
         label="Runtime (auto: llama.cpp for a GGUF model on the CPU, else transformers)",
         elem_id="runtime",
     )

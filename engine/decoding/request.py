@@ -74,7 +74,7 @@ class GenerateRequest:
         lo=1,
         hi=MAX_NEW_TOKENS_LIMIT,
         page="max_new",
-        page_default=128,
+        page_default=200,
         gradio="max_new_tokens",
         v1="max_tokens",
     )

@@ -75,6 +75,20 @@ def test_the_page_has_a_control_per_offered_field_and_each_reaches_the_request()
     assert PageInputs(kind="regex", rx="(a|b)", mode="masked").request().mode == "masked"
 
 
+def test_the_page_widgets_start_at_the_declared_defaults():
+    import gradio as gr
+
+    from app.inputs import CHOICES
+    from app.layout import _run_settings
+
+    with gr.Blocks():
+        w = _run_settings(CHOICES["mode"], list(CHOICES["backend"]), CHOICES["ws"])
+    shown = {n: c for n, c in offered_on("page").items() if c in w}
+    assert {"max_new", "temp", "top_p", "seed", "mode", "runtime"} <= set(shown.values())
+    for name, control in shown.items():
+        assert w[control].value == page_default(name), name
+
+
 def test_gradio_run_takes_the_declared_parameters_with_the_page_defaults():
     import gradio as gr
 
