@@ -105,3 +105,49 @@ def test_a_run_with_free_keys_places_every_position_as_the_scanner_reads_it(engi
             assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
         parts.append((pointer, part))
     assert ("/properties/labels/additionalProperties", "string value") in parts
+
+
+def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(compile_engine):
+    """A real-sized object (60 properties, some optional, a nested one): the graph is
+    not drawn whole but in focus views of at most FOCUS_NODES states, each step's view holds
+    its current state and what follows it, and its boxes are labelled with pointers the
+    schema has. (No schema of the shared sample with 50+ properties in one object compiles
+    on the regex path: optional members in order grow past its budget; this is the size
+    the graph meets.)"""
+    from viz.graph import FOCUS_NODES, MAX_FULL_NODES, covers, plan_focus
+    from viz.step_bundle import graph_plan, positions
+
+    props = {f"field_{i:02d}": {"type": "integer"} for i in range(58)}
+    props["name"] = {"type": "string", "maxLength": 20}
+    props["meta"] = {"type": "object", "properties": {"tag": {"enum": ["a", "b"]}}}
+    required = [k for k in props if k != "field_57"]
+    schema = {"type": "object", "properties": props, "required": required}
+    c = Constraint("schema", json.dumps(schema))
+    doc = {k: i for i, k in enumerate(required) if k.startswith("field")}
+    doc.update(name="Ada", meta={"tag": "b"})
+    text = json.dumps(doc, separators=(",", ":"))
+    ctx = compile_engine.ctx
+    ids = ctx.tokenizer.encode(text, add_special_tokens=False)
+    content = [
+        {"token": ctx.vocab.token_bytes[i].decode(), "logprob": 0.0, "top_logprobs": []}
+        for i in ids
+    ]
+    reply = {"message": {"content": text}, "logprobs": {"content": content}}
+    tr = compile_engine.replay(c, {"choices": [reply]}, {})
+    assert tr["text"] == text and tr["valid"]
+    auto = tr["automaton"]
+    view = graph_view(auto)
+    assert len(view.states) > MAX_FULL_NODES
+    where = [view.element(s) or f"s{auto['initial']}" for s, _ in positions(tr)]
+    keeps, which = plan_focus(view, where)
+    assert len(keeps) > 1 and all(len(k) <= FOCUS_NODES for k in keeps)
+    assert all(covers(view, keeps[i], el) for el, i in zip(where, which))
+    svgs, _, note = graph_plan(tr, view, where, whole=False)
+    assert len(svgs) == len(keeps) and note == ""
+    _, _, whole = graph_plan(tr, view, where[:1], whole=True)  # past WHOLE_LIMIT: says so
+    assert f"{len(view.states):,} states remain" in whole
+    box = re.compile(r'<g id="c\d+" class="cluster">\s*<path[^>]*/>\s*<text[^>]*>([^<]*)<')
+    labels = {lab for svg in svgs for lab in box.findall(svg)}
+    assert "/properties/meta/properties/tag" in labels or "/properties/meta" in labels, labels
+    nodes = {"/", "/properties/meta/properties/tag"} | {f"/properties/{k}" for k in props}
+    assert labels <= nodes and len(labels) > 10, labels - nodes
