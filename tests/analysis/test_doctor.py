@@ -309,3 +309,16 @@ def test_the_ideal_as_time_counts_forced_tokens_at_the_runtimes_prefill_cost(ctx
     assert 1 <= rep["time"]["ideal_time_reduction"] < rep["ideal_reduction"]
     assert "As decode time on llamacpp: ideal" in format_report(rep)
     assert doc(ctx, Constraint("schema", json.dumps(ORDER)), n=2)["time"] is None
+
+
+def test_a_schema_whose_shortest_document_is_long_still_gets_samples(ctx):
+    """Real schemas' shortest documents run to thousands of characters (a Github schema:
+    2,282); the samples may be as long as that needs, not cut at a fixed length and then
+    called unsatisfiable."""
+    props = {f"required_field_{i:02d}": {"type": "boolean"} for i in range(40)}
+    schema = {"type": "object", "properties": props, "required": list(props)}
+    rep = doc(ctx, Constraint("schema", json.dumps(schema), "compact"), n=3)
+    assert rep["samples"]["count"] == 3
+    assert all(
+        len(t) > 1000 and json.loads(t).keys() == props.keys() for t in rep["samples"]["texts"]
+    )

@@ -53,13 +53,15 @@ def synthesize(
 ) -> list[str]:
     """Plausible strings of the language: random walks that stop at an accepting state
     with `stop_prob`, and head for one once they are `soft_len` long (letters preferred in
-    free classes)."""
+    free classes). A walk may run `hard_len` past the longest shortest way to an accepting
+    state (a real schema's shortest document can be thousands of characters)."""
     rng = random.Random(seed)
     dist = _dist_to_final(dfa)
+    longest = max((d for d in dist if d < 10**9), default=0)
     out = []
     for _ in range(n):
         s, text = dfa.initial, []
-        while len(text) < hard_len:
+        while len(text) < soft_len + longest + hard_len:
             row = dfa.trans[s]
             if not row or (s in dfa.finals and (len(text) > soft_len or rng.random() < stop_prob)):
                 break
