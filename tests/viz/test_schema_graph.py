@@ -141,7 +141,7 @@ def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(c
     where = [view.element(s) or f"s{auto['initial']}" for s, _ in positions(tr)]
     keeps, which = plan_focus(view, where)
     assert len(keeps) > 1 and all(len(k) <= FOCUS_NODES for k in keeps)
-    assert all(covers(view, keeps[i], el) for el, i in zip(where, which))
+    assert all(covers(view, keeps[i], el) for el, i in zip(where, which, strict=True))
     svgs, _, note = graph_plan(tr, view, where, whole=False)
     assert len(svgs) == len(keeps) and note == ""
     _, _, whole = graph_plan(tr, view, where[:1], whole=True)  # past WHOLE_LIMIT: says so
