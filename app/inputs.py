@@ -26,8 +26,15 @@ CHOICES = {"ws": WS, "backend": BACKEND_CHOICES, "mode": MODES, "runtime": RUNTI
 RANGES = {"max_new": (1, 512), "temp": (0, 2), "top_p": (0.05, 1), "seed": (0, 2**31)}
 TEXT_BOX = {"regex": "rx", "schema": "sch", "grammar": "gram", "tools": "tools"}
 # the request fields `PageInputs.triggers` reads (the Tools tab's only where it is the tab)
-TRIGGER_FIELDS = ("reasoning", "think_budget", "trigger_impl", "tools", "tool_choice")
-TRIGGER_FIELDS += ("tool_start", "tool_end")
+TRIGGER_FIELDS = (
+    "reasoning",
+    "think_budget",
+    "trigger_impl",
+    "tools",
+    "tool_choice",
+    "tool_start",
+    "tool_end",
+)
 
 
 class Row:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.decoding.request import offers
+from engine.decoding.request import offered_on, offers
 from engine.errors import CfsmError
 from engine.limits import MAX_SCHEMA_CHARS
 from engine.schema import WHITESPACE_POLICIES
@@ -82,10 +82,11 @@ def add_request_args(p: argparse.ArgumentParser) -> None:
     flag per field the CLI offers, typed by the field's default, with its help and
     choices. Each defaults to None, so that the request's own default (and the mode's
     rule: jump under a constraint, else free) applies where a flag is not given."""
+    flags = offered_on("cli")
     for f, offer in offers():
-        if not offer.cli:
+        if f.name not in flags:
             continue
-        flag, default = "--" + f.name.replace("_", "-"), f.default
+        flag, default = flags[f.name], f.default
         shown = "" if f.name == "mode" or isinstance(default, bool) else f" (default: {default!r})"
         kw: dict = {"default": None, "help": offer.help + shown}
         if isinstance(default, bool):

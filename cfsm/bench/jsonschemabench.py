@@ -9,13 +9,13 @@ bytes jump-forward strings cover, and the process's peak resident memory over th
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.backends import AUTO
+from engine.backends.audit import POINTER_NAMED
 from engine.constraint import Constraint
 from engine.errors import CfsmError
 from engine.schema import dump_as_generated
@@ -39,7 +39,6 @@ SUBSETS = [
     "WashingtonPost",
 ]
 CACHE_BYTES = 256 * 1024 * 1024  # each backend's compile cache, as a small server's
-POINTER = re.compile(r"(?:^|[\s(])/[^\s,;)]*")  # a JSON pointer named in a message
 
 
 @dataclass(frozen=True)
@@ -246,7 +245,7 @@ def _backend_summary(rs: list[dict], n_records: int) -> dict:
         "invalid": sum(r.get("invalid", 0) for r in comp),
         "jump_share_of_instance_bytes": round(cov / max(1, chars), 3),
         "errors": dict(sorted(Counter(r["error"] for r in refused).items())),
-        "refusals_naming_a_pointer": sum(1 for r in refused if POINTER.search(r["message"])),
+        "refusals_naming_a_pointer": sum(1 for r in refused if POINTER_NAMED.search(r["message"])),
     }
     if any("chosen" in r for r in comp):
         out["chosen"] = dict(Counter(r["chosen"] for r in comp).most_common())

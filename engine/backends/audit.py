@@ -259,7 +259,7 @@ def audit(backend: GrammarBackend, c: Constraint) -> list[str]:
 # a keyword a library names: quoted (`Unimplemented keys: ["not"]`) or camel-cased
 _NAMED_KEYWORD = re.compile(r'"([a-zA-Z$]+)"|\b([a-z]+[A-Z][a-zA-Z]*)\b')
 _UNKNOWN_FORMAT = re.compile(r"Unknown format: (\S+)")
-POINTER_NAMED = re.compile(r"(?:^|[\s(])/[^\s,;)]")  # a message naming a place already
+POINTER_NAMED = re.compile(r"(?:^|[\s(])/[^\s,;)]*")  # a JSON pointer named in a message
 
 
 def place_of(schema, message: str) -> str:

@@ -229,8 +229,7 @@ def offered_on(surface: str) -> dict[str, str]:
 
 def page_default(name: str):
     """Where the page (and Gradio's `/run`) starts the field `name`."""
-    f = next(f for f, _ in offers() if f.name == name)
-    offer = f.metadata["offer"]
+    f, offer = next((f, o) for f, o in offers() if f.name == name)
     return f.default if offer.page_default is None else offer.page_default
 
 
