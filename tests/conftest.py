@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 PAPER_BENCH = SHARED / "paper-bench" / "sglang_json_benchmark.json"
+JSONSCHEMABENCH = SHARED / "bench-data" / "jsonschemabench"
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +20,15 @@ def paper_bench() -> dict:
     if PAPER_BENCH.exists():
         return json.loads(PAPER_BENCH.read_text())
     pytest.skip("../shared/paper-bench is not present")
+
+
+@pytest.fixture(scope="session")
+def jsonschemabench() -> Path:
+    """The shared JSONSchemaBench sample; without ../shared the test is skipped, as every
+    test that reads ../shared is."""
+    if JSONSCHEMABENCH.is_dir():
+        return JSONSCHEMABENCH
+    pytest.skip("../shared/bench-data/jsonschemabench is not present")
 
 
 @pytest.fixture(scope="session")

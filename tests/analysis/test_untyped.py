@@ -2,20 +2,17 @@
 value is valid there, which is what the samples (and the model) may write."""
 
 import json
-from pathlib import Path
 
 from app.presets import REAL_SCHEMAS, presets
 from engine.analysis.untyped import untyped_places
 from engine.constraint import Constraint
 from viz.doctor_text import format_report
 
-JSB = Path(__file__).resolve().parents[3] / "shared" / "bench-data" / "jsonschemabench"
 
-
-def test_a_real_schemas_untyped_object_is_named_with_its_fix():
+def test_a_real_schemas_untyped_object_is_named_with_its_fix(jsonschemabench):
     """JSONSchemaBench Github_hard/o75565: `shipment` lists 13 properties but has no type,
     so `{"shipment":876.1}` is valid (the doctor's synthesized samples wrote numbers)."""
-    text = (JSB / "Github_hard" / "o75565.json").read_text(encoding="utf-8")
+    text = (jsonschemabench / "Github_hard" / "o75565.json").read_text(encoding="utf-8")
     notes = untyped_places(Constraint("schema", text, "compact"))
     assert [(n["where"], n["fix"]) for n in notes] == [
         ("/properties/shipment", 'add "type": "object"')

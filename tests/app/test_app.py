@@ -366,7 +366,9 @@ def test_compare_shows_outputs_as_text_with_their_first_difference_marked():
     assert out.count(" | ") == 2 and "▶" not in out  # a bar in the text does not split the row
 
 
-def test_the_real_schema_presets_compile_on_fsm_and_place_their_states(compile_engine):
+def test_the_real_schema_presets_compile_on_fsm_and_place_their_states(
+    compile_engine, jsonschemabench
+):
     """The two real-world presets (a 54-property shipment, a function's arguments with a
     date-time): auto keeps them on fsm (the automaton the page draws), a valid MaskBench
     instance of each walks through, and the drawn states are placed in the schema's own

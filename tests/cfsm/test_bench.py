@@ -107,6 +107,7 @@ def test_summary_counts_coverage_maskbench_passes_and_leaks():
     ]
 
 
+@pytest.mark.usefixtures("jsonschemabench")
 def test_the_sample_is_every_schema_then_the_maskbench_only_records():
     from cfsm.bench.jsonschemabench import SUBSETS, sample
 
@@ -123,6 +124,7 @@ def test_the_sample_is_every_schema_then_the_maskbench_only_records():
     assert json.loads(first[1].schema_text) == first[1].record["schema"]
 
 
+@pytest.mark.usefixtures("jsonschemabench")
 def test_a_fast_slice_of_the_real_sample_on_fsm_llguidance_and_auto(compile_engine):
     """`cfsm bench jsonschemabench` on a slice of the shared sample as a server compiles
     it: no backend accepts an invalid instance; auto compiles at least what each backend
@@ -378,6 +380,7 @@ def test_the_figures_suite_reads_no_clear_difference_as_agreeing_with_a_tie():
     assert agreement(right) == {"card_agrees": True, "doctor_agrees": True}
 
 
+@pytest.mark.usefixtures("jsonschemabench")
 def test_the_doctor_answers_real_schemas_in_one_line_each(compile_engine):
     """`cfsm bench doctor-sample` on a slice: every schema gets a report or a one-line error
     of a known kind (no crash), and the table counts them."""

@@ -276,6 +276,7 @@ def test_run_summary_on_the_page_shows_warnings():
     assert "Spec reading" in spec
 
 
+@pytest.mark.usefixtures("paper_bench")
 def test_bench_peers_prints_one_json_line_with_a_row_per_system_and_task(tmp_path):
     out = tmp_path / "peers.json"
     r = run_cli(
@@ -347,6 +348,7 @@ def test_bench_is_one_subcommand_per_registered_suite_and_the_old_spelling_still
     assert r.returncode == 2 and "unrecognized arguments: --names" in r.stderr
 
 
+@pytest.mark.usefixtures("jsonschemabench")
 def test_bench_writes_a_suites_results_json_and_table_one_way(tmp_path):
     """A real (small) suite through the CLI: the results JSON at --out, the HTML report
     beside it, the table and both paths on stdout; --json prints the suite's summary."""

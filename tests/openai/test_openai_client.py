@@ -219,6 +219,7 @@ def test_eight_concurrent_async_clients_get_their_own_answers(app_url):
         assert re.fullmatch(f"client-{i}-[a-z]{{3,8}}", out), (i, out)
 
 
+@pytest.mark.usefixtures("jsonschemabench")
 def test_real_schemas_through_v1_are_compiled_by_auto_or_refused_naming_the_place(client):
     """Schemas from JSONSchemaBench sent as `response_format` (as `cfsm bench schemas-api`
     sends the whole sample): one that fsm cannot build goes to llguidance, one that no

@@ -196,7 +196,7 @@ def test_a_fresh_workers_setup_does_not_eat_the_automatons_share_of_the_limit(ct
 
 
 @pytest.fixture()
-def slow_automaton(ctx, monkeypatch):
+def slow_automaton(ctx, monkeypatch, jsonschemabench):
     """A warm cache with short limits, and a real schema (a Github_ultra record) that
     llguidance compiles at once but whose automaton takes seconds to explode."""
     monkeypatch.setattr(cc, "AUTO_FIRST_S", 1.0)
