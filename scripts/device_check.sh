@@ -6,14 +6,16 @@
 #   4. at once, carry device-wheels/a and device-wheels/b/smollm2.part.ac:
 #        bash scripts/device_check.sh
 # It installs the wheels, checks the imports, runs the model tests on CUDA, then `cfsm bench`
-# on the character task (every backend) and the batch suite (1, 4, 16, 50), and writes JSON
-# to $OUT (or bench-results/device/).
+# on the character task (every backend), the bitmask suite (one step's batched mask and
+# sampling against the per-request path and xgrammar's own kernel) and the batch suite
+# (1 and 8 requests alone against together, engine and /v1, masked and jump), and writes
+# JSON to $OUT (or bench-results/device/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/device}"
 DEVICE="${DEVICE:-cuda}"             # DEVICE=cpu NAMES=1 BATCH_SIZES=1,2 checks the script itself here
 NAMES="${NAMES:-5}"
-BATCH_SIZES="${BATCH_SIZES:-1,4,16,50}"
+BATCH_SIZES="${BATCH_SIZES:-1,8}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 cp device-wheels/b/smollm2.part.* /tmp/ 2>/dev/null
@@ -33,5 +35,6 @@ PY
 timeout 240 $PY -m pytest -q -p no:cacheprovider -m "model and not browser" \
   tests/decoding/test_decode.py tests/decoding/test_batch.py tests/serving/test_serving.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
 timeout 200 $PY -m cfsm bench --names "$NAMES" --device "$DEVICE" --out "$OUT/character.json" 2>&1 | tail -12
-timeout 200 $PY -m cfsm bench --suite batch --batch-sizes "$BATCH_SIZES" --device "$DEVICE" \
-  --out "$OUT/batch.json" 2>&1 | tail -8
+timeout 60 $PY -m cfsm bench bitmask --device "$DEVICE" --out "$OUT/bitmask.json" 2>&1 | tail -12
+timeout 200 $PY -m cfsm bench batch --batch-sizes "$BATCH_SIZES" --modes masked,jump \
+  --device "$DEVICE" --out "$OUT/batch.json" 2>&1 | tail -8

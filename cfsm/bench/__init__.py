@@ -6,6 +6,8 @@ from __future__ import annotations
 from . import (
     adversarial,
     api,
+    batch,
+    bitmask,
     check_requests,
     conformance,
     decode,
@@ -28,7 +30,8 @@ SUITES: dict[str, Suite] = {
     for s in (
         decode.PAPER_CHARACTER,
         decode.PAPER,
-        decode.BATCH,
+        batch.SUITE,
+        bitmask.SUITE,
         jsonschemabench.SUITE,
         doctor_sample.SUITE,
         schemas_api.SUITE,

@@ -4,7 +4,6 @@ character regex. Ratios, not absolute times, are what to compare on a noisy mach
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import time
 from pathlib import Path
@@ -13,9 +12,8 @@ from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 
-from .batch import run_batch
 from .report import write_report
-from .suite import Flag, Suite, backends_flag, backends_of, names_flag, tokens_flag, with_engine
+from .suite import Suite, backends_flag, backends_of, names_flag, tokens_flag, with_engine
 
 PAPER_BENCH = (
     Path(__file__).resolve().parents[3] / "shared" / "paper-bench" / "sglang_json_benchmark.json"
@@ -151,71 +149,6 @@ def run_paper_character(
     return {"suite": f"paper-{task}", "names": picked, "rows": rows, "summary": summary}
 
 
-def run_batch_suite(engine, sizes=(1, 4, 16), max_new_tokens: int = 256, log=print) -> dict:
-    """Throughput and latency of batched decoding, masked vs jump, on the character task."""
-
-    regex, items = paper_items("character", max(sizes))
-    constraint = Constraint("regex", regex)
-    compiled = engine.compile(constraint, "fsm").compiled
-    dec = engine.ensure_model()
-    run_batch(dec, [items[0][1]], compiled, mode="jump", max_new_tokens=16)  # warm-up
-    rows = []
-    for b in sizes:
-        prompts = [p for _, p in items[:b]]
-        pair = {}
-        for mode in ("masked", "jump"):
-            r = run_batch(dec, prompts, compiled, mode=mode, max_new_tokens=max_new_tokens)
-            lat = sorted(r["latency_s"])
-            pair[mode] = {
-                "tokens_per_s": r["tokens_per_s"],
-                "wall_s": r["wall_s"],
-                "output_tokens": r["output_tokens"],
-                "latency_p50_s": lat[len(lat) // 2],
-                "latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
-                "batched_passes": r["batched_passes"],
-                "jump_prefill_passes": r["jump_prefill_passes"],
-                "valid": sum(
-                    1
-                    for t, f in zip(r["texts"], r["finished"], strict=True)
-                    if f and re.fullmatch(regex, t)
-                ),
-            }
-        rows.append(
-            {
-                "batch_size": b,
-                **{f"{m}_{k}": v for m, d in pair.items() for k, v in d.items()},
-                "throughput_speedup": round(
-                    pair["jump"]["tokens_per_s"] / max(1e-9, pair["masked"]["tokens_per_s"]), 2
-                ),
-            }
-        )
-        log(
-            f"batch {b:2d}: masked {pair['masked']['tokens_per_s']:7.1f} tok/s p50 "
-            f"{pair['masked']['latency_p50_s']:.2f}s | jump {pair['jump']['tokens_per_s']:7.1f} "
-            f"tok/s p50 {pair['jump']['latency_p50_s']:.2f}s | valid "
-            f"{pair['masked']['valid']}/{pair['jump']['valid']} of {b}"
-        )
-    return {"suite": "batch", "device": dec.lm.device, "rows": rows}
-
-
-def format_batch_table(result: dict) -> str:
-    lines = [
-        "| batch | masked tok/s | jump tok/s | throughput x | masked latency p50 / p95 | jump "
-        "latency p50 / p95 | batched decode passes m / j | jump prefill passes (j) | valid m / j |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in result["rows"]:
-        lines.append(
-            f"| {r['batch_size']} | {r['masked_tokens_per_s']} | {r['jump_tokens_per_s']} | "
-            f"{r['throughput_speedup']}x | {r['masked_latency_p50_s']} / "
-            f"{r['masked_latency_p95_s']} s | {r['jump_latency_p50_s']} / "
-            f"{r['jump_latency_p95_s']} s | {r['masked_batched_passes']} / "
-            f"{r['jump_batched_passes']} | {r['jump_jump_prefill_passes']} | {r['masked_valid']} "
-            f"/ {r['jump_valid']} |"
-        )
-    return "\n".join(lines)
-
-
 def format_table(result: dict) -> str:
     hdr = (
         "backend",
@@ -291,11 +224,6 @@ def _paper(eng, args, log) -> dict:
     return {"suite": "paper", "tasks": tasks}
 
 
-def _batch(eng, args, log) -> dict:
-    sizes = tuple(int(x) for x in args.batch_sizes.split(","))
-    return run_batch_suite(eng, sizes, args.max_new_tokens, log=log)
-
-
 def _tasks_table(res: dict) -> str:
     return "\n\n".join(f"{task}:\n" + format_table(r) for task, r in res["tasks"].items())
 
@@ -314,13 +242,5 @@ PAPER = Suite(
     _stamped(_paper),
     _tasks_table,
     (names_flag(10), backends_flag(), tokens_flag()),
-    report=write_report,
-)
-BATCH = Suite(
-    "batch",
-    "batched decoding, masked vs jump, per batch size",
-    _stamped(_batch),
-    format_batch_table,
-    (Flag("--batch-sizes", {"default": "1,4,16"}), tokens_flag()),
     report=write_report,
 )

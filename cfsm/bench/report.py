@@ -77,35 +77,9 @@ def jsb_figures(result: dict) -> list:
     return [cov, comp, mask, jump]
 
 
-def batch_figures(result: dict) -> list:
-    rows = result["rows"]
-    x = [str(r["batch_size"]) for r in rows]
-    thr = go.Figure(
-        [
-            go.Bar(name="masked", x=x, y=[r["masked_tokens_per_s"] for r in rows]),
-            go.Bar(name="jump", x=x, y=[r["jump_tokens_per_s"] for r in rows]),
-        ]
-    )
-    thr.update_layout(
-        title="Throughput, output tokens/s, by batch size",
-        barmode="group",
-        xaxis_title="batch size",
-    )
-    lat = go.Figure(
-        [
-            go.Bar(name="masked p50", x=x, y=[r["masked_latency_p50_s"] for r in rows]),
-            go.Bar(name="jump p50", x=x, y=[r["jump_latency_p50_s"] for r in rows]),
-        ]
-    )
-    lat.update_layout(title="Latency p50, s", barmode="group", xaxis_title="batch size")
-    return [thr, lat]
-
-
 def write_report(result: dict, path: str | Path) -> Path:
     path = Path(path)
-    if result.get("suite") == "batch":
-        figs, title = batch_figures(result), "cfsm-lab: batched decoding"
-    elif result.get("suite") == "jsonschemabench":
+    if result.get("suite") == "jsonschemabench":
         figs, title = jsb_figures(result), "cfsm-lab: JSONSchemaBench sample"
     elif "tasks" in result:
         figs = [f for r in result["tasks"].values() for f in paper_figures(r)]

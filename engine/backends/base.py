@@ -14,6 +14,7 @@ from ..constraint import Constraint
 from ..errors import CfsmError, native_message
 from ..lazy import lazy_module
 from ..regex.dfa import CharDFA, build_char_dfa
+from ..tokens.bitmask import mask_row, pack_bool, popcount
 from ..tokens.continuation import ContinuationEncoder
 from ..tokens.vocab import TokenVocab, build_vocab, vocab_from_bytes
 from .audit import audit, place_of
@@ -114,6 +115,13 @@ class Matcher(ABC):
         (nothing masked) or a small int64 tensor of the only ids excluded (a ban list).
         Does not change the state; callers must not write into it (it may be cached)."""
 
+    def bitmask(self, device: str, vocab_size: int):
+        """The allowed tokens as one int32 bitmask row (engine.tokens.bitmask) on `device`,
+        or None where nothing is masked: what a batch's step stacks, one row per request.
+        Does not change the state; callers must not write into it (it may be cached). This
+        default packs `mask` on the device; a backend that holds bitmasks returns its own."""
+        return mask_row(self.mask(device), vocab_size)
+
     @abstractmethod
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token. Returns True and moves the state when the token is
@@ -178,27 +186,33 @@ class BitmaskMatcher(Matcher):
     """Native backends that fill an int32 token bitmask (xgrammar, llguidance): the
     allowed set and the mask are computed once per state, on first use."""
 
-    c: Any  # the compiled constraint: .vocab_size, .emittable
+    c: Any  # the compiled constraint: .vocab_size, .emittable, .emittable_bits
 
     def __init__(self) -> None:
         self._allowed: np.ndarray | None = None
-        self._bits: np.ndarray | None = None
+        self._row: np.ndarray | None = None
         self.depth = 0  # tokens accepted and not rolled back: how far rollback may go
 
     @abstractmethod
     def _fill_bitmask(self) -> np.ndarray:
         """The library's bitmask for the current state, as a 1-D int32 numpy array."""
 
+    def _bits_row(self) -> np.ndarray:
+        """The library's row for this state, less the tokens never emitted (packed)."""
+        if self._row is None:
+            bits = self.c.emittable_bits
+            self._row = self._fill_bitmask()[: len(bits)] & bits
+        return self._row
+
     def _fill(self) -> np.ndarray:
         if self._allowed is None:
-            bits = unpack_bitmask(self._fill_bitmask(), self.c.vocab_size) & self.c.emittable
-            self._bits = bits
+            bits = unpack_bitmask(self._bits_row(), self.c.vocab_size)
             self._allowed = np.flatnonzero(bits).astype(np.int64)
         return self._allowed
 
     def _dirty(self) -> None:
         self._allowed = None
-        self._bits = None
+        self._row = None
 
     @abstractmethod
     def _accept(self, token_id: int) -> bool:
@@ -226,9 +240,20 @@ class BitmaskMatcher(Matcher):
     def allowed_ids(self) -> np.ndarray:
         return self._fill()
 
+    def allowed_count(self) -> int:
+        return popcount(self._bits_row())  # a step's count, without unpacking the row
+
     def mask(self, device: str):
-        self._fill()
-        return torch.from_numpy(self._bits).to(device)
+        return torch.from_numpy(unpack_bitmask(self._bits_row(), self.c.vocab_size)).to(device)
+
+    def bitmask(self, device: str, vocab_size: int):
+        return torch.from_numpy(self._bits_row()).to(device)
+
+
+def emittable_bits(emittable: np.ndarray) -> np.ndarray:
+    """The tokens ever emitted under a constraint as one bitmask row (a native library's
+    rows are cut to them with one AND)."""
+    return pack_bool(emittable)
 
 
 class CompiledConstraint(ABC):

@@ -34,6 +34,9 @@ class FsmMatcher(StackMatcher):
     def mask(self, device: str):
         return self.c.index.mask(self.state, device)
 
+    def bitmask(self, device: str, vocab_size: int):
+        return self.c.index.bitmask(self.state, device)
+
     def accept_token(self, token_id: int) -> bool:
         nxt = self.c.index.next_state(self.state, token_id)
         if nxt is None:

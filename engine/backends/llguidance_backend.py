@@ -10,7 +10,14 @@ from ..lazy import lazy_module
 from ..regex.dfa import normalize_regex
 from ..tokens.text_tables import special_ids
 from .audit import LLGUIDANCE_GAPS
-from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .base import (
+    BitmaskMatcher,
+    CompiledConstraint,
+    GrammarBackend,
+    Matcher,
+    TokenizerContext,
+    emittable_bits,
+)
 from .json_options import llguidance_json_overrides, llguidance_schema
 from .llguidance_triggers import lark_for_plan
 
@@ -27,11 +34,11 @@ class LlguidanceMatcher(BitmaskMatcher):
         self.m = llg.LLMatcher(c.tokenizer, c.grammar, log_level=0)
         if self.m.is_error():
             raise CfsmError("invalid_grammar", f"llguidance: {self.m.get_error()}")
-        self.bitmask = np.full((1, (c.vocab_size + 31) // 32), -1, dtype=np.int32)
+        self._buffer = np.full((1, (c.vocab_size + 31) // 32), -1, dtype=np.int32)
 
     def _fill_bitmask(self) -> np.ndarray:
-        llg_numpy.fill_next_token_bitmask(self.m, self.bitmask)
-        return self.bitmask[0]
+        llg_numpy.fill_next_token_bitmask(self.m, self._buffer)
+        return self._buffer[0]
 
     def _accept(self, token_id: int) -> bool:
         return self.m.try_consume_tokens([token_id]) == 1
@@ -57,6 +64,7 @@ class LlguidanceCompiled(CompiledConstraint):
         self.grammar = grammar
         self.vocab_size = vocab_size
         self.emittable = emittable
+        self.emittable_bits = emittable_bits(emittable)
 
     def matcher(self) -> Matcher:
         return LlguidanceMatcher(self)

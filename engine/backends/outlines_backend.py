@@ -23,6 +23,7 @@ from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..regex.compressed import compressed_of
 from ..regex.dfa import CharDFA, normalize_regex
+from ..tokens.bitmask import pack_ids, unpack
 from .base import CompiledConstraint, GrammarBackend, Matcher, StackMatcher, TokenizerContext
 
 outlines_core = lazy_module("outlines_core")
@@ -83,18 +84,17 @@ class OutlinesMatcher(StackMatcher):
             self.c.allowed_cache[state] = got
         return got
 
-    def mask(self, device: str):
-        state = self.stack[-1][0]
-        key = (state, device)
+    def bitmask(self, device: str, vocab_size: int):
+        """The state's row, cached per state on `device` (as fsm's are)."""
+        key = (self.stack[-1][0], device)
         m = self.c.mask_cache.get(key)
         if m is None:
-            m = torch.zeros(self.c.vocab_size, dtype=torch.bool)
-            ids = self.allowed_ids()
-            if len(ids):
-                m[torch.from_numpy(ids)] = True
-            m = m.to(device)
+            m = torch.from_numpy(pack_ids(self.allowed_ids(), self.c.vocab_size)).to(device)
             self.c.mask_cache[key] = m
         return m
+
+    def mask(self, device: str):
+        return unpack(self.bitmask(device, self.c.vocab_size), self.c.vocab_size)
 
     def accept_token(self, token_id: int) -> bool:
         state, char_state, pending = self.stack[-1]

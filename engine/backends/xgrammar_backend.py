@@ -14,7 +14,14 @@ from ..regex.dfa import normalize_regex
 from ..schema import WHITESPACE_POLICIES
 from ..tokens.text_tables import special_ids
 from .audit import XGRAMMAR_GAPS
-from .base import BitmaskMatcher, CompiledConstraint, GrammarBackend, Matcher, TokenizerContext
+from .base import (
+    BitmaskMatcher,
+    CompiledConstraint,
+    GrammarBackend,
+    Matcher,
+    TokenizerContext,
+    emittable_bits,
+)
 from .json_options import xgrammar_json_options
 from .xgrammar_triggers import structural_tag_ebnf
 
@@ -28,11 +35,11 @@ class XgrammarMatcher(BitmaskMatcher):
         super().__init__()
         self.c = c
         self.m = xgr.GrammarMatcher(c.grammar)
-        self.bitmask = xgr.allocate_token_bitmask(1, c.vocab_size)
+        self._buffer = xgr.allocate_token_bitmask(1, c.vocab_size)
 
     def _fill_bitmask(self) -> np.ndarray:
-        self.m.fill_next_token_bitmask(self.bitmask)
-        return self.bitmask[0].numpy()
+        self.m.fill_next_token_bitmask(self._buffer)
+        return self._buffer[0].numpy()
 
     def _accept(self, token_id: int) -> bool:
         return bool(self.m.accept_token(token_id))
@@ -59,6 +66,7 @@ class XgrammarCompiled(CompiledConstraint):
         self.grammar = grammar
         self.vocab_size = vocab_size
         self.emittable = emittable
+        self.emittable_bits = emittable_bits(emittable)
 
     def nbytes(self) -> int:
         return int(self.grammar.memory_size_bytes) + self.vocab_size

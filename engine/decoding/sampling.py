@@ -1,12 +1,13 @@
-"""Sampling on the device: mask, pick, and the numbers the trace keeps, packed into one
-flat tensor per request so a whole batch comes back in one host transfer. `SamplePack`
-names the layout on the host side."""
+"""Sampling on the device: a batch's bitmask applied, its picks, and the numbers the trace
+keeps, packed into one tensor so a whole step comes back in one host transfer.
+`SamplePack` names the layout on the host side."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..lazy import lazy_module
+from ..tokens.bitmask import unpack
 from .request import GenerateRequest
 
 torch = lazy_module("torch")
@@ -14,89 +15,58 @@ torch = lazy_module("torch")
 ALLOWED_SAMPLE = 48  # allowed tokens the trace lists per step, most likely first
 
 
-def select_pack(logits, mask, req: GenerateRequest, gen):
-    """Mask, pick a token and gather the trace's numbers, all on the device; returns one
-    flat tensor in `SamplePack`'s layout so a whole batch is read back in one host
-    transfer. The masked distribution is the raw one renormalized over the allowed tokens
-    (one softmax, not two: on a CPU a vocabulary-wide op costs 50-100 us, a fair share of a
-    llama.cpp step), and greedy decoding takes the masked top-k's first entry."""
+def pack_sizes(req: GenerateRequest, masked: bool, vocab_size: int) -> tuple[int, int]:
+    """(raw top-k, masked top-k) a request's pack keeps: the step view's details list
+    `ALLOWED_SAMPLE` allowed tokens; the unmasked top-k is kept for the step view, or
+    where nothing is masked (then it is the same list)."""
+    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, vocab_size)
+    return (k if req.trace_detail or not masked else 0), k
+
+
+def select_batch(logits, bits, reqs: list[GenerateRequest], gens: list, sizes: list):
+    """One step's sampling for a whole batch, on the model's device: `logits` `[B, V]`,
+    `bits` the batch's `[B, ceil(V/32)]` int32 bitmask (engine.tokens.bitmask; None rows
+    are stacked as full ones by the caller). The bitmask is unpacked in one operation,
+    the masked distribution is the raw one renormalized over the allowed tokens (one
+    softmax, not two), top-k and greedy picks are one call each for the batch; a row with
+    a temperature draws from its own generator (a seed gives the same text alone or in a
+    batch). `sizes`: each row's `pack_sizes`. Returns `[B, L]` in `SamplePack`'s layout
+    with the batch's widest top-k: read back in one host transfer, each row cut to its
+    sizes by `SamplePack.read`."""
     logits = logits.float()
-    probs_raw = torch.softmax(logits, dim=-1)
-    k = min(max(req.top_k, ALLOWED_SAMPLE) if req.trace_detail else req.top_k, logits.shape[-1])
-    if mask is not None and mask.dtype != torch.bool:
-        return _select_banned(logits, probs_raw, mask, k, req, gen)
-    # the unmasked top-k is for the step view only (one vocabulary-wide pass less without it)
-    rv, ri = torch.topk(probs_raw, k if req.trace_detail or mask is None else 0)
-    if mask is not None:
-        # disallowed tokens below every allowed one, even where an allowed token's
-        # probability underflows to 0 (then the masked probabilities read 0, not NaN)
-        kept = torch.where(mask, probs_raw, -1.0)
-        feasible = (probs_raw * mask).sum()
-        mv, mi = torch.topk(kept, k)
-        mv = mv.clamp_min(0) / feasible.clamp_min(1e-38)
-    else:
-        kept, feasible, mv, mi = probs_raw, probs_raw.sum(), rv, ri
-    if req.temperature <= 0:
-        choice = mi[0]
-    else:
-        masked = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
-        p = torch.softmax(masked / req.temperature, dim=-1)
-        if req.top_p < 1.0:
-            sp, si = torch.sort(p, descending=True)
-            keep = (torch.cumsum(sp, dim=-1) - sp) < req.top_p
-            sp = sp * keep
-            choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
-        else:
-            choice = torch.multinomial(p, 1, generator=gen)[0]
-    p_masked = kept[choice].clamp_min(0) / feasible.clamp_min(1e-38)
-    return _pack(choice, feasible, p_masked, probs_raw, rv, ri, mv, mi)
+    b, v = logits.shape
+    probs = torch.softmax(logits, dim=-1)
+    allowed = unpack(bits, v)
+    kept = torch.where(allowed, probs, -1.0)  # disallowed below every allowed token
+    feasible = kept.clamp_min(0).sum(-1).clamp_min(1e-38)
+    r_max, k_max = max(r for r, _ in sizes), max(k for _, k in sizes)
+    mv, mi = torch.topk(kept, k_max, dim=-1)
+    mv = mv.clamp_min(0) / feasible.unsqueeze(-1)
+    rv, ri = torch.topk(probs, r_max, dim=-1)
+    choice = mi[:, 0].clone()
+    for i, req in enumerate(reqs):
+        if req.temperature > 0:
+            choice[i] = _draw(logits[i], allowed[i], req, gens[i])
+    at = choice.unsqueeze(-1)
+    p_masked = kept.gather(1, at).squeeze(1).clamp_min(0) / feasible
+    head = [choice.float(), feasible, p_masked, probs.gather(1, at).squeeze(1)]
+    width = torch.full((b,), float(r_max), device=logits.device)
+    return torch.cat([torch.stack([*head, width], 1), rv, ri.float(), mv, mi.float()], 1)
 
 
-def _select_banned(logits, probs_raw, banned, k: int, req: GenerateRequest, gen):
-    """`select_pack` where a few ids are excluded and every other is allowed (free text of a
-    triggered constraint): the masked top-k is the raw top-k without them, so no pass over
-    the vocabulary is added to the one the raw top-k takes."""
-    n = min(k + banned.numel(), probs_raw.shape[-1])
-    av, ai = torch.topk(probs_raw, n)
-    keep = ~torch.isin(ai, banned)
-    mv, mi = av[keep][:k], ai[keep][:k]
-    feasible = (1.0 - probs_raw[banned].sum()).clamp_min(1e-38)
-    rv, ri = (av[:k], ai[:k]) if req.trace_detail else (av[:0], ai[:0])
-    if req.temperature <= 0:
-        choice = mi[0]
-    else:
-        masked = logits.index_fill(0, banned, float("-inf"))
-        p = torch.softmax(masked / req.temperature, dim=-1)
-        if req.top_p < 1.0:
-            sp, si = torch.sort(p, descending=True)
-            sp = sp * ((torch.cumsum(sp, dim=-1) - sp) < req.top_p)
-            choice = si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
-        else:
-            choice = torch.multinomial(p, 1, generator=gen)[0]
-    return _pack(
-        choice, feasible, probs_raw[choice] / feasible, probs_raw, rv, ri, mv / feasible, mi
-    )
-
-
-def _pack(choice, feasible, p_masked, probs_raw, rv, ri, mv, mi):
-    return torch.cat(
-        [
-            choice.float().view(1),
-            feasible.view(1),
-            p_masked.view(1),
-            probs_raw[choice].view(1),
-            torch.tensor([float(rv.numel())], device=probs_raw.device),
-            rv,
-            ri.float(),
-            mv,
-            mi.float(),
-        ]
-    )
+def _draw(logits, allowed, req: GenerateRequest, gen):
+    """A sampled pick for one row (temperature, then top-p) from its own generator."""
+    p = torch.softmax(logits.masked_fill(~allowed, float("-inf")) / req.temperature, dim=-1)
+    if req.top_p < 1.0:
+        sp, si = torch.sort(p, descending=True)
+        sp = sp * ((torch.cumsum(sp, dim=-1) - sp) < req.top_p)
+        return si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]]
+    return torch.multinomial(p, 1, generator=gen)[0]
 
 
 @dataclass(frozen=True)
 class SamplePack:
-    """One request's sampling numbers, read back from the host copy of `select_pack`'s
+    """One request's sampling numbers, read back from the host copy of a `select_batch` row's
     tensor: [choice, feasible mass, p(choice) masked, p(choice) raw, r, then r raw top-k
     values, their ids, k masked top-k values, their ids] (r is 0 when the step view's
     details are off)."""
@@ -109,6 +79,12 @@ class SamplePack:
     masked_top: list[tuple[int, float]]  # the same after the mask
 
     HEAD = 5
+
+    @classmethod
+    def read(cls, vals: list[float], raw: int, masked: int) -> SamplePack:
+        """A row of `select_batch`, cut to the request's own top-k sizes (`pack_sizes`)."""
+        p = cls.from_values(vals)
+        return replace(p, raw_top=p.raw_top[:raw], masked_top=p.masked_top[:masked])
 
     @classmethod
     def from_values(cls, vals: list[float]) -> SamplePack:

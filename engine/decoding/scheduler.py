@@ -2,8 +2,10 @@
 one), batched decoding (a fixed batch) and the continuous batcher (requests join and leave
 a running batch, the serving path of the page and the API).
 
-A step: every sequence with logits waiting stages its mask and samples on the device; the
-numbers of all of them come back in one host transfer; each accepts its token. Then the
+A step: every sequence with logits waiting stages its bitmask row; the batch's rows and
+logits are stacked and sampled together on the device (`select_batch`: one unpack of the
+`[B, ceil(V/32)]` bitmask, one softmax, one top-k); the numbers of all of them come back
+in one host transfer; each accepts its token. Then the
 forward passes: sequences that jumped (or just joined) prefill their new tokens on their
 own prefixes, together in one pass, and rejoin the batch at the next step (the SGLang
 design); sequences that feed one token share a batched pass, the same one as the prefills
@@ -15,13 +17,15 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..lazy import lazy_module
 from ..runtimes.base import Runner
-from .sampling import SamplePack
-from .sequence import Sequence
+from ..tokens.bitmask import full_row
+from .sampling import SamplePack, select_batch
+from .sequence import Sequence, Staged
 
 torch = lazy_module("torch")
 
@@ -34,15 +38,17 @@ class PassCounts:
     prefill_passes: int = 0  # passes with a new request's prompt (and its initial jump)
     jump_passes: int = 0  # passes with jumped tails, each on its own prefix
     max_batch: int = 0
+    forward_s: float = 0.0  # the passes' own time, what a batch's throughput is bounded by
 
 
-def _run_group(runner: Runner, seqs: list[Sequence]) -> None:
+def _run_group(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
     try:
         rows, dt = runner.forward([s.feed_for_runner() for s in seqs])
     except Exception as exc:  # noqa: BLE001 - fails the requests of this pass, not the server
         for s in seqs:
             s.fail(exc)
         return
+    counts.forward_s += dt
     ran = sum(1 for r in rows if r is not None and not isinstance(r, BaseException))
     for s, r in zip(seqs, rows, strict=True):
         try:
@@ -65,20 +71,13 @@ def step(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
         try:
             st = s.stage()
             if st is not None:
-                staged.append((s, st, s.select(st)))
+                staged.append((s, st))
         except Exception as exc:  # noqa: BLE001 - a failing grammar ends its own request only
             s.fail(exc)
     if staged:
-        packs = [p for _, _, p in staged]
-        flat = torch.cat(packs).tolist()  # the one host transfer of this step
-        at = 0
-        for s, st, p in staged:
-            vals, at = flat[at : at + p.numel()], at + p.numel()
-            try:
-                s.accept(st, SamplePack.from_values(vals))
-            except Exception as exc:  # noqa: BLE001
-                s.fail(exc)
-    for group in plan_passes([s for s in seqs if not s.done and s.feed is not None]):
+        _sample(runner, staged)
+    feeding = [s for s in seqs if not s.done and s.feed is not None]
+    for group in plan_passes(feeding, runner.pads_feeds):
         kind = (
             "decode_passes"
             if all(len(s.feed.tokens) == 1 for s in group)
@@ -86,16 +85,53 @@ def step(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
             if any(s.cache.get_seq_length() == 0 for s in group)
             else "jump_passes"
         )
-        _run_group(runner, group)
+        _run_group(runner, group, counts)
         setattr(counts, kind, getattr(counts, kind) + 1)
         counts.max_batch = max(counts.max_batch, len(group))
 
 
-def plan_passes(feeding: list[Sequence]) -> list[list[Sequence]]:
-    """Group the planned feeds into forward passes. A stacked pass pads every row to the
-    longest feed, so one-token decodes ride along with prefills only while the padded pass
-    stays small (a pass that small costs about one token's pass: the weights are read once);
-    otherwise prefills (new prompts, jumped tails) share one pass and decodes another."""
+def _sample(runner: Runner, staged: list[tuple[Sequence, Staged]]) -> None:
+    """The batch's step on the device: its logits rows and bitmask rows stacked (a row of
+    ones where nothing is masked), one `select_batch`, one host transfer of the packs;
+    then each sequence accepts its token. A failure here fails this step's requests."""
+    seqs = [s for s, _ in staged]
+    try:
+        t = time.perf_counter()
+        vocab = seqs[0].ctx.vocab_size
+        ones = None
+        rows = []
+        for _, st in staged:
+            if st.bits is None and ones is None:
+                ones = full_row(vocab, runner.device)
+            rows.append(ones if st.bits is None else st.bits)
+        sizes = [s.pack_sizes(st) for s, st in staged]
+        logits = torch.stack([st.pending.logits for _, st in staged])
+        picked = select_batch(
+            logits, torch.stack(rows), [s.req for s in seqs], [s.gen for s in seqs], sizes
+        )
+        share = (time.perf_counter() - t) / len(staged)  # on a GPU: launch time
+        values = picked.tolist()  # the one host transfer of this step
+    except Exception as exc:  # noqa: BLE001 - these requests fail, the batcher goes on
+        for s in seqs:
+            s.fail(exc)
+        return
+    for (s, st), vals, (r, k) in zip(staged, values, sizes, strict=True):
+        st.sample_s = share
+        try:
+            s.accept(st, SamplePack.read(vals, r, k))
+        except Exception as exc:  # noqa: BLE001
+            s.fail(exc)
+
+
+def plan_passes(feeding: list[Sequence], pads: bool = True) -> list[list[Sequence]]:
+    """Group the planned feeds into forward passes. On a runtime that lays a pass out flat
+    (`pads` False) every feed shares one pass: the weights are read once for all of them
+    and no feed pays for another's length. A stacked pass pads every row to the longest
+    feed, so one-token decodes ride along with prefills only while the padded pass stays
+    small (a pass that small costs about one token's pass); otherwise prefills (new
+    prompts, jumped tails) share one pass and decodes another."""
+    if not pads:
+        return [feeding] if feeding else []
     multi = [s for s in feeding if len(s.feed.tokens) > 1 or s.feed.keep > 1]
     single = [s for s in feeding if s not in multi]
     if not multi or not single:

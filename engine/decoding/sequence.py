@@ -1,12 +1,13 @@
 """One request being decoded: its tokens, their origins, its own KV cache and grammar
 state, the logits waiting to be used, its counters and its trace recorder.
 
-A scheduler (engine.decoding.scheduler) owns the forward passes; a `Sequence` decides everything
-else. Its life: `start()` (initial jump-forward) sets `feed`; the scheduler runs the feed
-and calls `receive()`; `stage()` takes the next logits and its mask, `select()` samples on
-the device, the scheduler reads every sequence's numbers back in one transfer, and
-`accept()` records the step, accepts the token and either jumps (a new `feed` with the
-re-tokenized tail) or feeds the token. `done` ends it; `finish()` builds the trace.
+A scheduler (engine.decoding.scheduler) owns the forward passes and the sampling; a
+`Sequence` decides everything else. Its life: `start()` (initial jump-forward) sets `feed`;
+the scheduler runs the feed and calls `receive()`; `stage()` takes the next logits and its
+bitmask row, the scheduler samples the whole batch on the device and reads its numbers
+back in one transfer, and `accept()` records the step, accepts the token and either
+jumps (a new `feed` with the re-tokenized tail) or feeds the token. `done` ends it;
+`finish()` builds the trace.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
-from .sampling import ALLOWED_SAMPLE, SamplePack, select_pack
+from .sampling import ALLOWED_SAMPLE, SamplePack, pack_sizes
 from .token_text import TokenText, common_prefix, token_json
 from .trace import (
     JumpRecord,
@@ -58,7 +59,7 @@ class Staged:
     """A step between `stage()` and `accept()`."""
 
     pending: Pending
-    mask: Any
+    bits: Any  # the allowed tokens' bitmask row on the device; None: nothing masked
     allowed: int
     state: dict
     mask_s: float
@@ -187,22 +188,18 @@ class Sequence:
             return self._end(False, "max_new_tokens")
         p = self.queue.pop(0)
         t = time.perf_counter()
-        mask, allowed, state = None, self.ctx.vocab_size, {"char_state": None, "token_state": None}
+        bits, allowed, state = None, self.ctx.vocab_size, {"char_state": None, "token_state": None}
         if self.matcher is not None:
             state = self.matcher.state_info()
             allowed = self.matcher.allowed_count()
             if allowed == 0:
                 return self._end(False, "dead_end")
-            mask = self.matcher.mask(self.device)
-        return Staged(p, mask, int(allowed), state, time.perf_counter() - t)
+            bits = self.matcher.bitmask(self.device, self.ctx.vocab_size)
+        return Staged(p, bits, int(allowed), state, time.perf_counter() - t)
 
-    def select(self, st: Staged):
-        t = time.perf_counter()
-        pack = select_pack(st.pending.logits, st.mask, self.req, self.gen)
-        st.sample_s = (
-            time.perf_counter() - t
-        )  # on a GPU: launch time; the step's one sync comes later
-        return pack
+    def pack_sizes(self, st: Staged) -> tuple[int, int]:
+        """(raw, masked) top-k sizes this step's sample pack keeps."""
+        return pack_sizes(self.req, st.bits is not None, self.ctx.vocab_size)
 
     def accept(self, st: Staged, pack: SamplePack) -> None:
         """Record the step, accept the chosen token and plan what comes next."""

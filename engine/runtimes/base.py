@@ -120,6 +120,11 @@ class Runner(ABC):
     name: str  # "transformers" or "llamacpp"
     device: str
     costs: CostModel | None = None
+    # A batched pass pads every feed to the longest one (a stacked tensor), so a one-token
+    # feed riding with a long prefill pays for the prefill's length; False for a runtime
+    # that lays a pass's tokens out flat (llama.cpp's batch): there every feed can share
+    # one pass at the cost of its own tokens only.
+    pads_feeds: bool = True
 
     @abstractmethod
     def new_cache(self) -> KVCache:

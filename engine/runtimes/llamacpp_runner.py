@@ -189,6 +189,7 @@ class LlamaCppRunner(Runner):
     """Runs a GGUF model on the CPU with llama.cpp; logits come back as CPU tensors."""
 
     name = "llamacpp"
+    pads_feeds = False  # one llama_batch of every feed's tokens, nothing padded
 
     def __init__(self, lm: LlamaModel) -> None:
         self.lm = lm
@@ -388,16 +389,16 @@ class LlamaCppRunner(Runner):
 
     def _items(self, run: list[Feed], rows: dict) -> list[tuple]:
         """(logits tensor or None, its row, seq, pos, token) for every token of the pass:
-        an evicted request's own tokens first (no logits), then its feed."""
+        an evicted request's own tokens first (no logits), then its feed, less the kept
+        prompt's positions a first feed shares."""
         items: list[tuple] = []
-        first = self._first_alone(run)
         for f in run:
             c, toks = f.cache, [int(t) for t in f.tokens]
             if not c.resident:
                 c.recomputed += c.n
                 items += [(None, -1, c.seq_id, p, t) for p, t in enumerate(c.tokens)]
             skip = 0
-            if first:
+            if self._reuse and c.n == 0 and c.resident:
                 skip = c.reused = self._share_prefix(c.seq_id, toks, f.keep)
             for j, tok in enumerate(toks[skip:]):
                 row = j - (len(toks) - skip - f.keep)
@@ -406,18 +407,22 @@ class LlamaCppRunner(Runner):
         return items
 
     def _share_prefix(self, sid: int, toks: list[int], keep: int) -> int:
-        """The only live request's first feed: give it the kept prompt's first positions
-        that `toks` starts with (leaving the `keep` positions whose logits are wanted to
-        be computed) and free the rest of the kept prompt. Returns how many are shared.
-        Only alone: the kept prompt then holds cells 0..n-1 and nothing else is stored,
-        so the new tokens fill cells n, n+1, ... and every sequence's cells stay in
-        position order (see GRAVE_SEQ); a batch with others keeps nothing and shares
-        nothing."""
+        """A request's first feed: give it the kept prompt's first positions that `toks`
+        starts with (leaving the `keep` positions whose logits are wanted to be computed),
+        alone or beside other requests in a batch (concurrent users of one system prompt
+        or template compute it once). Returns how many are shared. The kept prompt is cut
+        to what it shares; the cells cut go to the retired id while any request is live
+        (see GRAVE_SEQ: no hole opens before a live request's cells), so a request's new
+        cells always follow the shared ones and its sums run in position order."""
         n, limit = 0, min(len(self._prefix), len(toks) - keep)
         while n < limit and self._prefix[n] == toks[n]:
             n += 1
         lib, mem = self.lm.lib, self.lm.mem
-        lib.llama_memory_seq_rm(mem, PREFIX_SEQ, n, -1)
+        if n < len(self._prefix):
+            if len(self._live) > 1:
+                lib.llama_memory_seq_cp(mem, PREFIX_SEQ, GRAVE_SEQ, n, -1)
+                self._grave += len(self._prefix) - n
+            lib.llama_memory_seq_rm(mem, PREFIX_SEQ, n, -1)
         if n:
             lib.llama_memory_seq_cp(mem, PREFIX_SEQ, sid, 0, n)
         self._prefix = self._prefix[:n]

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..lazy import lazy_module
 from ..regex.dfa import CharDFA
+from .bitmask import pack_ids, unpack
 from .vocab import TokenVocab
 from .vocab_split import (
     LoopSplit,
@@ -452,18 +453,20 @@ class TokenIndex:
             self._allowed[tstate] = got
         return got
 
-    def mask(self, tstate: int, device: str = "cpu"):
-        """Boolean mask over the vocabulary as a tensor on `device`, cached per state."""
+    def bitmask(self, tstate: int, device: str = "cpu"):
+        """The state's allowed tokens as an int32 bitmask row (engine.tokens.bitmask) on
+        `device`, cached per state: a batch's step stacks these rows as they are."""
         key = (tstate, device)
         m = self._masks.get(key)
         if m is None:
-            m = torch.zeros(self.vocab.size, dtype=torch.bool)
-            ids = self.allowed_ids(tstate)
-            if len(ids):
-                m[torch.from_numpy(ids.astype(np.int64))] = True
-            m = m.to(device)
+            m = torch.from_numpy(pack_ids(self.allowed_ids(tstate), self.vocab.size)).to(device)
             self._masks[key] = m
         return m
+
+    def mask(self, tstate: int, device: str = "cpu"):
+        """Boolean mask over the vocabulary as a tensor on `device` (unpacked from the
+        cached row: a view that combines masks, not the decoding step)."""
+        return unpack(self.bitmask(tstate, device), self.vocab.size)
 
     def nbytes(self) -> int:
         """Memory held (host arrays and device masks), for the byte-bounded caches."""

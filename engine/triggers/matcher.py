@@ -227,6 +227,14 @@ class TriggeredMatcher(Matcher):
             return m
         return self.seg.inner.mask(device)
 
+    def bitmask(self, device: str, vocab_size: int):
+        """Inside a segment's constraint, that constraint's own (cached) row; free text,
+        tags and a closing segment pack their masks (Matcher.bitmask)."""
+        p = self.phase
+        if not isinstance(p, (FreePhase, TagPhase)) and self._closing() is None:
+            return self.seg.inner.bitmask(device, vocab_size)
+        return super().bitmask(device, vocab_size)
+
     def is_final(self) -> bool:
         p = self.phase
         if isinstance(p, FreePhase):

@@ -9,10 +9,13 @@ Documented, principled differences (tested explicitly below):
 
 import random
 
+import numpy as np
 import pytest
+import torch
 
 from engine.backends import BACKENDS, get_backend
 from engine.constraint import Constraint
+from engine.tokens.bitmask import unpack
 
 CASES = [
     (r"(apple|apricot|banana) pie [0-9]+", "apricot pie 12"),
@@ -42,6 +45,17 @@ def _compare(ms, vocab):
         assert got <= ref, (b, sorted(got - ref)[:10])
         if got != ref:
             assert ms["fsm"].jump_forward() != "", f"{b} may only differ where text is forced"
+    # the rows a batch's step stacks: each backend's bitmask holds its allowed set, and the
+    # exact backends' rows (a library's own, fsm's packed) are the same bits
+    v = vocab.size
+    fsm_row = ms["fsm"].bitmask("cpu", v)
+    for b, m in ms.items():
+        row = m.bitmask("cpu", v)
+        assert row.dtype == torch.int32 and row.shape == ((v + 31) // 32,), b
+        assert np.flatnonzero(unpack(row, v).numpy()).tolist() == sorted(m.allowed_ids()), b
+        assert m.allowed_count() == len(m.allowed_ids()), b
+        if get_backend(b).exact_masks:
+            assert torch.equal(row, fsm_row), b
     # EOS agreement
     for b, m in ms.items():
         assert (vocab.eos_token_id in set(m.allowed_ids().tolist())) == m.is_final(), b

@@ -397,3 +397,41 @@ def test_the_doctor_answers_real_schemas_in_one_line_each(compile_engine):
     reports = [r for r in res["rows"] if r["answer"] == "report"]
     assert all(r["what_ifs"] >= 1 and r["ideal_reduction"] >= 1.0 for r in reports)
     assert f"| 6 | {res['answers']['report']} |" in format_table(res)
+
+
+@pytest.mark.model
+def test_the_batch_suite_compares_the_same_requests_alone_and_together(
+    app_server, character_regex, paper_bench
+):
+    """`cfsm bench batch` on a slice: the engine's batch and concurrent /v1 users against
+    the same requests one at a time, each output as alone, and a pass-cost limit taken
+    from the run's own measured passes."""
+    from cfsm.bench.batch import V1Users, compare, engine_row
+
+    url, hub = app_server
+    eng = hub.get()
+    dec = eng.ensure_model()
+    compiled = eng.compile(Constraint("regex", character_regex), "fsm").compiled
+    template = paper_bench["character"]["prompt_template"]
+    prompts = [template.format(name=n) for n in ("Dobby", "Hagrid")]
+    rows = [engine_row(dec, compiled, prompts, "jump", 24)]
+    users = V1Users(url, 2, character_regex, 24, lambda: dec.serve().counts)
+    rows.append(
+        compare(users.round(prompts, "masked", False), users.round(prompts, "masked", True), 2)
+    )
+    for r in rows:
+        assert r["same_as_alone"] == "2/2" and r["tokens"][0] == r["tokens"][1] > 0
+        assert r["alone_forward_s"] > 0 and r["together_forward_s"] > 0
+        want = r["alone_forward_s"] / r["together_forward_s"]
+        assert r["pass_cost_limit_x"] == pytest.approx(want, rel=0.01)
+
+
+def test_the_bitmask_suite_picks_alike_on_every_path():
+    """The batched step, the per-request path it replaced and the vocabulary's last bits:
+    `measure` raises when the paths pick differently."""
+    from cfsm.bench.bitmask import measure
+
+    for vocab, batch in ((33, 3), (1000, 4)):
+        r = measure(vocab, batch, "cpu", reps=2)
+        assert r["batched_us"] > 0 and r["per_request_us"] > 0
+        assert r["xgrammar_apply_us"] is not None, r.get("xgrammar_note")

@@ -434,3 +434,38 @@ def test_llamacpp_settings_out_of_range_are_refused_at_load(env, value):
         [sys.executable, "-c", code], env=env_all, capture_output=True, text=True, timeout=60
     )
     assert out.stdout.startswith(f"invalid_input {env}="), out.stdout + out.stderr
+
+
+@pytest.mark.model
+def test_requests_starting_together_share_the_kept_prompt_and_decode_as_alone(llama, monkeypatch):
+    """Concurrent users of one system prompt compute it once: first feeds in one pass,
+    beside a live request, each share the kept prompt's positions they start with, and
+    their logits (and a step's after) are a fresh prefill's, bit for bit."""
+    run, tok = llama.runner, llama.lm.tokenizer
+    base = tok.encode("You are a terse assistant. Answer in one word. ", add_special_tokens=False)
+    asks = [base + tok.encode(q, add_special_tokens=False) for q in ("Is fire hot?", "Sky?")]
+    monkeypatch.setattr(run, "_reuse", False)
+    want = []
+    for ids in asks:
+        c = run.new_cache()
+        try:
+            (first,), _ = run.forward([Feed(c, ids)])
+            (step,), _ = run.forward([Feed(c, ids[-1:])])
+            want.append((first, step))
+        finally:
+            run.free(c)
+    monkeypatch.setattr(run, "_reuse", True)
+    kept, live, *caches = [run.new_cache() for _ in range(4)]
+    try:
+        run.forward([Feed(kept, base + tok.encode("Hi", add_special_tokens=False))])  # kept
+        run.free(kept)
+        # another user alone, with the same system prompt: its prompt becomes the kept one
+        run.forward([Feed(live, base + tok.encode("Why?", add_special_tokens=False))])
+        firsts, _ = run.forward([Feed(c, ids) for c, ids in zip(caches, asks, strict=True)])
+        steps, _ = run.forward([Feed(c, ids[-1:]) for c, ids in zip(caches, asks, strict=True)])
+        assert [c.reused for c in caches] == [len(base), len(base)]
+    finally:
+        for c in (kept, live, *caches):
+            run.free(c)
+    for (f, s), got_f, got_s in zip(want, firsts, steps, strict=True):
+        assert torch.equal(got_f, f) and torch.equal(got_s, s)

@@ -174,11 +174,11 @@ def test_the_decode_thread_outlives_a_failing_step(engine, monkeypatch):
     real = sched.plan_passes
     calls = {"n": 0}
 
-    def broken_once(feeding):
+    def broken_once(feeding, pads=True):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("scheduler bug")
-        return real(feeding)
+        return real(feeding, pads)
 
     monkeypatch.setattr(sched, "plan_passes", broken_once)
     with pytest.raises(RuntimeError, match="scheduler bug"):

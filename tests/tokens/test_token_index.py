@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from engine.regex.dfa import build_char_dfa
 from engine.tokens.index import TokenIndex
@@ -105,14 +106,17 @@ def _not_utf8(b: bytes) -> bool:
         return True
 
 
-def test_masks_are_device_tensors_cached_per_state(ctx):
+def test_masks_are_bitmask_rows_cached_per_state_on_the_device(ctx):
+    """A step stacks the state's cached row as it is: the same tensor each visit, an
+    eighth of a boolean mask, holding exactly the state's allowed ids."""
     dfa = build_char_dfa(r"(yes|no)")
     idx = TokenIndex(dfa, ctx.vocab)
-    m1 = idx.mask(idx.initial, "cpu")
-    m2 = idx.mask(idx.initial, "cpu")
-    assert m1 is m2
-    assert int(m1.sum()) == len(idx.allowed_ids(idx.initial))
-    assert m1.dtype.is_floating_point is False
+    r1 = idx.bitmask(idx.initial, "cpu")
+    assert r1 is idx.bitmask(idx.initial, "cpu")
+    assert r1.dtype == torch.int32 and r1.numel() * 32 < ctx.vocab.size + 32
+    m = idx.mask(idx.initial, "cpu")
+    assert m.dtype == torch.bool and m.numel() == ctx.vocab.size
+    assert torch.nonzero(m).flatten().tolist() == idx.allowed_ids(idx.initial).tolist()
 
 
 def test_fsm_indexes_states_ahead_breadth_first_within_its_byte_budget(ctx, character_regex):

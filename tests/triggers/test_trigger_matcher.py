@@ -269,12 +269,14 @@ def test_free_text_masks_nothing_where_no_trigger_is_under_way():
 
 @pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (0.9, 1.0), (0.9, 0.8)])
 def test_sampling_with_a_ban_list_equals_sampling_with_its_mask(temperature, top_p):
-    """Free text excludes a few ids by a ban list; the pick and every number the trace keeps
-    are those of the full bool mask that excludes the same ids."""
+    """Free text excludes a few ids by a ban list: it becomes the same bitmask row as the
+    bool mask that excludes those ids, and the pick and the numbers the trace keeps are
+    those of that mask applied by hand."""
     import torch
 
     from engine.decoding.request import GenerateRequest
-    from engine.decoding.sampling import SamplePack, select_pack
+    from engine.decoding.sampling import SamplePack, pack_sizes, select_batch
+    from engine.tokens.bitmask import mask_row
 
     torch.manual_seed(0)
     logits = torch.randn(5000) * 3
@@ -282,17 +284,32 @@ def test_sampling_with_a_ban_list_equals_sampling_with_its_mask(temperature, top
     mask = torch.ones(5000, dtype=torch.bool)
     mask[banned] = False
     req = GenerateRequest(prompt="x", temperature=temperature, top_p=top_p, mode="free")
-    packs = []
-    for m in (mask, banned):
+    rows = [mask_row(m, 5000) for m in (mask, banned)]
+    assert torch.equal(rows[0], rows[1])  # the same bitmask row either way
+    sizes = pack_sizes(req, True, 5000)
+    gen = torch.Generator().manual_seed(7)
+    got = select_batch(logits[None], rows[0][None], [req], [gen], [sizes])
+    a = SamplePack.read(got[0].tolist(), *sizes)
+    # reference: the mask applied by hand
+    probs = torch.softmax(logits, -1)
+    kept = torch.where(mask, probs, -1.0)
+    feasible = float(probs[mask].sum())
+    top = torch.topk(kept, sizes[1])
+    if temperature <= 0:
+        want = int(top.indices[0])
+    else:
         gen = torch.Generator().manual_seed(7)
-        packs.append(SamplePack.from_values(select_pack(logits, m, req, gen).tolist()))
-    a, b = packs
-    assert a.token_id == b.token_id and a.token_id not in banned.tolist()
-    assert a.prob == pytest.approx(b.prob, rel=1e-5)
-    assert a.feasible_mass == pytest.approx(b.feasible_mass, rel=1e-5)
-    assert [i for i, _ in a.masked_top] == [i for i, _ in b.masked_top]
-    assert [v for _, v in a.masked_top] == pytest.approx([v for _, v in b.masked_top], rel=1e-4)
-    assert a.raw_top == b.raw_top
+        p = torch.softmax(logits.masked_fill(~mask, float("-inf")) / temperature, -1)
+        if top_p < 1.0:
+            sp, si = torch.sort(p, descending=True)
+            sp = sp * ((torch.cumsum(sp, -1) - sp) < top_p)
+            want = int(si[torch.multinomial(sp / sp.sum(), 1, generator=gen)[0]])
+        else:
+            want = int(torch.multinomial(p, 1, generator=gen)[0])
+    assert a.token_id == want and a.token_id not in banned.tolist()
+    assert a.feasible_mass == pytest.approx(feasible, rel=1e-5)
+    assert a.prob == pytest.approx(float(probs[want]) / feasible, rel=1e-5)
+    assert [i for i, _ in a.masked_top] == top.indices.tolist()
 
 
 def test_a_start_tag_ending_in_equals_takes_the_name_then_the_arguments(ctx):
