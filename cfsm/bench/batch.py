@@ -118,17 +118,19 @@ class V1Users:
     """One `openai` client per concurrent user against a running server; its continuous
     batch's pass counters give the forward seconds of each round."""
 
-    def __init__(self, url: str, n: int, regex: str, max_new: int, counts) -> None:
+    def __init__(
+        self, url: str, n: int, regex: str, max_new: int, counts, model: str = "embedded"
+    ) -> None:
         import openai
 
         self.clients = [openai.OpenAI(base_url=f"{url}/v1", api_key="-", max_retries=0)
                         for _ in range(n)]  # fmt: skip
-        self.regex, self.max_new, self.counts = regex, max_new, counts
+        self.regex, self.max_new, self.counts, self.model = regex, max_new, counts, model
 
     def ask(self, i: int, prompt: str, mode: str) -> tuple[str, int]:
         extra = {} if mode == "free" else {"guided_regex": self.regex, "mode": mode}
         r = self.clients[i].chat.completions.create(
-            model="embedded", messages=[{"role": "user", "content": prompt}], temperature=0,
+            model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0,
             max_tokens=self.max_new, extra_body=extra, timeout=600,
         )  # fmt: skip
         return r.choices[0].message.content, r.usage.completion_tokens
@@ -165,7 +167,7 @@ def run(args, log=print) -> dict:
         compiled = eng.compile(Constraint("regex", regex), "fsm").compiled
         batcher = dec.serve()
         users = V1Users(f"http://127.0.0.1:{port}", max(sizes), regex, args.max_new_tokens,
-                        lambda: batcher.counts)  # fmt: skip
+                        lambda: batcher.counts, hub.default)  # fmt: skip
         dec.remeasure_costs = False  # whole calls are timed: no re-measuring inside them
         for mode in modes:  # untimed: compiles, first visits, the server's first request
             run_batch(dec, prompts[:1], compiled, mode, 16)

@@ -5,11 +5,11 @@ a running batch, the serving path of the page and the API).
 A step: every sequence with logits waiting stages its bitmask row; the batch's rows and
 logits are stacked and sampled together on the device (`select_batch`: one unpack of the
 `[B, ceil(V/32)]` bitmask, one softmax, one top-k); the numbers of all of them come back
-in one host transfer; each accepts its token. Then the
-forward passes: sequences that jumped (or just joined) prefill their new tokens on their
-own prefixes, together in one pass, and rejoin the batch at the next step (the SGLang
-design); sequences that feed one token share a batched pass, the same one as the prefills
-when the padded pass stays small (`plan_passes`).
+in one host transfer; each accepts its token. Then the forward passes: sequences that
+jumped (or just joined) prefill their new tokens on their own prefixes, together in one
+pass, and rejoin the batch at the next step (the SGLang design); sequences that feed one
+token share a batched pass, the same one as the prefills on a runtime that pads nothing
+(llama.cpp) or while the padded pass stays small (`plan_passes`).
 """
 
 from __future__ import annotations
@@ -98,12 +98,7 @@ def _sample(runner: Runner, staged: list[tuple[Sequence, Staged]]) -> None:
     try:
         t = time.perf_counter()
         vocab = seqs[0].ctx.vocab_size
-        ones = None
-        rows = []
-        for _, st in staged:
-            if st.bits is None and ones is None:
-                ones = full_row(vocab, runner.device)
-            rows.append(ones if st.bits is None else st.bits)
+        rows = [full_row(vocab, runner.device) if st.bits is None else st.bits for _, st in staged]
         sizes = [s.pack_sizes(st) for s, st in staged]
         logits = torch.stack([st.pending.logits for _, st in staged])
         picked = select_batch(

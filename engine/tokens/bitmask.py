@@ -7,6 +7,8 @@ its row directly."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..lazy import lazy_module
@@ -38,8 +40,10 @@ def popcount(row: np.ndarray) -> int:
     return int(np.bitwise_count(np.ascontiguousarray(row).view(np.uint32)).sum())
 
 
+@functools.lru_cache(maxsize=8)
 def full_row(vocab_size: int, device: str):
-    """Every token allowed (bits past the vocabulary stay 0)."""
+    """Every token allowed (bits past the vocabulary stay 0); one per vocabulary and device,
+    shared: callers must not write into it."""
     return pack_tensor(torch.ones(vocab_size, dtype=torch.bool, device=device))
 
 
