@@ -383,8 +383,8 @@ class LlamaCppRunner(Runner):
         return out, time.perf_counter() - t0
 
     def _first_alone(self, run: list[Feed]) -> bool:
-        """A first feed alone in its pass, with no other request live, shares the kept
-        prompt and becomes it."""
+        """A first feed alone in its pass, with no other request live, becomes the kept
+        prompt (every first feed shares it: `_share_prefix`)."""
         return self._reuse and len(run) == 1 and run[0].cache.n == 0 and len(self._live) == 1
 
     def _items(self, run: list[Feed], rows: dict) -> list[tuple]:
