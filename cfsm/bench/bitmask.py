@@ -18,11 +18,10 @@ import time
 
 import numpy as np
 
-from engine.backends.base import unpack_bitmask
 from engine.decoding.request import GenerateRequest
 from engine.decoding.sampling import pack_sizes, select_batch
 from engine.lazy import lazy_module
-from engine.tokens.bitmask import pack_ids
+from engine.tokens.bitmask import pack_ids, unpack_bitmask
 
 from .suite import Flag, Suite
 

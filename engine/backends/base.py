@@ -14,7 +14,7 @@ from ..constraint import Constraint
 from ..errors import CfsmError, native_message
 from ..lazy import lazy_module
 from ..regex.dfa import CharDFA, build_char_dfa
-from ..tokens.bitmask import mask_row, pack_bool, popcount
+from ..tokens.bitmask import mask_row, pack_bool, popcount, unpack_bitmask
 from ..tokens.continuation import ContinuationEncoder
 from ..tokens.vocab import TokenVocab, build_vocab, vocab_from_bytes
 from .audit import audit, place_of
@@ -86,12 +86,6 @@ class TokenizerContext:
         if name not in self._views:
             self._views[name] = build()
         return self._views[name]
-
-
-def unpack_bitmask(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
-    """int32 bitmask (xgrammar/llguidance layout, little-endian bits) -> bool array."""
-    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), bitorder="little")
-    return bits[:vocab_size].astype(bool)
 
 
 class Matcher(ABC):

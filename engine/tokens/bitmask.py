@@ -23,9 +23,9 @@ def words(vocab_size: int) -> int:
 
 def pack_ids(ids: np.ndarray, vocab_size: int) -> np.ndarray:
     """Sorted or unsorted token ids -> one int32 row (host). Pure."""
-    bits = np.zeros(words(vocab_size) * 32, dtype=bool)
-    bits[np.asarray(ids, dtype=np.int64)] = True
-    return np.packbits(bits, bitorder="little").view(np.int32)
+    dense = np.zeros(vocab_size, dtype=bool)
+    dense[np.asarray(ids, dtype=np.int64)] = True
+    return pack_bool(dense)
 
 
 def pack_bool(mask: np.ndarray) -> np.ndarray:
@@ -33,6 +33,12 @@ def pack_bool(mask: np.ndarray) -> np.ndarray:
     bits = np.zeros(words(len(mask)) * 32, dtype=bool)
     bits[: len(mask)] = mask
     return np.packbits(bits, bitorder="little").view(np.int32)
+
+
+def unpack_bitmask(row: np.ndarray, vocab_size: int) -> np.ndarray:
+    """One int32 row (host; a library's own bitmask) -> a boolean vocabulary mask."""
+    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
+    return bits[:vocab_size].astype(bool)
 
 
 def popcount(row: np.ndarray) -> int:

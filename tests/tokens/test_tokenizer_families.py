@@ -205,7 +205,7 @@ def test_xgrammar_mask_holds_every_token_it_accepts():
     import numpy as np
     import xgrammar as xgr
 
-    from engine.backends.base import unpack_bitmask
+    from engine.tokens.bitmask import unpack_bitmask
 
     vocab = [b"</s>", b'"', b'":', b'"name":']
     info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=4, stop_token_ids=[0])
