@@ -145,7 +145,7 @@ def time_saved_line(t: dict) -> str:
             "against "
             f"{t['run_masked_ms'] / 1e3:.2f} s for the same output decoded masked (its "
             f"prefill, then {step} {t['run_step_ms']:.1f} ms one-token step per token; "
-            "both count one-token passes at that median): "
+            "both count one-token passes at that mean): "
         )
     else:
         head = (
@@ -154,9 +154,11 @@ def time_saved_line(t: dict) -> str:
         )
     pct = round(100 * saved)
     verdict = f"{pct}% of the time saved." if pct >= 0 else f"{-pct}% more time than masked."
+    why = f" {lost_time_why(t, rt)}" if pct < 0 else ""
     return (
         head
         + verdict
+        + why
         + (
             f" {shared} of the prompt's {t.get('prompt_tokens', '?')} tokens were shared "
             "from the previous request's cache, not computed (both figures count that)."
@@ -164,6 +166,40 @@ def time_saved_line(t: dict) -> str:
             else ""
         )
     )
+
+
+BUSY_FACTOR = 1.5  # a jump's pass this many times dearer than the cost model: a busy machine
+
+
+def lost_time_why(t: dict, runtime: str) -> str:
+    """Why a run that made fewer passes took more time, in the cost model's terms: what its
+    jump passes cost in this run's steps against the steps they spared (the output's
+    tokens less the one-token passes made), and whether they cost far more than the model
+    measured at load (the machine was busy: a many-token pass slows most when another
+    process holds a core) or as much (jumps too short to pay on this runtime). '' when
+    the run recorded no jump pass to explain it by."""
+    n, run_x = t.get("run_jump_passes") or 0, t.get("run_jump_in_steps") or 0.0
+    if not n or not run_x:
+        return ""
+    model_x = t.get("model_jump_in_steps") or 0.0
+    k = (t.get("run_jump_tokens") or 0) / n
+    masked_steps = max(0, t.get("output_tokens", 0) - 1) + (t.get("reason") == "eos")
+    spared = max(0, masked_steps - (t.get("forward_passes", 0) - 1 - n))
+    head = (
+        f"Why: its {plural(n, 'jump pass')} ({k:.0f} tokens each on average) cost "
+        f"{run_x:.1f}x a one-token step each on this run"
+    )
+    cost = f"{run_x * n:.0f} steps' time in all against the {spared} steps they spared"
+    if model_x and run_x > BUSY_FACTOR * model_x:
+        return (
+            f"{head}, against {model_x:.1f}x in the cost model measured at load ({cost}): "
+            "the machine was busy, and a pass of many tokens slows down most when another "
+            "process holds a core."
+        )
+    model = f" ({model_x:.1f}x in the cost model)" if model_x else ""
+    if run_x * n > spared:
+        return f"{head}{model}, {cost}: on {runtime} jumps this short do not pay."
+    return f"{head}{model}, {cost}; the rest of the difference is the first pass."
 
 
 def previous_run_note(trace: dict | None) -> str:
@@ -216,6 +252,7 @@ def model_card(model: dict) -> str:
         f"EOS {model['eos_token_id']}" if model.get("eos_token_id") is not None else "",
         f"{model.get('runtime', 'transformers')} on `{model.get('device', '?')}`",
         _costs_line(model.get("costs")),
+        _threads_line(model.get("pass_threads")),
         f"**{model['runtime_note']}**" if model.get("runtime_note") else "",
     ]
     return " \u00b7 ".join(b for b in bits if b)
@@ -238,6 +275,16 @@ def _costs_line(costs: dict | None) -> str:
         f"{costs.get('prefill_32_in_steps', '?')}x a step"
         + (f" (medians of 3 rounds{again})" if spread else "")
     )
+
+
+def _threads_line(threads: dict | None) -> str:
+    """The threads each kind of pass runs on now (llama.cpp picks them by measured speed as
+    it runs: a busy machine can make one thread faster than every core)."""
+    if not threads:
+        return ""
+    named = {"step": "a step", "short": "a short pass", "long": "a long pass"}
+    each = [f"{threads[k]} for {v}" for k, v in named.items() if k in threads]
+    return "threads now: " + ", ".join(each)
 
 
 def live_figures(ev: StepEvent) -> tuple[dict, dict, str]:

@@ -193,8 +193,7 @@ class PeerRunner:
         count (cfsm's runner through llama_set_n_threads)."""
         llm = self.llm
         self.costs = measure_costs(llm, self.prompt_ids("Hi"))
-        llm.step_threads = self.costs.best_threads
-        llm.lib.llama_set_n_threads(llm.ctx, llm.step_threads, llm.threads)
+        llm.pass_threads.fixed["step"] = self.costs.best_threads
         return self.costs
 
     def llama_peer(self) -> LlamaCppGrammarPeer:

@@ -117,11 +117,13 @@ class Decoder:
             if self.runner.costs is not None
             else (self.lm.self_check or {}).get("costs"),
             "tokenizer": self.ctx.continuation.traits.to_json(),
-            # llama.cpp: the one-token step's thread count, as measured at load
+            # llama.cpp: the thread count of each kind of pass now (chosen as it runs), and
+            # the one-token step's as measured at load
+            "pass_threads": self.runner.pass_threads(),
             **{
                 k: v
                 for k, v in (self.lm.self_check or {}).items()
-                if k in ("step_threads", "step_ms_by_threads")
+                if k == "step_ms_by_threads"
             },
         }
 

@@ -164,7 +164,6 @@ def checked_runner(lm: LoadedModel):
     check = runner.self_check(ids)
     check["costs"] = runner.measure_costs(ids).to_json()
     if getattr(runner, "step_ms_by_threads", None):  # llama.cpp: the step threads measured
-        check["step_threads"] = runner.lm.step_threads
         # string keys: the trace is JSON (orjson, under Gradio, takes no int keys)
         check["step_ms_by_threads"] = {str(k): v for k, v in runner.step_ms_by_threads.items()}
     check["prefix_reuse"] = runner.enable_prefix_reuse()  # after the timed passes

@@ -151,8 +151,11 @@ class Sequence:
         shared = self.runner.cached_prefix(self.cache) if first else 0
         if self.runner.costs is not None:
             self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens) - shared)
-        if not first:
-            (self.n.step_ms if len(f.tokens) == 1 else self.n.multi_ms).append(forward_s * 1e3)
+        if not first and len(f.tokens) == 1:
+            self.n.step_ms.append(forward_s * 1e3)
+        elif not first:
+            self.n.multi_ms.append(forward_s * 1e3)
+            self.n.multi_tokens.append(len(f.tokens))
         self.n.batched_passes += batch_size > 1
         if first:
             self.n.prefill_ms = round(forward_s * 1e3, 3)
@@ -488,22 +491,32 @@ class Sequence:
 
     def _run_clock(self) -> RunClock:
         """This run's passes on its own clock: its measured prefill, its one-token passes at
-        their median (one stalled pass on a busy machine does not swing the figure), its
-        many-token passes (jumps) as measured; and the same output decoded masked timed
-        alike: the prefill, then one median step per further token (and one for a stop the
-        model chose), as `_est_masked_ms` counts passes. A run without a one-token pass
-        takes the step from the load-time cost model."""
-        n = self.n
+        their mean, its many-token passes (jumps) as measured; and the same output decoded
+        masked timed alike: the prefill, then one mean step per further token (and one for
+        a stop the model chose), as `_est_masked_ms` counts passes. The mean, not the
+        median, on both sides: on a busy machine a stalled pass is as likely among the
+        steps masked decoding would make as among the jumps' passes, and a median would
+        drop the steps' stalls and keep the jumps'. A run without a one-token pass takes
+        the step from the load-time cost model."""
+        n, c = self.n, self.runner.costs
         if n.step_ms:
-            step, source = statistics.median(n.step_ms), "this run"
-        elif self.runner.costs is not None:
-            step, source = self.runner.costs.step_ms, "load-time model"
+            step, source = statistics.fmean(n.step_ms), "this run"
+        elif c is not None:
+            step, source = c.step_ms, "load-time model"
         else:
             return RunClock()
         prefill = n.prefill_ms or 0.0
         steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
         forward = prefill + step * len(n.step_ms) + sum(n.multi_ms)
-        return RunClock(step, forward, self._prompt_only(prefill) + step * steps, source)
+        jumps = len(n.multi_ms)
+        in_steps = sum(n.multi_ms) / jumps / step if jumps and step else 0.0
+        model = (
+            sum(c.pass_ms(k) for k in n.multi_tokens) / jumps / c.step_ms
+            if jumps and c is not None and c.step_ms
+            else 0.0
+        )
+        masked = self._prompt_only(prefill) + step * steps
+        return RunClock(step, forward, masked, source, jumps, sum(n.multi_tokens), in_steps, model)
 
     def _prompt_only(self, prefill_ms: float) -> float:
         """The first pass's time for the prompt alone: a jump made before the first step

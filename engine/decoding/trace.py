@@ -203,6 +203,14 @@ class Totals:
     run_forward_ms: float = 0.0
     run_masked_ms: float = 0.0
     clock: str = ""
+    # this run's later many-token passes (jumps): how many, their tokens, what each cost in
+    # this run's steps, and what the load-time cost model says the same passes cost in its
+    # steps; far more on the run than in the model means the machine was busy (page: why
+    # a run lost time)
+    run_jump_passes: int = 0
+    run_jump_tokens: int = 0
+    run_jump_in_steps: float = 0.0
+    model_jump_in_steps: float = 0.0
 
 
 @dataclass
@@ -211,6 +219,10 @@ class RunClock:
     forward_ms: float = 0.0
     masked_ms: float = 0.0
     source: str = ""
+    jump_passes: int = 0
+    jump_tokens: int = 0
+    jump_in_steps: float = 0.0  # a jump pass's mean time over the run's step
+    model_jump_in_steps: float = 0.0  # the same passes in the load-time cost model
 
 
 def time_saved(totals: dict) -> float | None:
@@ -303,6 +315,7 @@ class Counters:
     recomputed_tokens: int = 0
     step_ms: list[float] = field(default_factory=list)  # this run's one-token passes
     multi_ms: list[float] = field(default_factory=list)  # its later many-token passes (jumps)
+    multi_tokens: list[int] = field(default_factory=list)  # their tokens, pass for pass
     batched_passes: int = 0  # passes shared with other requests (they cost more than alone)
     first_feed_new: int = 0  # tokens the first pass computed (an initial jump's included)
 
@@ -397,6 +410,10 @@ class TraceRecorder:
             run_forward_ms=round(clock.forward_ms, 3),
             run_masked_ms=round(clock.masked_ms, 3),
             clock=clock.source,
+            run_jump_passes=clock.jump_passes,
+            run_jump_tokens=clock.jump_tokens,
+            run_jump_in_steps=round(clock.jump_in_steps, 2),
+            model_jump_in_steps=round(clock.model_jump_in_steps, 2),
         )
 
     def build(

@@ -195,6 +195,17 @@ class Runner(ABC):
         prefill's logits; raises CfsmError('unsupported_model') otherwise. Leaves no
         cache behind."""
 
+    def pass_threads(self) -> dict[str, int]:
+        """The thread count each kind of pass ('step', 'short', 'long') runs on now, for a
+        runtime that chooses them as it runs; {} otherwise. Changes nothing."""
+        return {}
+
+    @contextlib.contextmanager
+    def cost_passes(self) -> Iterator[None]:
+        """While it lasts, passes run as the cost model assumes they do (a runtime that
+        tunes its passes as it goes holds them still); changes nothing by default."""
+        yield
+
     def measure_costs(
         self, prompt_ids: list[int], ks: tuple[int, ...] = (8, 32), rounds: int = 3
     ) -> CostModel:
@@ -218,9 +229,10 @@ class Runner(ABC):
                     self.free(cache)
             return round(statistics.median(out), 3)
 
-        timed(1, 1)  # warm-up
         sizes = (1, *ks)
-        runs = [[timed(k, 5 if k == 1 else 3) for k in sizes] for _ in range(rounds)]
+        with self.cost_passes():
+            timed(1, 1)  # warm-up
+            runs = [[timed(k, 5 if k == 1 else 3) for k in sizes] for _ in range(rounds)]
         per = {k: sorted(r[i] for r in runs) for i, k in enumerate(sizes)}
         mid = {k: round(statistics.median(v), 3) for k, v in per.items()}
         before = self.costs.remeasured + 1 if self.costs is not None else 0

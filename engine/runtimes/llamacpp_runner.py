@@ -25,6 +25,7 @@ from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
 from .host_threads import torch_ops_on_one_thread, usable_cpus
 from .llamacpp_lib import LOG, bindings_version, load_lib
+from .pass_threads import KIND_NAMES, PassThreads
 
 np = lazy_module("numpy")
 torch = lazy_module("torch")
@@ -76,19 +77,18 @@ PREFIX_SEQ = N_SEQ_MAX - 1
 # N_UBATCH). Freeing cells while requests live would leave holes their next tokens fill.
 GRAVE_SEQ = N_SEQ_MAX - 2
 REQUEST_SEQS = N_SEQ_MAX - 2
-# Threads for a pass of one token (llama.cpp's `n_threads`; passes of more tokens, a
-# prefill, a jump or a batch of requests, use every core: `n_threads_batch`). Which count
-# steps faster depends on the machine, so it is measured at load (`tune_step_threads`: one
-# thread against every core, medians of interleaved rounds) unless CFSM_STEP_THREADS names
-# it. On this project's 2-core machines it has gone both ways: one thread 7.1-7.5 ms
-# against 6.8-8.3 ms for two (2026-11), and 18.5 ms against 11.2 ms (2026-12-03, the
-# person task 1.68 s against 1.34 s). A second thread meets the first at every operation's
-# barrier, so where the page's own work takes a core the step waits for it; OpenMP's
-# workers spin briefly at the barriers (its default): told to sleep instead
-# (`OMP_WAIT_POLICY=PASSIVE`, this runtime's setting before), an 8-token pass took 42-47
-# ms against 22-29 ms.
+# Threads for each pass: chosen per kind of pass (a step, a short or a long multi-token
+# pass) while the runtime runs, from the passes' own times (`pass_threads`: a machine's
+# load changes which count is faster, and a multi-token pass collapses first). The step's
+# counts are timed at load to start from (`tune_step_threads`: one thread against every
+# core, medians of interleaved rounds). CFSM_STEP_THREADS pins the step's count;
+# CFSM_ADAPT_THREADS=0 pins every kind (steps on the load-time choice, the rest on every
+# core), for a benchmark that wants fixed counts. OpenMP's workers spin briefly at the
+# barriers (its default): told to sleep instead (`OMP_WAIT_POLICY=PASSIVE`, this
+# runtime's setting before), an 8-token pass took 42-47 ms against 22-29 ms.
 STEP_THREADS_SET = os.environ.get("CFSM_STEP_THREADS")
 STEP_THREADS = max(1, int(STEP_THREADS_SET or "1"))
+ADAPT_THREADS = os.environ.get("CFSM_ADAPT_THREADS", "1") != "0"
 PREFIX_REUSE = os.environ.get("CFSM_PREFIX_REUSE", "1") != "0"
 
 
@@ -132,14 +132,18 @@ class LlamaModel:
         threads = n_threads or int(os.environ.get("CFSM_THREADS", "0")) or usable_cpus()
         cp.n_ctx, cp.n_batch, cp.n_ubatch = n_ctx, N_BATCH, N_UBATCH
         cp.n_seq_max, cp.kv_unified = N_SEQ_MAX, True
-        cp.n_threads, cp.n_threads_batch = min(STEP_THREADS, threads), threads
+        cp.n_threads = cp.n_threads_batch = threads
         cp.flash_attn_type = 1
         cp.embeddings, cp.no_perf = False, True
         self.ctx = lib.llama_init_from_model(self.model, cp)
         if self.ctx == ffi.NULL:
             lib.llama_model_free(self.model)
             raise CfsmError("unknown_model", f"llama.cpp could not create a context for {path!r}")
-        self.threads, self.step_threads = threads, min(STEP_THREADS, threads)
+        self.threads = self.threads_now = threads
+        pinned = {"step": min(STEP_THREADS, threads)} if STEP_THREADS_SET else {}
+        if not ADAPT_THREADS:
+            pinned |= {"short": threads, "long": threads}
+        self.pass_threads = PassThreads((1, threads), pinned, explore=ADAPT_THREADS)
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))  # llama.cpp may round the size up
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
@@ -175,6 +179,23 @@ class LlamaModel:
         return self._str(
             lambda buf, n: self.lib.llama_model_meta_val_str(self.model, key.encode(), buf, n)
         )
+
+    @property
+    def step_threads(self) -> int:
+        """The count one-token steps run on now (see PassThreads)."""
+        return self.pass_threads.best("step")
+
+    def decode_timed(self, batch, n_tokens: int) -> int:
+        """`llama_decode` on the thread count chosen for a pass of `n_tokens` tokens, its
+        time recorded for the next choice. Returns llama.cpp's code."""
+        threads = self.pass_threads.choose(n_tokens)
+        if threads != self.threads_now:
+            self.lib.llama_set_n_threads(self.ctx, threads, threads)
+            self.threads_now = threads
+        t0 = time.perf_counter()
+        rc = self.lib.llama_decode(self.ctx, batch)
+        self.pass_threads.record(n_tokens, threads, time.perf_counter() - t0)
+        return rc
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization (no BOS, special tokens parsed), for the check that
@@ -326,32 +347,52 @@ class LlamaCppRunner(Runner):
 
     def tune_step_threads(self, prompt_ids: list[int], rounds: int = 3) -> dict[int, float]:
         """Time one-token passes on one thread and on every core (interleaved rounds, the
-        median of each), and step on the faster from now on; CFSM_STEP_THREADS, when set,
+        median of each) and start the step's thread choice from them (`PassThreads`;
+        pinned to the faster when CFSM_ADAPT_THREADS=0). CFSM_STEP_THREADS, when set,
         decides instead. Returns the medians by thread count. Leaves no cache behind."""
-        lm = self.lm
-        counts = sorted({1, lm.threads})
-        if STEP_THREADS_SET or len(counts) == 1:
+        pt = self.lm.pass_threads
+        if STEP_THREADS_SET or len(pt.counts) == 1:
             return {}
         ids = (list(prompt_ids) * 9)[:8]
-        times: dict[int, list[float]] = {n: [] for n in counts}
-        for _ in range(rounds):
-            for n in counts:
-                lm.lib.llama_set_n_threads(lm.ctx, n, lm.threads)
-                cache = self.new_cache()
-                try:
-                    self.forward([Feed(cache, ids)])
-                    for t in range(5):
-                        times[n].append(self.forward([Feed(cache, [ids[t]])])[1] * 1e3)
-                finally:
-                    self.free(cache)
+        times: dict[int, list[float]] = {n: [] for n in pt.counts}
+        try:
+            for _ in range(rounds):
+                for n in pt.counts:
+                    pt.fixed["step"] = n
+                    cache = self.new_cache()
+                    try:
+                        self.forward([Feed(cache, ids)])
+                        for t in range(5):
+                            times[n].append(self.forward([Feed(cache, [ids[t]])])[1] * 1e3)
+                    finally:
+                        self.free(cache)
+        finally:
+            del pt.fixed["step"]
         med = {n: round(statistics.median(v), 3) for n, v in times.items()}
-        lm.step_threads = min(med, key=med.get)
-        lm.lib.llama_set_n_threads(lm.ctx, lm.step_threads, lm.threads)
+        pt.seed("step", med)
+        if not pt.explore:
+            pt.fixed["step"] = min(med, key=med.get)
         return med
 
     def measure_costs(self, prompt_ids: list[int], ks=(8, 32), rounds: int = 3):
         self.step_ms_by_threads = self.tune_step_threads(prompt_ids)
         return super().measure_costs(prompt_ids, ks, rounds)
+
+    def pass_threads(self) -> dict[str, int]:
+        pt = self.lm.pass_threads
+        return {k: pt.best(k) for k in KIND_NAMES}
+
+    @contextlib.contextmanager
+    def cost_passes(self) -> Iterator[None]:
+        """The cost model's passes on the counts it has always assumed: the step's current
+        choice and every core for the rest (other counts are tried by the runs)."""
+        pt = self.lm.pass_threads
+        pinned = dict(pt.fixed)
+        pt.fixed |= {"step": pt.best("step"), "short": self.lm.threads, "long": self.lm.threads}
+        try:
+            yield
+        finally:
+            pt.fixed = pinned
 
     def forward(self, feeds: list[Feed]) -> tuple[list, float]:
         """All feeds' tokens in one batch (split every N_BATCH tokens); logits are asked
@@ -447,7 +488,7 @@ class LlamaCppRunner(Runner):
             b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, 1
             b.seq_id[i][0] = sid
             b.logits[i] = 1 if out is not None else 0
-        rc = lib.llama_decode(self.lm.ctx, b)
+        rc = self.lm.decode_timed(b, len(chunk))
         if rc != 0:  # _plan counted the cells: a full cache here is a bug, not a busy server
             raise CfsmError(
                 "runtime_error",

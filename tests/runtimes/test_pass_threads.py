@@ -1,0 +1,110 @@
+"""Threads chosen per kind of pass while the runtime runs (issue #46: on a busy 2-core
+machine a 32-token pass on both cores cost 64 steps and jump-forward lost to masked
+decoding; one thread was faster there, every core when idle)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.runtimes.pass_threads import EXPLORE_EVERY, EXPLORE_MAX_TOKENS, PassThreads, kind_of
+
+
+def _run(pt: PassThreads, n_tokens: int, ms_per_token: dict[int, float]) -> int:
+    """One pass: the count chosen, timed as `ms_per_token` says that count costs now."""
+    threads = pt.choose(n_tokens)
+    pt.record(n_tokens, threads, ms_per_token[threads] * n_tokens / 1e3)
+    return threads
+
+
+def test_kinds_split_steps_short_and_long_passes():
+    assert [kind_of(n) for n in (1, 2, 16, 17, 300)] == ["step", "short", "short", "long", "long"]
+
+
+def test_each_count_is_tried_then_the_faster_one_is_used():
+    pt = PassThreads((1, 2))
+    first = [_run(pt, 8, {1: 4.0, 2: 2.0}) for _ in range(2)]
+    assert sorted(first) == [1, 2]  # each count once, before any choice
+    # the slower count comes round again EXPLORE_EVERY passes after its last try
+    later = [_run(pt, 8, {1: 4.0, 2: 2.0}) for _ in range(EXPLORE_EVERY["short"] - 1)]
+    assert later == [2] * (EXPLORE_EVERY["short"] - 2) + [1]
+    assert pt.best("short") == 2 and pt.best("step") == 2  # unmeasured: every core
+
+
+def test_the_slower_count_is_tried_again_and_a_busy_machine_turns_the_choice():
+    """Idle, both cores win; then a busy machine makes two threads 3x slower than one: the
+    slower count's turn comes within EXPLORE_EVERY passes and the choice follows it."""
+    pt = PassThreads((1, 2))
+    idle, busy = {1: 4.0, 2: 2.0}, {1: 4.5, 2: 12.0}
+    for _ in range(20):
+        _run(pt, 8, idle)
+    assert pt.best("short") == 2
+    used = [_run(pt, 8, busy) for _ in range(2 * EXPLORE_EVERY["short"])]
+    assert pt.best("short") == 1
+    assert used[-EXPLORE_EVERY["short"] + 1 :] == [1] * (EXPLORE_EVERY["short"] - 1)
+    for _ in range(3 * EXPLORE_EVERY["short"]):  # and back when the machine is idle again
+        _run(pt, 8, idle)
+    assert pt.best("short") == 2
+
+
+def test_kinds_learn_apart():
+    pt = PassThreads((1, 2))
+    for _ in range(40):
+        _run(pt, 1, {1: 5.0, 2: 7.0})
+        _run(pt, 12, {1: 4.0, 2: 2.0})
+    assert (pt.best("step"), pt.best("short")) == (1, 2)
+    table = pt.table()
+    assert table["step"]["1"] == pytest.approx(5.0) and table["short"]["2"] == pytest.approx(2.0)
+    assert "long" not in table  # no long pass ran
+
+
+def test_a_long_pass_is_never_the_one_that_tries_a_slower_count():
+    pt = PassThreads((1, 2))
+    for _ in range(3):
+        _run(pt, 40, {1: 9.0, 2: 3.0})
+    assert pt.best("long") == 2
+    big = [pt.choose(EXPLORE_MAX_TOKENS + 200) for _ in range(50)]
+    assert big == [2] * 50
+
+
+def test_pinned_kinds_and_no_exploration_keep_their_counts():
+    pt = PassThreads((1, 4), {"step": 1})
+    assert [_run(pt, 1, {1: 9.0, 4: 1.0}) for _ in range(50)] == [1] * 50
+    fixed = PassThreads((1, 4), explore=False)
+    assert [_run(fixed, 8, {1: 1.0, 4: 9.0}) for _ in range(50)] == [4] * 50
+    fixed.record(8, 3, 1.0)  # a count not offered changes nothing
+    assert "3" not in fixed.table().get("short", {})
+
+
+@pytest.mark.model
+def test_thread_counts_change_no_logits_and_the_runner_times_each_kind(engine):
+    """Trying a count costs time only: a step, a short and a long pass give the same logits
+    bit for bit on one thread and on every core. And every pass lands in its kind's
+    record, which the trace's model card reads."""
+    import torch
+
+    from engine.runtimes.base import Feed
+
+    dec = engine.ensure_model("llamacpp")
+    runner, lm = dec.runner, dec.runner.lm
+    if lm.threads == 1:
+        pytest.skip("one usable CPU: there is one thread count")
+    ids = list(range(1000, 1080))
+    pinned = dict(lm.pass_threads.fixed)
+
+    def logits(threads: int) -> list:
+        lm.pass_threads.fixed = dict.fromkeys(("step", "short", "long"), threads)
+        cache = runner.new_cache()
+        try:
+            out = [runner.forward([Feed(cache, ids[:40], keep=1)])[0][0]]
+            out.append(runner.forward([Feed(cache, ids[40:48], keep=8)])[0][0])
+            out.append(runner.forward([Feed(cache, ids[48:49])])[0][0])
+            return out
+        finally:
+            runner.free(cache)
+            lm.pass_threads.fixed = pinned
+
+    one, every = logits(1), logits(lm.threads)
+    assert all(torch.equal(a, b) for a, b in zip(one, every, strict=True))
+    table = lm.pass_threads.table()
+    assert {"1", str(lm.threads)} <= set(table["short"]) and {"step", "long"} <= set(table)
+    assert set(runner.pass_threads()) == {"step", "short", "long"}
