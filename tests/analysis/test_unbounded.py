@@ -220,7 +220,10 @@ def test_free_keys_strings_under_them_and_references_are_named_where_the_schema_
     assert all(resolve(KUBE, w)[0] for w in parts)
     assert "free keys" in parts[labels]["what"]
     renew = parts["/properties/metadata/properties/renewTime"]["bound"]
-    assert renew.startswith("replace the format by a pattern") and "set maxLength" not in renew
+    # what can be enforced instead: an enum, a bounded pattern, or no format (then maxLength)
+    assert renew.startswith("maxLength cannot be enforced together with format date-time: ")
+    assert "an enum" in renew and "a pattern whose repeats have a maximum" in renew
+    assert "drop the format and set maxLength" in renew
     c = Constraint("schema", json.dumps(KUBE))
     in_key = why_unfinished(c, '{"metadata":{"labels":{"app":"x","tier')
     assert (in_key["where"], "free keys" in in_key["what"]) == (labels, True)
