@@ -255,3 +255,18 @@ def test_the_doctors_what_ifs_never_set_maxlength_next_to_a_format():
     assert label.endswith("at /properties/name")  # the places it changed, only
     fixed = variants[label]["properties"]
     assert fixed["name"]["maxLength"] == 28 and "maxLength" not in fixed["renewTime"]
+
+
+def test_free_texts_advice_offers_no_maxlength_where_a_format_rules_it_out():
+    """Issue 46: the Doctor's free-text advice named maxLength at `renewTime`, where its
+    own what-if cannot enforce it beside the format; there it names what can be."""
+    from engine.analysis.doctor.causes import CAUSES, suggestion
+
+    places = ["/properties/metadata/properties/renewTime", "/properties/metadata/properties/name"]
+    fix = suggestion("free_text", places, KUBE)
+    assert fix.startswith(CAUSES["free_text"][2])
+    assert fix.endswith(
+        "Not maxLength at /properties/metadata/properties/renewTime: a format rules it out; "
+        "give an `enum`, or a `pattern` whose repeats have a maximum in place of the format."
+    )
+    assert suggestion("free_text", places[1:], KUBE) == CAUSES["free_text"][2]
