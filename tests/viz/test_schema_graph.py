@@ -247,3 +247,52 @@ def test_the_summary_names_the_objects_the_backend_read_as_open():
     tr = _trace_past_the_automaton({"type": "object", "properties": {}}, "{}")
     tr["request"]["constraint"]["text"] = json.dumps(both)
     assert "`/allOf/0`, `/allOf/1` as open" in open_objects_line(tr)  # llguidance keeps allOf open
+
+
+@pytest.mark.model
+def test_an_llguidance_run_with_open_objects_is_placed_where_its_text_is(engine):
+    """The run of issue 46: llguidance reads the Kubernetes-style schema's objects as open
+    (the spec reading), the model may write keys the schema does not list; at every step
+    the page's place follows the text (the scanner's part), each pointer is a node of the
+    schema, and the summary names the open objects."""
+    from engine.analysis.json_scan import scan_json
+    from engine.schema.pointer import resolve
+    from viz.summaries import open_objects_line
+
+    kube = {
+        "type": "object",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 63},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+            "spec": {
+                "type": "object",
+                "properties": {"renewTime": {"type": "string", "format": "date-time"}},
+            },
+        },
+        "required": ["metadata", "spec"],
+    }
+    c = Constraint("schema", json.dumps(kube), "compact", lenient=True, spec=True)
+    req = GenerateRequest(
+        prompt="Write a Kubernetes lease as JSON with metadata (name, labels) and spec.",
+        constraint=c,
+        mode="jump",
+        backend="llguidance",
+        max_new_tokens=60,
+    )
+    tr = engine.generate(req)
+    text = tr["text"]
+    for e in step_bundle(tr)["steps"]:
+        assert resolve(kube, e["ptr"])[0], e["ptr"]
+        part = e["at"].rsplit(": ", 1)[1]
+        sc = scan_json(text, e["o"])
+        if sc.in_str:
+            assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
+        else:
+            assert not part.startswith(("key", "string value")), (e["o"], part)
+    line = open_objects_line(tr)
+    assert line.startswith("**Open objects**: llguidance read `/`, `/properties/metadata`")
