@@ -70,16 +70,15 @@ def _forced_tail(dfa: CharDFA, state: int, stop: str, limit: int = 200) -> str |
 
 
 _TAIL = 64  # characters of a prefix that tell its escape or literal (a longer run is odd)
-_UNKNOWN_KEY = object()  # a key being written whose end the caller does not know
 
 
-def describe(sc: JsonScan, tail: str, schema: dict | None, key=_UNKNOWN_KEY) -> dict:
+def describe(sc: JsonScan, tail: str, schema: dict | None, key: str | None = None) -> dict:
     """{"pointer", "part", "key"} of a position the scanner read as `sc`; `tail` ends the
     text there. `key`: the whole key being written, when the caller knows it (None: which
     key is the model's choice). "key" is the label `Located` gives ('' when the pointer
     says it all): the one place builder of the graph, the step view and the outline."""
     if sc.in_str and sc.str_is_key:
-        if key is None or key is _UNKNOWN_KEY:  # which key: the place is the object
+        if key is None:  # which key: the place is the object
             got = locate_scan(schema, choosing_key(sc.stack))
             return _place(got, "key (which one: the model's choice)")
         return _place(locate_scan(schema, sc.stack, key), "key")

@@ -14,7 +14,12 @@ guessing, so it never names a node the schema does not have. It stops at a key t
 keyword admits (a closed or open object: the object is the place), at `anyOf`/`oneOf`/
 `allOf` whose branch the path does not decide, and at a reference that is not local.
 Without a schema (a caller that has only the text), a path is spelled `properties/<key>`
-and `items`, as the old places were."""
+and `items`, as the old places were.
+
+A key the pointer does not spell (a free key under `additionalProperties` or
+`patternProperties`, or one no keyword admits, where the walk stops at its object) travels
+beside it as `Located.label` (`key "app"`): `locate`/`locate_scan` are the one way the
+places, the Doctor and why-unfinished turn a document position into a schema place."""
 
 from __future__ import annotations
 
@@ -186,13 +191,6 @@ def choosing_key(stack: list) -> list:
     """A scan stack whose innermost object is choosing its next key (its place is the
     object itself, whatever key was in progress)."""
     return [*stack[:-1], ["obj", None]] if stack and stack[-1][0] == "obj" else stack
-
-
-def schema_walk(schema, path: Sequence[str | int]) -> tuple[object, str]:
-    """(node, pointer) of the deepest schema node `path` reaches (`locate`); the node is
-    the schema's own, with references followed."""
-    got = locate(schema, path)
-    return got.node, got.pointer
 
 
 def _child(node: dict, part: str):
