@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.lazy import lazy_module
+from engine.schema.places import place_words, places_along
+from engine.schema.pointer import walkable
 
 from .graph import (
     MARK_CSS,
@@ -152,20 +154,50 @@ def _top(s: dict) -> list[list]:
     ]
 
 
+def text_places(trace: dict) -> list[dict] | None:
+    """The place in the schema before each character of a schema run's output (and at its
+    end), read from the text itself (engine/schema/places.places_along): what the step view
+    and the outline show, so they follow the output even where the drawn automaton does not
+    (a key it reads as closed). None for other runs and for triggered ones."""
+    c = (trace.get("request") or {}).get("constraint") or {}
+    auto = trace.get("automaton") or {}
+    if c.get("kind") != "schema" or auto.get("path_offset") or trace.get("segments"):
+        return None
+    return places_along(trace.get("text", ""), walkable(str(c.get("text", ""))))
+
+
+def _past_path(auto: dict, rel: int) -> str:
+    """Where a position lies past the end of the output's path in the drawn automaton."""
+    n = len(auto.get("path") or []) - 1
+    if n < 0 or rel <= n:
+        return ""
+    return (
+        f"the output left the drawn automaton at character {n} (the backend admitted "
+        "what this automaton does not); the state is where it left"
+    )
+
+
 def _step_entry(
-    trace: dict, k: int, pos: tuple, view: GraphView | None, upto: list[int], which: list[int]
+    trace: dict,
+    k: int,
+    pos: tuple,
+    view: GraphView | None,
+    upto: list[int],
+    which: list[int],
+    places: list[dict] | None = None,
 ) -> dict:
     steps = trace.get("steps", [])
     state, off = pos
     e: dict = {"c": caption(trace, k if k < len(steps) else None), "o": off}
     rel = max(0, off - int(((trace.get("automaton") or {}).get("path_offset")) or 0))
     if view is not None:
+        here = places[min(off, len(places) - 1)] if places else None
         e.update(
             el=view.element(state),
             state=state,
-            pos=view.position(state),
-            at=view.place(state),
-            ptr=view.places.get(state, ("",))[0] if state is not None else "",
+            pos=_past_path(trace.get("automaton") or {}, rel) or view.position(state),
+            at=place_words(here) if here else view.place(state),
+            ptr=here["pointer"] if here else view.places.get(state, ("",))[0],
             L=which[k],
             t=upto[min(rel, len(upto) - 1)],
         )
@@ -194,21 +226,18 @@ def _step_entry(
 ORIGIN_COLUMN = {"model": 1, "forced": 2, "jump": 3}
 
 
-def schema_outline(trace: dict, view: GraphView | None) -> list[list]:
+def schema_outline(trace: dict, places: list[dict] | None) -> list[list]:
     """A schema run's pointers in the order the output writes them, each with the output
     characters written there by the model, forced (one allowed token) and jumped:
-    [[pointer, model, forced, jumped], ...]; [] without places."""
-    auto = trace.get("automaton") or {}
-    if view is None or not view.places or auto.get("path_offset"):
+    [[pointer, model, forced, jumped], ...]; [] without places (`text_places`)."""
+    if not places:
         return []
-    path, offs = auto.get("path") or [], token_offsets(trace)
-    rows: dict[str, list] = {}
+    offs, rows = token_offsets(trace), {}
     for i, t in enumerate(trace.get("tokens", [])):
         col = ORIGIN_COLUMN.get(t.get("origin", "model"), 1)
-        for c in range(offs[i], min(offs[i + 1], len(path) - 1)):
-            ptr = view.places.get(path[c], ("",))[0]  # the state before the character
-            if ptr:
-                rows.setdefault(ptr, [ptr, 0, 0, 0])[col] += 1
+        for c in range(offs[i], min(offs[i + 1], len(places) - 1)):
+            ptr = places[c]["pointer"]  # the place before the character
+            rows.setdefault(ptr, [ptr, 0, 0, 0])[col] += 1
     return list(rows.values())
 
 
@@ -217,6 +246,7 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
     auto = trace.get("automaton")
     where = positions(trace)
     view = graph_view(auto, collapse) if auto else None
+    places = text_places(trace)
     layouts, which, note, trail_els, jumps, upto = [], [0] * len(where), "", [], [], [0]
     if view is not None:
         path = auto.get("path") or [auto["initial"]]
@@ -249,9 +279,11 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
         "masks": masks,
         "noJump": no_jump_text(trace),
         "replay": trace.get("mode") == "replay",
-        "outline": schema_outline(trace, view),
+        "outline": schema_outline(trace, places),
         "markCss": MARK_CSS,
-        "steps": [_step_entry(trace, k, pos, view, upto, which) for k, pos in enumerate(where)],
+        "steps": [
+            _step_entry(trace, k, pos, view, upto, which, places) for k, pos in enumerate(where)
+        ],
     }
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import html
 from dataclasses import asdict
 
+from engine.backends.json_options import open_objects
 from engine.decoding.trace import StepEvent, WaitEvent, time_saved
 from engine.lazy import lazy_module
+from engine.schema.pointer import walkable
 from viz.highlight import regex_span_html, schema_node_html
 
 from .doctor_text import UNBOUNDED_WHY, UNTYPED_WHY
@@ -43,10 +45,9 @@ def summary_md(trace: dict) -> str:
     skipped = skipped_jumps_line(trace)
     if skipped:
         parts.append(f"**\u26a0 {html.escape(skipped)}**")
-    if ((trace.get("request") or {}).get("constraint") or {}).get("spec"):
-        parts.append(
-            "Spec reading: objects accepted unlisted keys, integers could be written `1.0`."
-        )
+    opened = open_objects_line(trace)
+    if opened:
+        parts.append(opened)
     if trace.get("replay"):
         parts.append(replay_md(trace))
     elif ideal:
@@ -61,6 +62,25 @@ def summary_md(trace: dict) -> str:
     if wait:
         parts.append(wait)
     return "  \n".join(parts)
+
+
+def open_objects_line(trace: dict) -> str:
+    """Where this run's backend read objects as open (engine/backends/json_options.py
+    `open_objects`), so keys the schema does not list read as expected, not as a bug."""
+    c = (trace.get("request") or {}).get("constraint") or {}
+    if c.get("kind") != "schema":
+        return ""
+    backend = str(trace.get("backend") or "")
+    where = open_objects(walkable(str(c.get("text", ""))), backend, bool(c.get("spec")))
+    spec = " (Spec reading; integers could also be written `1.0`)" if c.get("spec") else ""
+    if not where:
+        return "Spec reading: integers could be written `1.0`." if c.get("spec") else ""
+    shown = ", ".join(f"`{p}`" for p in where[:4]) + (" …" if len(where) > 4 else "")
+    return (
+        f"**Open objects**: {backend or 'the backend'} read {shown} as open{spec}: the model "
+        "could write keys the schema does not list there; the step view names such a key "
+        "beside its object's pointer."
+    )
 
 
 def replay_md(trace: dict) -> str:

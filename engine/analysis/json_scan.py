@@ -17,50 +17,80 @@ class JsonScan:
     str_chars: int = 0  # characters of the open string so far, an escape counted as one
 
 
-def scan_json(text: str, pos: int) -> JsonScan:
-    """One pass over a JSON prefix (up to `pos`); never fails, whatever the text."""
-    stack: list = []
-    in_str = esc = expecting_key = str_is_key = False
-    buf: list[str] = []
-    last_struct = ""
-    n_chars = 0
-    for c in text[: min(pos, len(text))]:
-        if in_str:
-            if esc:
-                esc = False
-                n_chars += 1
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-                if str_is_key and stack and stack[-1][0] == "obj":
-                    stack[-1][1] = "".join(buf)
-            else:
-                buf.append(c)
-                n_chars += 1
-            continue
+class JsonScanner:
+    """The scan fed one character at a time, so a caller that needs the place before
+    every character (the step view's outline) reads a text once, not once per prefix."""
+
+    def __init__(self) -> None:
+        self.stack: list = []
+        self.in_str = self.esc = self.expecting_key = self.str_is_key = False
+        self.buf: list[str] = []
+        self.last_struct = ""
+        self.n_chars = 0
+
+    def scan(self) -> JsonScan:
+        """Where the text fed so far is (a copy: feeding on does not change it)."""
+        stack = [list(f) for f in self.stack]
+        return JsonScan(
+            stack,
+            self.expecting_key,
+            self.in_str,
+            self.str_is_key,
+            self.last_struct,
+            self.n_chars,
+        )
+
+    def feed(self, c: str) -> None:
+        if self.in_str:
+            self._feed_string(c)
+        else:
+            self._feed_structure(c)
+
+    def _feed_string(self, c: str) -> None:
+        if self.esc:
+            self.esc = False
+            self.n_chars += 1
+        elif c == "\\":
+            self.esc = True
+        elif c == '"':
+            self.in_str = False
+            if self.str_is_key and self.stack and self.stack[-1][0] == "obj":
+                self.stack[-1][1] = "".join(self.buf)
+        else:
+            self.buf.append(c)
+            self.n_chars += 1
+
+    def _feed_structure(self, c: str) -> None:
+        stack = self.stack
         if c == '"':
-            in_str, buf, n_chars = True, [], 0
-            str_is_key = expecting_key and bool(stack) and stack[-1][0] == "obj"
+            self.in_str, self.buf, self.n_chars = True, [], 0
+            self.str_is_key = self.expecting_key and bool(stack) and stack[-1][0] == "obj"
         elif c == "{":
             stack.append(["obj", None])
-            expecting_key = True
+            self.expecting_key = True
         elif c == "[":
             stack.append(["arr", 0])
-            expecting_key = False
+            self.expecting_key = False
         elif c in "}]":
             if stack:
                 stack.pop()
-            expecting_key = False
+            self.expecting_key = False
         elif c == ":":
-            expecting_key = False
+            self.expecting_key = False
         elif c == ",":
             if stack and stack[-1][0] == "arr":
                 stack[-1][1] += 1
             else:
                 if stack:
                     stack[-1][1] = None  # the next key is not chosen yet
-                expecting_key = True
+                self.expecting_key = True
         if c in "{}[],:":
-            last_struct = c
-    return JsonScan(stack, expecting_key, in_str, str_is_key, last_struct, n_chars)
+            self.last_struct = c
+
+
+def scan_json(text: str, pos: int) -> JsonScan:
+    """One pass over a JSON prefix (up to `pos`); never fails, whatever the text."""
+    sc = JsonScanner()
+    for c in text[: min(pos, len(text))]:
+        sc.feed(c)
+    return sc.scan()

@@ -9,12 +9,8 @@ from __future__ import annotations
 import re
 
 from ..constraint import Constraint
-from ..schema.pointer import (
-    scan_path,
-    schema_nodes,
-    schema_walk,
-    walkable,
-)
+from ..schema.objects import extra_schema_of
+from ..schema.pointer import Located, choosing_key, locate_scan, schema_nodes, walkable
 from .json_scan import scan_json
 
 WS_RUN = re.compile(r"\s{8,}$")
@@ -24,8 +20,8 @@ MAX_PARTS = 24  # unbounded places the doctor lists
 def _node_at(root: dict, stack: list) -> tuple[dict, str]:
     """The schema node of the value in progress on a JSON scan stack, and its pointer (the
     node the schema has: engine/schema/pointer.py's stopping rule)."""
-    node, pointer = schema_walk(root, scan_path(stack))
-    return (node if isinstance(node, dict) else {}), pointer
+    got = locate_scan(root, stack)
+    return (got.node if isinstance(got.node, dict) else {}), got.pointer
 
 
 # what bounds a value of each kind; without any of these a run can stay in it
@@ -44,11 +40,16 @@ _BOUND_IT = {
         "list its keys in properties, or set maxProperties on it",
     ),
 }
+_OPEN_OBJECT = (
+    "an open object{why}: it admits keys it does not list, and has no maxProperties",
+    "set additionalProperties: false on it (or maxProperties)",
+)
 # a format fixes the characters, not the length; fsm refuses maxLength together with a
-# format whose length has no bound, so the advice there is a bounded pattern instead
+# format whose length has no bound, so the advice names what can be enforced instead
 _FORMAT_BOUND = (
-    "replace the format by a pattern whose repeats have a maximum (maxLength cannot be "
-    "enforced together with this format)"
+    "maxLength cannot be enforced together with format {fmt}: give it an enum of the values "
+    "you expect, or replace the format by a pattern whose repeats have a maximum, or drop "
+    "the format and set maxLength"
 )
 
 
@@ -59,16 +60,48 @@ def _unbounded(node: dict, kind: str, where: str, name_format: bool = False) -> 
     what, bound = _BOUND_IT[kind]
     fmt = f" (format {node['format']})" if name_format and "format" in node else ""
     if kind == "string" and "format" in node:
-        bound = _FORMAT_BOUND
+        bound = _FORMAT_BOUND.format(fmt=node["format"])
     return _reason(where, what.format(fmt=fmt), bound)
 
 
-def _free_keys(node: dict) -> bool:
-    """Whether an object schema admits keys it does not list, with no maxProperties."""
-    extra = node.get("additionalProperties")
-    return "maxProperties" not in node and (
-        isinstance(extra, dict) or bool(node.get("patternProperties"))
-    )
+def _is_object(node: dict) -> bool:
+    """Whether a schema node describes an object (states it, or lists keys)."""
+    types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if "object" in types:
+        return True
+    keys = ("properties", "additionalProperties", "patternProperties")
+    return types == [None] and any(k in node for k in keys)
+
+
+def _free_keys(node: dict, spec: bool = False) -> bool:
+    """Whether an object schema admits keys it does not list, with no maxProperties: a
+    schema or `true` for other keys, patterns, or no word on them where the reading (the
+    compiler's own: `extra_schema_of`) leaves it open."""
+    if "maxProperties" in node or not _is_object(node):
+        return False
+    return bool(node.get("patternProperties")) or extra_schema_of(node, spec) is not False
+
+
+def _free_keys_reason(node: dict, where: str, spec: bool) -> dict:
+    """Why an object with free keys has no upper bound, and what would give it one."""
+    if isinstance(node.get("additionalProperties"), dict) or node.get("patternProperties"):
+        return _unbounded(node, "object", where)
+    why = " (the Spec reading)" if spec and "additionalProperties" not in node else ""
+    return _reason(where, _OPEN_OBJECT[0].format(why=why), _OPEN_OBJECT[1])
+
+
+def _unlisted(got: Located, spec: bool) -> dict:
+    """Why a run in the value of a key the schema does not list (an open object) had no
+    upper bound: any JSON may be written there."""
+    return {
+        **_reason(
+            got.pointer,
+            "the value of a key the schema does not list (the object is open: any key, any value)",
+            "set additionalProperties: false on it"
+            + (", or leave the Spec reading off" if spec else ""),
+        ),
+        "key": got.label,
+    }
 
 
 REPEATED_ITEMS = 3  # an array with this many items around a short value is what runs on
@@ -88,14 +121,26 @@ def _repeating_array(schema: dict, sc) -> dict | None:
     return None
 
 
-def _schema_reason(schema: dict, text: str) -> dict | None:
+def _schema_reason(schema: dict, text: str, spec: bool = False) -> dict | None:
+    """Where in `schema` a text stopped at the token limit was, and what is unbounded
+    there (None: nothing there is); a free key's name travels as the reason's "key"."""
     sc = scan_json(text, len(text))
+    got = locate_scan(schema, sc.stack)  # the value being written at the end
+    if not got.listed:
+        return _unlisted(got, spec)
     if not (sc.in_str and not sc.str_is_key and sc.str_chars >= LONG_VALUE):
         repeating = _repeating_array(schema, sc)
         if repeating is not None:
             return repeating
+    why = _reason_at(schema, sc, text, spec)
+    return why and {**why, "key": got.label}
+
+
+def _reason_at(schema: dict, sc, text: str, spec: bool) -> dict | None:
+    """What is unbounded at the end of a scanned text: the string, number or array being
+    written, or the object whose next key is being chosen."""
     number = bool(text) and text[-1] in "-0123456789.eE+" and sc.last_struct in (":", "[", ",")
-    node, where = _node_at(schema, sc.stack)  # the value being written at the end
+    node, where = _node_at(schema, sc.stack)
     if sc.in_str and not sc.str_is_key:
         return _unbounded(node, "string", where, name_format=True)
     if not sc.in_str and number:
@@ -104,9 +149,9 @@ def _schema_reason(schema: dict, text: str) -> dict | None:
         arr, ptr = _node_at(schema, sc.stack[:-1])  # between items: the array itself
         return _unbounded(arr, "array", ptr)
     if sc.stack and sc.stack[-1][0] == "obj" and (sc.str_is_key or sc.expecting_key):
-        obj, ptr = _node_at(schema, [*sc.stack[:-1], ["obj", None]])  # choosing a key
-        if _free_keys(obj):
-            return _unbounded(obj, "object", ptr)
+        obj, ptr = _node_at(schema, choosing_key(sc.stack))
+        if _free_keys(obj, spec):
+            return _free_keys_reason(obj, ptr, spec)
     return None
 
 
@@ -163,7 +208,7 @@ def why_unfinished(constraint: Constraint | None, text: str) -> dict | None:
         )
     schema = _schema_of(constraint)
     if schema is not None:
-        return _schema_reason(schema, text)
+        return _schema_reason(schema, text, constraint.spec)
     if constraint.kind == "regex":
         return _regex_reason(constraint.text, text)
     return None
@@ -177,7 +222,7 @@ _KINDS = (
 )
 
 
-def _unbounded_at(node: dict, ptr: str) -> list[dict]:
+def _unbounded_at(node: dict, ptr: str, spec: bool = False) -> list[dict]:
     """What has no upper bound at one schema node (per type it allows)."""
     types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
     out = []
@@ -185,7 +230,7 @@ def _unbounded_at(node: dict, ptr: str) -> list[dict]:
         if not names & set(types):
             continue
         why = (
-            (_unbounded(node, kind, ptr) if _free_keys(node) else None)
+            (_free_keys_reason(node, ptr, spec) if _free_keys(node, spec) else None)
             if kind == "object"
             else _unbounded(node, kind, ptr, name_format=True)
         )
@@ -203,7 +248,7 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
     schema = _schema_of(constraint)
     if schema is not None:  # each node named by a pointer the schema resolves
         for node, ptr in schema_nodes(schema):
-            out += _unbounded_at(node, ptr)
+            out += _unbounded_at(node, ptr, constraint.spec)
             if len(out) >= MAX_PARTS:
                 break
     elif constraint.kind == "regex":
@@ -240,8 +285,12 @@ def limit_reached(constraint: Constraint | None, prefix: str, nxt: str = "") -> 
 
 
 def unfinished_line(u: dict | None) -> str:
+    """The run summary's sentence: where (with the key the model wrote, where the pointer
+    names a keyword rather than the key), what is unbounded, and what would bound it."""
     if not u:
         return ""
+    key = f" ({u['key']})" if u.get("key") else ""
     return (
-        f"It stopped at the token limit in {u['where']}: {u['what']}. To let it end, {u['bound']}."
+        f"It stopped at the token limit in {u['where']}{key}: {u['what']}. "
+        f"To let it end, {u['bound']}."
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from ..constraint import Constraint
-from ..schema.pointer import ref_pointer, resolve_ref
+from ..schema.pointer import ref_pointer, resolve, resolve_ref
 from ..schema.refs import NAMED_SCHEMA_MAPS, subschemas
 
 _OPENERS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
@@ -78,3 +78,22 @@ def llguidance_schema(constraint: Constraint):
     its trigger grammars both take it from here, so they hold the same language."""
     obj = constraint.schema_obj()
     return obj if constraint.spec else closed_reading(obj)
+
+
+def open_objects(schema, backend: str, spec: bool) -> list[str]:
+    """Pointers of the object schemas that list `properties`, say nothing of other keys,
+    and that `backend` still reads as open (any key, any value): every one in the spec
+    reading; on llguidance the ones `closed_reading` leaves open (allOf members, objects
+    under a test). The page names them, so a key the schema does not list is expected."""
+    if not isinstance(schema, dict):
+        return []
+    closed = None if spec or backend != "llguidance" else closed_reading(schema)
+    out = []
+    for ptr, node in subschemas(schema):
+        if not isinstance(node.get("properties"), dict) or any(k in node for k in _OPENERS):
+            continue
+        if closed is not None:
+            node = resolve(closed, ptr)[1]
+        if spec or (closed is not None and node.get("additionalProperties") is not False):
+            out.append(ptr)
+    return out

@@ -10,12 +10,13 @@ place in it (minimization merges states only where what follows is the same)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 
-from ..analysis.json_scan import scan_json
+from ..analysis.json_scan import JsonScan, JsonScanner, scan_json
 from ..regex.dfa import CharDFA
-from .pointer import scan_path, schema_pointer, walkable
+from .pointer import Located, choosing_key, locate_scan, walkable
 
 MAX_STATES = 5_000  # larger automata get no places (a second of scanning at most)
 _PREFERRED = "a0 .-e"  # representatives that keep a prefix readable (a letter, a digit...)
@@ -68,45 +69,115 @@ def _forced_tail(dfa: CharDFA, state: int, stop: str, limit: int = 200) -> str |
     return None
 
 
-def place_of(dfa: CharDFA, state: int, prefix: str, schema: dict | None = None) -> dict:
-    """{"pointer", "part"} for a state reached by `prefix`; the pointer is walked in
-    `schema` when given (engine/schema/pointer.py), so it names a node the schema has."""
-    sc = scan_json(prefix, len(prefix))
+_TAIL = 64  # characters of a prefix that tell its escape or literal (a longer run is odd)
 
-    def _pointer(stack: list, key: str | None) -> str:
-        return schema_pointer(schema, scan_path(stack, key))
 
+def describe(sc: JsonScan, tail: str, schema: dict | None, key: str | None = None) -> dict:
+    """{"pointer", "part", "key"} of a position the scanner read as `sc`; `tail` ends the
+    text there. `key`: the whole key being written, when the caller knows it (None: which
+    key is the model's choice). "key" is the label `Located` gives ('' when the pointer
+    says it all): the one place builder of the graph, the step view and the outline."""
     if sc.in_str and sc.str_is_key:
-        start = prefix.rfind('"') + 1
-        tail = _forced_tail(dfa, state, '"')
-        if tail is None:  # which key is the model's choice: the place is the object
-            stack = [*sc.stack[:-1], ["obj", None]]
-            return {"pointer": _pointer(stack, None), "part": "key (which one: the model's choice)"}
-        return {"pointer": _pointer(sc.stack, prefix[start:] + tail), "part": "key"}
+        if key is None:  # which key: the place is the object
+            got = locate_scan(schema, choosing_key(sc.stack))
+            return _place(got, "key (which one: the model's choice)")
+        return _place(locate_scan(schema, sc.stack, key), "key")
     if sc.in_str:
         part = "string value"
-        if _ESCAPE_U.search(prefix):
+        if _ESCAPE_U.search(tail):
             part += ", inside a \\u escape (hex digits)"
-        elif _ODD_BACKSLASHES.search(prefix):
+        elif _ODD_BACKSLASHES.search(tail):
             part += ", after a backslash"
-        return {"pointer": _pointer(sc.stack, None), "part": part}
+        return _place(locate_scan(schema, sc.stack), part)
     if not sc.stack:
-        return {"pointer": "/", "part": "after the document" if prefix.strip() else "start"}
-    last = prefix.rstrip()[-1:]
-    kind = sc.stack[-1][0]
-    if kind == "obj" and sc.expecting_key:
+        return {
+            "pointer": "/",
+            "part": "after the document" if tail.strip() else "start",
+            "key": "",
+        }
+    return _place(*_between(sc, tail.rstrip()[-1:], tail, schema))
+
+
+def _between(sc: JsonScan, last: str, tail: str, schema: dict | None) -> tuple[Located, str]:
+    """The place and part of a position outside any string, inside a container."""
+    if sc.stack[-1][0] == "obj" and sc.expecting_key:
         if last == '"':  # the key is written, its colon is next
-            return {"pointer": _pointer(sc.stack, None), "part": "after the key"}
-        return {"pointer": _pointer([*sc.stack[:-1], ["obj", None]], None), "part": "before a key"}
+            return locate_scan(schema, sc.stack), "after the key"
+        return locate_scan(schema, choosing_key(sc.stack)), "before a key"
     if last in ":[,":
-        part = "before the value" if last == ":" else "before an item"
-        return {"pointer": _pointer(sc.stack, None), "part": part}
-    token = re.search(r"[-0-9.eE+a-z]+$", prefix)
-    if token and prefix.endswith(token.group(0)):
-        word = token.group(0)
-        part = "literal" if word[0] in "tfn" else "number"
-        return {"pointer": _pointer(sc.stack, None), "part": part}
-    return {"pointer": _pointer(sc.stack, None), "part": "after the value"}
+        return locate_scan(
+            schema, sc.stack
+        ), "before the value" if last == ":" else "before an item"
+    token = re.search(r"[-0-9.eE+a-z]+$", tail)
+    if token:
+        part = "literal" if token.group(0)[0] in "tfn" else "number"
+        return locate_scan(schema, sc.stack), part
+    return locate_scan(schema, sc.stack), "after the value"
+
+
+def _place(got: Located, part: str) -> dict:
+    return {"pointer": got.pointer, "part": part, "key": got.label}
+
+
+def place_of(dfa: CharDFA, state: int, prefix: str, schema: dict | None = None) -> dict:
+    """{"pointer", "part", "key"} for a state reached by `prefix` (its shortest text): a
+    key is known where the automaton forces the rest of it; the pointer is walked in
+    `schema` when given (engine/schema/pointer.py), so it names a node the schema has."""
+    sc = scan_json(prefix, len(prefix))
+    key = None
+    if sc.in_str and sc.str_is_key:
+        tail = _forced_tail(dfa, state, '"')
+        key = None if tail is None else prefix[prefix.rfind('"') + 1 :] + tail
+    return describe(sc, prefix[-_TAIL:], schema, key)
+
+
+def _state_part(p: dict) -> str:
+    """A state's part: a key written on its shortest text is one representative of any
+    the state admits, so the state says which kind of key it is under, not which key."""
+    if not p["key"]:
+        return p["part"]
+    free = "a key the schema does not list" if "not in the schema" in p["key"] else "a free key"
+    return f"{p['part']} (under {free})"
+
+
+def places_along(text: str, schema: dict | None) -> list[dict]:
+    """The place of each position of `text` (before each character, and at its end), read
+    by the scanner from the text itself: a key in progress is named by the whole key the
+    text goes on to write, so the step view says where the output really is, even past
+    where an automaton that reads objects closed left it."""
+    scanner, out, key = JsonScanner(), [], None
+    for i in range(len(text) + 1):
+        sc = scanner.scan()
+        if sc.in_str and sc.str_is_key and key is None:
+            key = _key_from(text, i)
+        elif not (sc.in_str and sc.str_is_key):
+            key = None
+        out.append(describe(sc, text[max(0, i - _TAIL) : i], schema, key))
+        if i < len(text):
+            scanner.feed(text[i])
+    return out
+
+
+def _key_from(text: str, i: int) -> str | None:
+    """The key whose string opened just before `i` ends (None: the text ends inside it)."""
+    start = text.rfind('"', 0, i)
+    m = _KEY_STRING.match(text, start)
+    if not m:
+        return None
+    try:
+        return json.loads(m.group(0))
+    except ValueError:
+        return None
+
+
+_KEY_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def place_words(p: dict) -> str:
+    """A place as the page writes it: 'in /properties/labels/additionalProperties (key
+    "app"): string value'."""
+    key = f" ({p['key']})" if p.get("key") else ""
+    return f"in {p['pointer']}{key}: {p['part']}"
 
 
 def schema_places(dfa: CharDFA, schema: dict | None = None) -> dict[str, list[str]] | None:
@@ -115,7 +186,7 @@ def schema_places(dfa: CharDFA, schema: dict | None = None) -> dict[str, list[st
     if dfa.num_states > MAX_STATES:
         return None
     return {
-        str(s): [(p := place_of(dfa, s, text, schema))["pointer"], p["part"]]
+        str(s): [(p := place_of(dfa, s, text, schema))["pointer"], _state_part(p)]
         for s, text in shortest_prefixes(dfa).items()
     }
 

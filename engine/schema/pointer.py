@@ -14,12 +14,18 @@ guessing, so it never names a node the schema does not have. It stops at a key t
 keyword admits (a closed or open object: the object is the place), at `anyOf`/`oneOf`/
 `allOf` whose branch the path does not decide, and at a reference that is not local.
 Without a schema (a caller that has only the text), a path is spelled `properties/<key>`
-and `items`, as the old places were."""
+and `items`, as the old places were.
+
+A key the pointer does not spell (a free key under `additionalProperties` or
+`patternProperties`, or one no keyword admits, where the walk stops at its object) travels
+beside it as `Located.label` (`key "app"`): `locate`/`locate_scan` are the one way the
+places, the Doctor and why-unfinished turn a document position into a schema place."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ..lazy import lazy_module
@@ -126,19 +132,65 @@ def _index_step(node: dict, index: int) -> str | None:
     return "items" if isinstance(items, dict) else None
 
 
-def schema_walk(schema, path: Sequence[str | int]) -> tuple[object, str]:
-    """(node, pointer) of the deepest schema node `path` reaches (the stopping rule above);
-    the node is the schema's own, with references followed."""
+# keywords beside which an object's own keywords do not tell every key it admits
+_UNDECIDED = ("anyOf", "oneOf", "allOf", "$ref", "$dynamicRef", "if", "dependentSchemas")
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a document path lands in a schema: the node and its pointer, and the key the
+    pointer does not spell, so a page can show it beside the pointer instead of inventing
+    a node: a free key (under additionalProperties or patternProperties), or a key the
+    schema does not list, where the walk stops at the (open) object."""
+
+    node: object
+    pointer: str
+    key: str | None = None
+    listed: bool = True  # False: `key` is one no keyword of the object admits
+
+    @property
+    def label(self) -> str:
+        """The key as the page shows it beside the pointer ('' when the pointer says it)."""
+        if self.key is None:
+            return ""
+        return f"key {json.dumps(self.key, ensure_ascii=False)}" + (
+            ", not in the schema" if not self.listed else ""
+        )
+
+
+def locate(schema, path: Sequence[str | int]) -> Located:
+    """The deepest schema node `path` reaches (the stopping rule above), with the key the
+    pointer leaves out; without a schema the path is spelled as `text_pointer` spells it."""
+    if not isinstance(schema, dict):
+        return Located(None, text_pointer(path))
     node, pointer = follow_refs(schema, schema, "/")
+    key: str | None = None
     for step in path:
         if not isinstance(node, dict):
             break
         part = _index_step(node, step) if isinstance(step, int) else _key_step(node, str(step))
         if part is None:
-            break
+            if isinstance(step, int):
+                break
+            listed = any(k in node for k in _UNDECIDED)  # a branch may list it
+            return Located(node, pointer or "/", str(step), listed=listed)
+        if part.startswith(("additionalProperties", "patternProperties/")):
+            key = str(step)  # a free key: the pointer names its keyword, not the key
         child = _child(node, part)
         node, pointer = follow_refs(schema, child, join_raw(pointer.rstrip("/"), part))
-    return node, pointer or "/"
+    return Located(node, pointer or "/", key)
+
+
+def locate_scan(schema, stack: list, key: str | None = None) -> Located:
+    """`locate` for a JSON scan's stack (`scan_path`): the one way the places, the Doctor
+    and why-unfinished turn a position in a text into a place in the schema."""
+    return locate(schema, scan_path(stack, key))
+
+
+def choosing_key(stack: list) -> list:
+    """A scan stack whose innermost object is choosing its next key (its place is the
+    object itself, whatever key was in progress)."""
+    return [*stack[:-1], ["obj", None]] if stack and stack[-1][0] == "obj" else stack
 
 
 def _child(node: dict, part: str):
@@ -179,9 +231,7 @@ def schema_nodes(root, node=None, pointer: str = "/", seen: set | None = None):
 
 def schema_pointer(schema, path: Sequence[str | int]) -> str:
     """The schema pointer of a document path; `properties/…`/`items` without a schema."""
-    if schema is None or not isinstance(schema, dict):
-        return text_pointer(path)
-    return schema_walk(schema, path)[1]
+    return locate(schema, path).pointer
 
 
 def text_pointer(path: Iterable[str | int]) -> str:

@@ -220,7 +220,10 @@ def test_free_keys_strings_under_them_and_references_are_named_where_the_schema_
     assert all(resolve(KUBE, w)[0] for w in parts)
     assert "free keys" in parts[labels]["what"]
     renew = parts["/properties/metadata/properties/renewTime"]["bound"]
-    assert renew.startswith("replace the format by a pattern") and "set maxLength" not in renew
+    # what can be enforced instead: an enum, a bounded pattern, or no format (then maxLength)
+    assert renew.startswith("maxLength cannot be enforced together with format date-time: ")
+    assert "an enum" in renew and "a pattern whose repeats have a maximum" in renew
+    assert "drop the format and set maxLength" in renew
     c = Constraint("schema", json.dumps(KUBE))
     in_key = why_unfinished(c, '{"metadata":{"labels":{"app":"x","tier')
     assert (in_key["where"], "free keys" in in_key["what"]) == (labels, True)
@@ -252,3 +255,18 @@ def test_the_doctors_what_ifs_never_set_maxlength_next_to_a_format():
     assert label.endswith("at /properties/name")  # the places it changed, only
     fixed = variants[label]["properties"]
     assert fixed["name"]["maxLength"] == 28 and "maxLength" not in fixed["renewTime"]
+
+
+def test_free_texts_advice_offers_no_maxlength_where_a_format_rules_it_out():
+    """Issue 46: the Doctor's free-text advice named maxLength at `renewTime`, where its
+    own what-if cannot enforce it beside the format; there it names what can be."""
+    from engine.analysis.doctor.causes import CAUSES, suggestion
+
+    places = ["/properties/metadata/properties/renewTime", "/properties/metadata/properties/name"]
+    fix = suggestion("free_text", places, KUBE)
+    assert fix.startswith(CAUSES["free_text"][2])
+    assert fix.endswith(
+        "Not maxLength at /properties/metadata/properties/renewTime: a format rules it out; "
+        "give an `enum`, or a `pattern` whose repeats have a maximum in place of the format."
+    )
+    assert suggestion("free_text", places[1:], KUBE) == CAUSES["free_text"][2]

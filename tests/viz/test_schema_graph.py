@@ -12,6 +12,7 @@ import pytest
 from app.presets import presets
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
+from engine.schema.places import place_words, places_along
 from viz.graph import dot_source, graph_view
 from viz.step_bundle import step_bundle
 
@@ -27,16 +28,16 @@ def test_every_position_of_a_schema_run_names_its_pointer(engine, name):
         GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump", max_new_tokens=96)
     )
     b = step_bundle(tr)
-    places = tr["automaton"]["places"]
+    places = places_along(tr["text"], json.loads(p["text"]))  # read from the output itself
     for e in b["steps"]:
-        where = places[str(e["state"])]
-        assert e["at"] == f"in {where[0]}: {where[1]}" and e["ptr"] == where[0]
+        where = places[e["o"]]
+        assert e["at"] == place_words(where) and e["ptr"] == where["pointer"]
     mid = [e["at"] for e in b["steps"][1:-1]]
     assert any("/properties/" in a for a in mid)
     # the outline lists the pointers the output wrote, in order, each character counted once
     written = [r[0] for r in b["outline"]]
     assert written[0] == "/" and len(set(written)) == len(written)
-    assert sum(sum(r[1:]) for r in b["outline"]) == len(tr["automaton"]["path"]) - 1
+    assert sum(sum(r[1:]) for r in b["outline"]) == len(tr["text"])
     labels = [t for svg in b["layouts"] for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
     assert any(re.fullmatch(r"/properties/\w+", t) for t in labels)  # a cluster's label
     assert not [t for t in labels if "\\x" in t or "\\u00" in t or t.endswith("\u2026")]
@@ -94,17 +95,21 @@ def test_a_run_with_free_keys_places_every_position_as_the_scanner_reads_it(engi
         max_new_tokens=80,
     )
     tr = engine.generate(req)
-    places, text = tr["automaton"]["places"], tr["text"]
+    text = tr["text"]
     assert '"labels":{"' in text  # the model wrote at least one free key
-    parts = []
-    for e in step_bundle(tr)["steps"]:
-        pointer, part = places[str(e["state"])]
-        assert resolve(LABELLED, pointer)[0], pointer
+    shown = []
+    for e in step_bundle(tr)["steps"]:  # what the page shows at each step
+        assert resolve(LABELLED, e["ptr"])[0], e["ptr"]
+        assert e["at"].startswith(f"in {e['ptr']}"), e["at"]
+        part = e["at"].rsplit(": ", 1)[1]
         sc = scan_json(text, e["o"])
         if sc.in_str:
             assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
-        parts.append((pointer, part))
-    assert ("/properties/labels/additionalProperties", "string value") in parts
+        else:
+            assert not part.startswith(("key", "string value")), (e["o"], part)
+        shown.append(e["at"])
+    free = "in /properties/labels/additionalProperties (key "
+    assert any(a.startswith(free) for a in shown), shown
 
 
 def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(compile_engine):
@@ -151,3 +156,143 @@ def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(c
     assert "/properties/meta/properties/tag" in labels or "/properties/meta" in labels, labels
     nodes = {"/", "/properties/meta/properties/tag"} | {f"/properties/{k}" for k in props}
     assert labels <= nodes and len(labels) > 10, labels - nodes
+
+
+def _trace_past_the_automaton(schema: dict, text: str, spec: bool = False) -> dict:
+    """A schema run's trace as the service writes it, with the output cut in 4-character
+    tokens, over the automaton of the closed reading: a key it does not list (written by
+    a backend that read the object as open) ends the automaton's path there."""
+    from engine.regex.dfa import build_char_dfa
+    from engine.schema.places import places_for_view
+    from engine.serving.service import automaton_json
+
+    c = Constraint("schema", json.dumps(schema), "compact")
+    dfa = build_char_dfa(c.regex())
+    auto = automaton_json(dfa)
+    auto["places"] = places_for_view(dfa, c.text)
+    path = [dfa.initial]
+    for ch in text:
+        nxt = dfa.step(path[-1], ch)
+        if nxt is None:
+            break
+        path.append(nxt)
+    auto["path"] = path
+    chunks = [text[i : i + 4] for i in range(0, len(text), 4)]
+    steps = [
+        {"token_id": 1, "token_text": t, "char_offset": 4 * k, "allowed": 2, "origin": "model"}
+        for k, t in enumerate(chunks)
+    ]
+    return {
+        "mode": "masked",
+        "backend": "llguidance",
+        "text": text,
+        "request": {"constraint": {"kind": "schema", "text": c.text, "spec": spec}},
+        "tokens": [{"text": t, "origin": "model"} for t in chunks],
+        "steps": steps,
+        "automaton": auto,
+        "model": {"vocab_size": 8},
+    }
+
+
+def test_the_step_view_follows_the_output_past_where_the_automaton_left_it():
+    """Issue 46: with an object read as open, the model wrote an unlisted key; the step
+    view kept saying "in /properties/metadata: key" at the state where the automaton's path
+    ended. Every step's place now follows the text (the scanner's part, the key beside its
+    pointer), and the outline lists only nodes of the schema."""
+    from engine.analysis.json_scan import scan_json
+    from engine.schema.pointer import resolve
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            }
+        },
+    }
+    text = '{"metadata":{"name":"web","description":"a long text","labels":{"app":"x"}}}'
+    tr = _trace_past_the_automaton(schema, text)
+    assert len(tr["automaton"]["path"]) - 1 <= text.index("description")
+    b = step_bundle(tr)
+    for e in b["steps"]:
+        sc = scan_json(text, e["o"])
+        if sc.in_str:
+            assert e["at"].endswith(": key" if sc.str_is_key else ": string value"), e
+        assert resolve(schema, e["ptr"])[0], e["ptr"]
+    start = text.index("a long")
+    value = next(e for e in b["steps"] if start < e["o"] < start + 10)  # inside the value
+    assert value["at"] == (
+        'in /properties/metadata (key "description", not in the schema): string value'
+    )
+    assert value["pos"].startswith("the output left the drawn automaton at character")
+    rows = [r[0] for r in b["outline"]]
+    assert "/properties/metadata/properties/labels/additionalProperties" in rows
+    assert all(resolve(schema, r)[0] for r in rows)
+    assert sum(sum(r[1:]) for r in b["outline"]) == len(text)  # every character, once
+
+
+def test_the_summary_names_the_objects_the_backend_read_as_open():
+    from viz.summaries import open_objects_line
+
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}
+    tr = _trace_past_the_automaton(schema, '{"a":{}}', spec=True)
+    line = open_objects_line(tr)
+    assert line.startswith("**Open objects**: llguidance read `/`, `/properties/a` as open")
+    assert open_objects_line(_trace_past_the_automaton(schema, '{"a":{}}')) == ""
+    both = {"allOf": [{"type": "object", "properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    tr = _trace_past_the_automaton({"type": "object", "properties": {}}, "{}")
+    tr["request"]["constraint"]["text"] = json.dumps(both)
+    assert "`/allOf/0`, `/allOf/1` as open" in open_objects_line(tr)  # llguidance keeps allOf open
+
+
+@pytest.mark.model
+def test_an_llguidance_run_with_open_objects_is_placed_where_its_text_is(engine):
+    """The run of issue 46: llguidance reads the Kubernetes-style schema's objects as open
+    (the spec reading), the model may write keys the schema does not list; at every step
+    the page's place follows the text (the scanner's part), each pointer is a node of the
+    schema, and the summary names the open objects."""
+    from engine.analysis.json_scan import scan_json
+    from engine.schema.pointer import resolve
+    from viz.summaries import open_objects_line
+
+    kube = {
+        "type": "object",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 63},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+            "spec": {
+                "type": "object",
+                "properties": {"renewTime": {"type": "string", "format": "date-time"}},
+            },
+        },
+        "required": ["metadata", "spec"],
+    }
+    c = Constraint("schema", json.dumps(kube), "compact", lenient=True, spec=True)
+    req = GenerateRequest(
+        prompt="Write a Kubernetes lease as JSON with metadata (name, labels) and spec.",
+        constraint=c,
+        mode="jump",
+        backend="llguidance",
+        max_new_tokens=60,
+    )
+    tr = engine.generate(req)
+    text = tr["text"]
+    for e in step_bundle(tr)["steps"]:
+        assert resolve(kube, e["ptr"])[0], e["ptr"]
+        part = e["at"].rsplit(": ", 1)[1]
+        sc = scan_json(text, e["o"])
+        if sc.in_str:
+            assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
+        else:
+            assert not part.startswith(("key", "string value")), (e["o"], part)
+    line = open_objects_line(tr)
+    assert line.startswith("**Open objects**: llguidance read `/`, `/properties/metadata`")

@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from ...regex.compressed import CompressedFSM, compressed_of
 from ...regex.dfa import CharDFA
 from ...schema.places import in_escape
+from ...schema.pointer import resolve
 from ..ideal import char_at_byte
 from .places import _choice_pointer, _json_context, _json_pointer_at, _regex_span
 from .samples import WS
@@ -74,6 +75,22 @@ BOUNDARY = (
     "and re-tokenization must re-decide the boundary (back-off).",
     "Nothing to change: boundary back-off heals these without extra passes.",
 )
+
+
+def suggestion(cause: str, places: list[str], schema: dict | None) -> str:
+    """A cause's advice at its places: free text's `maxLength` is not offered where a
+    `format` rules it out (the what-if would find it unenforceable), the alternatives are."""
+    fix = CAUSES[cause][2]
+    if cause != "free_text" or schema is None:
+        return fix
+    nodes = {p: resolve(schema, p)[1] for p in places if p.startswith("/")}
+    fmt = [p for p, n in nodes.items() if isinstance(n, dict) and "format" in n]
+    if not fmt:
+        return fix
+    return (
+        f"{fix} Not maxLength at {', '.join(fmt)}: a format rules it out; give an `enum`, or "
+        "a `pattern` whose repeats have a maximum in place of the format."
+    )
 
 
 def _classify(

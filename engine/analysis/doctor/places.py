@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import re
 
-from ...schema.pointer import scan_path, schema_pointer
+from ...schema.pointer import choosing_key, locate_scan
 from ..json_scan import scan_json
 
 
 def _json_pointer_at(text: str, pos: int, schema: dict | None = None) -> str:
     """Schema pointer of the value being written at `pos` (the object while a key is
     chosen), walked in `schema` when given."""
-    return schema_pointer(schema, scan_path(scan_json(text, pos).stack))
+    return locate_scan(schema, scan_json(text, pos).stack).pointer
 
 
 _NEXT_KEY = re.compile(r'\s*,?\s*"((?:[^"\\]|\\.)*)"\s*:')
@@ -28,7 +28,7 @@ def _choice_pointer(text: str, pos: int, schema: dict | None = None) -> str:
     start = text.rfind('"', 0, pos) if sc.in_str and sc.str_is_key else pos
     m = _NEXT_KEY.match(text, start)
     key = json.loads(f'"{m.group(1)}"') if m else None  # None: the object was closed
-    return schema_pointer(schema, scan_path([*sc.stack[:-1], ["obj", key]]))
+    return locate_scan(schema, choosing_key(sc.stack), key).pointer
 
 
 def _json_context(text: str, pos: int) -> str:

@@ -12,7 +12,7 @@ from ...regex.dfa import CharDFA, build_char_dfa
 from ...schema.pointer import walkable
 from ..unbounded import unbounded_parts
 from ..untyped import untyped_places
-from .causes import BOUNDARY, CAUSES, analyse_samples
+from .causes import BOUNDARY, CAUSES, analyse_samples, suggestion
 from .samples import synthesize
 from .timing import ideal_time, tokenizer_reach
 from .what_if import Automaton, _schema_what_ifs
@@ -90,8 +90,10 @@ def diagnose(
     )
     total = max(1, res["model_tokens"])
     causes = []
+    schema = walkable(constraint.text) if is_schema else None
     for key, cnt in res["causes"].most_common():
-        title, why, fix = CAUSES[key]
+        title, why, _fix = CAUSES[key]
+        places = [p for p, _ in res["places"][key].most_common(5)]
         causes.append(
             {
                 "cause": key,
@@ -99,8 +101,8 @@ def diagnose(
                 "share": round(cnt / total, 3),
                 "tokens": cnt,
                 "why": why,
-                "suggestion": fix,
-                "places": [p for p, _ in res["places"][key].most_common(5)],
+                "suggestion": suggestion(key, places, schema),
+                "places": places,
             }
         )
     boundary = {
