@@ -68,9 +68,16 @@ def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(compil
     (v,) = tr["replay"]["violations"]
     assert v["step"] == 0 and tr["valid"] is False
     assert tr["validation"].startswith("outside the constraint at step 0")
+    # what it wrote and what was expected: the mask's tokens at step 0 all begin with "a"
+    assert f"the engine wrote {v['text']!r}, where the mask allowed " in tr["validation"]
+    expected = v["expected"]
+    assert expected and all(t.startswith("a") for t in expected), expected
+    assert repr(expected[0]) in tr["validation"]
     assert tr["replay"]["forced_tokens"] == 0
     assert all(t["origin"] != "forced" for t in tr["tokens"])
-    assert "would have saved 0 forward passes" in replay_md(tr)
+    md = replay_md(tr)
+    assert "would have saved 0 forward passes** on the 0 tokens before step 0" in md
+    assert "nothing is counted past it" in md and "% of its tokens" not in md
 
 
 def test_a_stream_is_timed_per_token_and_the_cli_replays_a_saved_response(character_regex):
