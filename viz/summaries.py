@@ -106,6 +106,11 @@ def _saved_line(r: dict, n: int, forced: int) -> str:
     first = next(iter(r.get("violations") or []), None)
     if first is not None:
         k = first["step"]
+        if k == 0:
+            return (
+                "**Jump-forward would have saved nothing**: this output left the constraint at "
+                "its first token (step 0), and nothing is counted past it."
+            )
         return (
             f"{saved} on the {plural(k, 'token')} before step {k}, where this output left the "
             "constraint; nothing is counted past it."
