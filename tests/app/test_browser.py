@@ -1298,7 +1298,8 @@ def _badly_ended_runs_then_every_button(page, app_url: str, cache) -> None:
 
 
 def test_on_a_phone_the_caption_holds_a_long_jump_string(page):
-    """Issue 46: at 390 px the caption's jump string ran out of its box."""
+    """Issue 46: at 390 px the caption's jump string ran out of its box, and the timeline's
+    legend, wrapped into rows, covered its plots and title."""
     page.locator("#regex-input textarea").fill(
         r"\{\"identifier_of_the_record_in_the_database_table\": [0-9]{1,3}\}"
     )
@@ -1312,7 +1313,24 @@ def test_on_a_phone_the_caption_holds_a_long_jump_string(page):
             "(() => { const c = document.querySelector('#caption');"
             " return c.scrollWidth - c.clientWidth; })()"
         )
+        covered = _timeline_parts_the_legend_covers(page)
     finally:
         page.set_viewport_size({"width": 1500, "height": 1100})
     assert "identifier_of_the_record" in text.replace("\u2423", " ")
     assert over <= 1
+    assert covered == [], covered
+
+
+def _timeline_parts_the_legend_covers(page) -> list[str]:
+    """The timeline's plots and title that its legend overlaps, once the plot has been
+    drawn again for the phone's width."""
+    plot = "#timeline-plot .js-plotly-plot"
+    page.wait_for_function(
+        f"document.querySelector('{plot} .main-svg')?.getBoundingClientRect().width <= 390",
+        timeout=10_000,
+    )
+    page.locator(plot).screenshot(path=str(ARTIFACTS / "timeline-phone.png"))
+    legend = page.locator(f"{plot} .legend").bounding_box()
+    parts = {f"plot {k}": page.locator(f"{plot} .nsewdrag").nth(k) for k in range(2)}
+    parts["title"] = page.locator(f"{plot} .gtitle")
+    return [name for name, loc in parts.items() if _overlap(legend, loc.bounding_box())]
