@@ -559,6 +559,27 @@ def _compare_and_check(page) -> None:
     page.screenshot(path=str(ARTIFACTS / "compare-view.png"), full_page=True)
 
 
+def test_the_doctors_table_headers_keep_whole_words_on_a_phone(page):
+    """Issue 46: the Doctor's headers read "sh are" and "befor e" at 390 px."""
+    _pick_preset(page, "SGLang character (regex)")
+    page.get_by_role("tab", name="Doctor").click()
+    try:
+        page.locator("#doctor-run").click()
+        page.wait_for_function(
+            "[...document.querySelectorAll('#doctor-report th')].some("
+            "(h) => h.innerText.trim() === 'share')",
+            timeout=240_000,
+        )
+        page.set_viewport_size({"width": 390, "height": 844})
+        heads = page.locator("#doctor-report th").all_inner_texts()
+        broken = page.evaluate(BROKEN_WORDS_JS, "#doctor-report th")
+        page.locator("#doctor-report").screenshot(path=str(ARTIFACTS / "doctor-phone.png"))
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+        page.get_by_role("tab", name="Playground").click()
+    assert "share" in heads and broken == [], (heads, broken)
+
+
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     box = page.locator("#regex-input textarea")
     box.fill("(?<=a)b")
