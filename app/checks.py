@@ -19,17 +19,24 @@ from viz.highlight import test_strings_html
 from .inputs import PageInputs
 from .state import EngineHub, check_page_model
 
-# the engine's messages name CLI flags; on the page the same switch is a control
+# the engine's messages name CLI flags; on the page the same switch is a control (a
+# flag followed by "to the CLI" is about the CLI and stays)
 PAGE_CONTROLS = (
-    ("--lenient", "the Lenient box"),
-    ("--spec", "the Spec reading box"),
+    (r"use --runtime (\w+)", r"set the Runtime menu to \1"),
+    (r"--runtime (\w+)", r"the Runtime menu set to \1"),
+    (r"--lenient", "the Lenient box"),
+    (r"--spec", "the Spec reading box"),
 )
+# flags the engine names in messages the page never shows, and why it never does
+CLI_ONLY = {
+    "--raw-prompt": "the page always applies the chat template, so its prompt is never empty",
+}
 
 
 def for_the_page(message: str) -> str:
     """An engine message with its CLI flags named as the page's controls."""
-    for flag, control in PAGE_CONTROLS:  # "pass --lenient to the CLI" stays as it is
-        message = re.sub(re.escape(flag) + r"\b(?! to the CLI)", control, message)
+    for flag, control in PAGE_CONTROLS:
+        message = re.sub(flag + r"(?![\w-])(?! to the CLI)", control, message)
     return message
 
 

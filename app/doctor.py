@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine.errors import CfsmError
 from viz.summaries import doctor_md, doctor_plot
 
-from .checks import error_line
+from .checks import error_line, for_the_page
 from .inputs import PageInputs
 from .layout import Doctor, Playground
 from .state import DECODE_SLOTS, EngineHub, check_page_model
@@ -26,7 +26,7 @@ def wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
             eng = hub.get(check_page_model(inp.model))
             prompt = (inp.prompt or "") if values[doc.with_model] else None
             rep = eng.diagnose(c, prompt, int(values[doc.samples]))
-            return "", doctor_md(rep, c.text), doctor_plot(rep)
+            return "", doctor_md(page_report(rep), c.text), doctor_plot(rep)
         except BaseException as exc:  # noqa: BLE001
             return error_line(exc), "", None
 
@@ -37,3 +37,13 @@ def wire_doctor(ui: Playground, doc: Doctor, hub: EngineHub) -> None:
         concurrency_limit=DECODE_SLOTS,
         concurrency_id="decode",
     )
+
+
+def page_report(rep: dict) -> dict:
+    """The doctor's report with the CLI flags in its what-if rows named as the page's
+    controls ("JSON Schema's own reading (--spec: ...)" is the Spec reading box here)."""
+    rows = [
+        {k: for_the_page(v) if isinstance(v, str) else v for k, v in w.items()}
+        for w in rep.get("what_if") or []
+    ]
+    return {**rep, "what_if": rows}

@@ -208,6 +208,17 @@ def jump_for_step(trace: dict, step: int | None) -> dict | None:
     return js[-1] if js else None
 
 
+# why a run ended, in words: the end position names it instead of a next character
+END_WHY = {
+    "eos": "the model wrote its end token",
+    "complete": "the constraint was complete, nothing more could follow",
+    "max_new_tokens": "it reached the Max new tokens limit",
+    "cancelled": "it was stopped",
+    "dead_end": "the constraint allowed no token",
+    "error": "an error ended it",
+}
+
+
 def no_jump_text(trace: dict, step: int | None = None) -> str:
     """Why a step shows no jump: the mode, the end of the run, or a choice ahead."""
     if trace.get("mode") == "replay":
@@ -219,7 +230,8 @@ def no_jump_text(trace: dict, step: int | None = None) -> str:
         )
     reason = (trace.get("totals") or {}).get("reason")
     if step is not None and step >= len(trace.get("steps", [])) and reason:
-        return f"No jump here: the run has ended ({reason})."
+        why = END_WHY.get(reason)
+        return f"No jump here: the run has ended ({reason}{': ' + why if why else ''})."
     return (
         "No jump at this step: the next character is a choice (or the forced text is too short "
         "to be worth a jump)."

@@ -107,7 +107,9 @@ def timeline(trace: dict, step: int | None = None):
     fig.update_layout(
         height=440,
         margin=dict(l=60, r=60, t=40, b=40),
-        legend=dict(orientation="h", y=1.15),
+        # below the plots, where a phone's narrow legend wraps into rows that push the
+        # margin down (above them it wrapped over the plots and the title)
+        legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"),
         title="Per-step timeline",
     )
     return fig

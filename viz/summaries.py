@@ -9,6 +9,7 @@ from dataclasses import asdict
 from engine.backends.json_options import open_objects
 from engine.decoding.trace import StepEvent, WaitEvent, time_saved
 from engine.lazy import lazy_module
+from engine.replay.tokens import expected_line
 from engine.schema.pointer import walkable
 from viz.highlight import regex_span_html, schema_node_html
 
@@ -95,9 +96,7 @@ def replay_md(trace: dict) -> str:
         f"({html.escape(r.get('source') or '')}, token ids: "
         f"{html.escape(r.get('ids_from') or '')}): {plural(n, 'token')}, "
         f"{plural(forced, 'forced token')} (every character fixed by the constraint).",
-        f"**Jump-forward would have saved {plural(forced, 'forward pass')}** on this output "
-        f"({r.get('saved_fraction', 0):.0%} of its tokens): the engine decoded "
-        f"{plural(n, 'token')} one pass each, where {plural(n - forced, 'pass')} were choices.",
+        _saved_line(r, n, forced),
     ]
     if r.get("streamed_ms"):
         per = r["streamed_ms"] / max(1, n)
@@ -113,11 +112,34 @@ def replay_md(trace: dict) -> str:
     for v in r.get("violations") or []:
         parts.append(
             f"**\u2717 Outside the constraint at step {v['step']}**: token "
-            f"{html.escape(repr(v['text']))} (character {v['char_offset']}) is not among the "
-            f"{v['allowed']} tokens the mask allowed there: this engine's output breaks the "
-            "constraint."
+            f"{html.escape(repr(v['text']))} (character {v['char_offset']}) is not one the "
+            f"mask allowed there ({html.escape(expected_line(v))}): this engine's output "
+            "breaks the constraint."
         )
     return "  \n".join(parts)
+
+
+def _saved_line(r: dict, n: int, forced: int) -> str:
+    """What jump-forward would have saved: over the whole output, or, where the output
+    left the constraint, over its tokens before that step only (none after it counts)."""
+    saved = f"**Jump-forward would have saved {plural(forced, 'forward pass')}**"
+    first = next(iter(r.get("violations") or []), None)
+    if first is not None:
+        k = first["step"]
+        if k == 0:
+            return (
+                "**Jump-forward would have saved nothing**: this output left the constraint at "
+                "its first token (step 0), and nothing is counted past it."
+            )
+        return (
+            f"{saved} on the {plural(k, 'token')} before step {k}, where this output left the "
+            "constraint; nothing is counted past it."
+        )
+    return (
+        f"{saved} on this output ({r.get('saved_fraction', 0):.0%} of its tokens): the engine "
+        f"decoded {plural(n, 'token')} one pass each, where {plural(n - forced, 'pass')} were "
+        "choices."
+    )
 
 
 def kv_wait_line(totals: dict) -> str:

@@ -257,31 +257,84 @@ def unbounded_parts(constraint: Constraint) -> list[dict]:
 
 
 _NUMBER_BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+_NUMBER_CHARS = "-0123456789.eE+"
+_NUMBER_TAIL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$")
 
 
 def limit_reached(constraint: Constraint | None, prefix: str, nxt: str = "") -> str:
-    """Which schema bound a JSON prefix has used up where a text leaves the language (a
-    string at its maxLength, an array at its maxItems, a number's range when the refused
-    character `nxt` is part of a number): '' when none is."""
+    """Which schema bound refused a text where it leaves the language, given the JSON
+    prefix before it and the refused character `nxt`: a string's maxLength or minLength,
+    an array's maxItems or minItems, a number's range. '' when none did (the checker's
+    "expected ..." alone did not say that 3601 is over a maximum of 3600)."""
     schema = _schema_of(constraint)
     if schema is None:
         return ""
     sc = scan_json(prefix, len(prefix))
-    if nxt and nxt in "-0123456789.eE+" and not sc.in_str:
-        node, where = _node_at(schema, sc.stack)
-        bounds = [f"{k} {node[k]}" for k in _NUMBER_BOUNDS if k in node]
-        if bounds:
-            return f"the number would leave {', '.join(bounds)} of {where}"
-    if sc.in_str and not sc.str_is_key:
-        node, where = _node_at(schema, sc.stack)
-        used = sc.str_chars
-        if "maxLength" in node and used >= node["maxLength"]:
-            return f"maxLength {node['maxLength']} of {where} reached"
-    elif sc.stack and sc.stack[-1][0] == "arr" and sc.last_struct == ",":
-        arr, where = _node_at(schema, sc.stack[:-1])
-        if "maxItems" in arr and sc.stack[-1][1] >= arr["maxItems"]:
-            return f"maxItems {arr['maxItems']} of {where} reached"
+    if sc.in_str:
+        return "" if sc.str_is_key else _string_bound(schema, sc, nxt)
+    return _number_bound(schema, sc, prefix, nxt) or _items_bound(schema, sc, prefix, nxt)
+
+
+def _string_bound(schema: dict, sc, nxt: str) -> str:
+    node, where = _node_at(schema, sc.stack)
+    used = sc.str_chars
+    if nxt == '"':  # the string may not end yet
+        low = node.get("minLength")
+        if isinstance(low, int) and used < low:
+            return f"minLength {low} of {where} not reached ({_count(used, 'character')} so far)"
+        return ""
+    if "maxLength" in node and used >= node["maxLength"]:
+        return f"maxLength {node['maxLength']} of {where} reached"
     return ""
+
+
+def _number_bound(schema: dict, sc, prefix: str, nxt: str) -> str:
+    """A number's range: where the refused character would go on writing a number, every
+    bound it has; where the number has ended, the bounds its value is outside."""
+    if not nxt:
+        return ""
+    node, where = _node_at(schema, sc.stack)
+    if nxt in _NUMBER_CHARS:
+        bounds = [f"{k} {node[k]}" for k in _NUMBER_BOUNDS if k in node]
+        return f"the number would leave {', '.join(bounds)} of {where}" if bounds else ""
+    m = _NUMBER_TAIL.search(prefix)
+    if m is None or (m.start() > 0 and prefix[m.start() - 1] not in ":,[ \t\n\r"):
+        return ""
+    value = float(m.group())
+    broken = [f"{k} {node[k]}" for k in _NUMBER_BOUNDS if _breaks(k, node.get(k), value)]
+    return f"the number {m.group()} is outside {', '.join(broken)} of {where}" if broken else ""
+
+
+def _breaks(keyword: str, bound: object, value: float) -> bool:
+    if isinstance(bound, bool) or not isinstance(bound, int | float):
+        return False  # absent, or draft-04's boolean exclusive flags
+    return {
+        "minimum": value < bound,
+        "exclusiveMinimum": value <= bound,
+        "maximum": value > bound,
+        "exclusiveMaximum": value >= bound,
+    }[keyword]
+
+
+def _items_bound(schema: dict, sc, prefix: str, nxt: str) -> str:
+    """An array's length: a ',' (or a value after one) past maxItems, a ']' before
+    minItems."""
+    if not sc.stack or sc.stack[-1][0] != "arr":
+        return ""
+    arr, where = _node_at(schema, sc.stack[:-1])
+    tail = prefix.rstrip()[-1:]
+    done = 0 if tail == "[" else sc.stack[-1][1] + (tail != ",")
+    top = arr.get("maxItems")
+    if isinstance(top, int) and done >= top and (tail == "," or nxt == ","):
+        return f"maxItems {top} of {where} reached"
+    low = arr.get("minItems")
+    if nxt == "]" and tail != "," and isinstance(low, int) and done < low:
+        return f"minItems {low} of {where} not reached ({_count(done, 'item')} so far)"
+    return ""
+
+
+def _count(k: int, word: str) -> str:
+    return f"{k} {word}" if k == 1 else f"{k} {word}s"
 
 
 def unfinished_line(u: dict | None) -> str:

@@ -151,3 +151,10 @@ def _has_logprobs(chunk) -> bool:
         return False
     lp = chunk["choices"][0].get("logprobs") or {}
     return bool(lp.get("content") or lp.get("tokens"))
+
+
+def expected_line(v: dict) -> str:
+    """What the mask allowed where an output left the constraint: "3 tokens: 'a', 'ab'"."""
+    n, some = v["allowed"], v.get("expected") or []
+    shown = ", ".join(repr(t) for t in some) + (", …" if n > len(some) else "")
+    return f"{n} token{'' if n == 1 else 's'}" + (f": {shown}" if some else "")

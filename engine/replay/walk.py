@@ -17,9 +17,10 @@ from ..decoding.trace import StepRecord, Totals, Trace, TraceRecorder
 from ..decoding.validate import validate_output
 from ..regex.compressed import compressed_of
 from ..regex.dfa import CharDFA
-from .tokens import EngineToken
+from .tokens import EngineToken, expected_line
 
 ALLOWED_SAMPLE = 48  # as a decoded run's steps list them
+EXPECTED_SAMPLE = 4  # allowed tokens a violation names
 
 
 def forced_flags(dfa: CharDFA | None, text: str, ids: list[int], token_bytes) -> list[bool]:
@@ -84,11 +85,16 @@ class ReplayWalk:
                 known = tok.prob if inside else None  # a re-tokenized output has none
                 step.allowed_sample = self._sample(m, allowed, tid, known, masked)
             if allowed is not None and not (inside and m.accept_token(tid)):
-                self.violations.append({"step": i, "token_id": tid, "text": step.token_text,
-                                        "char_offset": char_at,
-                                        "allowed": int(len(allowed))})  # fmt: skip
+                self.violations.append(self._violation(i, tid, step.token_text, char_at, allowed))
         self.final = not self.violations and m.is_final()
         return forced
+
+    def _violation(self, i: int, tid: int, text: str, char_at: int, allowed: np.ndarray) -> dict:
+        """Where the output left the constraint: the token, and what the mask allowed there
+        (a few of its tokens by id), so the verdict says what was expected."""
+        expected = [self.texts.text(int(x)) for x in allowed[:EXPECTED_SAMPLE]]
+        return {"step": i, "token_id": tid, "text": text, "char_offset": char_at,
+                "allowed": int(len(allowed)), "expected": expected}  # fmt: skip
 
 
 def _has(sorted_ids: np.ndarray, tid: int) -> bool:
@@ -131,10 +137,8 @@ def replay_trace(walk: ReplayWalk, tokens: list[EngineToken], ids: list[int], te
         v = walk.violations[0]
         valid, why = (
             False,
-            (
-                f"outside the constraint at step {v['step']}: the engine wrote {v['text']!r}, "
-                "which the mask did not allow there"
-            ),
+            f"outside the constraint at step {v['step']}: the engine wrote {v['text']!r}, "
+            f"where the mask allowed {expected_line(v)}",
         )
     totals = Totals(
         forward_passes=n, output_tokens=n, prompt_tokens=meta.get("prompt_tokens", 0),

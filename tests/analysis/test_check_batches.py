@@ -133,3 +133,32 @@ def test_a_refusal_names_the_number_range_or_the_whitespace_policy(capsys, tiny_
     assert out[1]["limit"].startswith("the compact whitespace policy writes no whitespace")
     assert "no policy allows newlines" in out[1]["limit"]
     assert "compact" in out[2]["limit"] and "flexible allows a space" in out[2]["limit"]
+
+
+def test_a_refusal_names_lower_bounds_and_array_lengths(capsys, tiny_model, tmp_path):
+    """Issue 46, the bounds besides maxLength and a number's next digit: a number that ends
+    below its minimum, an array closed before minItems or going on past maxItems, a string
+    closed before minLength; the Test strings panel shows the same words."""
+    from viz.highlight import test_strings_html
+
+    props = {
+        "n": {"type": "integer", "minimum": 10},
+        "a": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3},
+        "s": {"type": "string", "minLength": 3},
+    }
+    # each text: the part the schema allows, then the refused rest
+    cut = [('{"n":5', "}"), ('{"n":10,"a":[1', "]}"), ('{"n":10,"a":[1,2,3', ",4]}"),
+           ('{"n":10,"a":[1,2],"s":"ab', '"}')]  # fmt: skip
+    texts = [a + b for a, b in cut]
+    schema = {"type": "object", "properties": props, "required": list(props)}
+    lines = [json.dumps({"schema": schema, "text": t, "backend": "fsm"}) for t in texts]
+    _, out, _ = run_check(capsys, tiny_model, lines, tmp_path)
+    assert [o["rejected_at"] for o in out] == [len(a) for a, _ in cut]
+    assert [o["limit"] for o in out] == [
+        "the number 5 is outside minimum 10 of /properties/n",
+        "minItems 2 of /properties/a not reached (1 item so far)",
+        "maxItems 3 of /properties/a reached",
+        "minLength 3 of /properties/s not reached (2 characters so far)",
+    ]
+    shown = test_strings_html([{**o, "text": t} for o, t in zip(out, texts, strict=True)])
+    assert "minItems 2 of /properties/a not reached" in shown

@@ -4,6 +4,7 @@ against llama-server on the embedded GGUF) walked through this lab's automaton."
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -68,9 +69,16 @@ def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(compil
     (v,) = tr["replay"]["violations"]
     assert v["step"] == 0 and tr["valid"] is False
     assert tr["validation"].startswith("outside the constraint at step 0")
+    # what it wrote and what was expected: the mask's tokens at step 0 all begin with "a"
+    assert f"the engine wrote {v['text']!r}, where the mask allowed " in tr["validation"]
+    expected = v["expected"]
+    assert expected and all(t.startswith("a") for t in expected), expected
+    assert repr(expected[0]) in tr["validation"]
     assert tr["replay"]["forced_tokens"] == 0
     assert all(t["origin"] != "forced" for t in tr["tokens"])
-    assert "would have saved 0 forward passes" in replay_md(tr)
+    md = replay_md(tr)
+    assert "**Jump-forward would have saved nothing**: this output left the constraint at " in md
+    assert "nothing is counted past it" in md and "% of its tokens" not in md
 
 
 def test_a_stream_is_timed_per_token_and_the_cli_replays_a_saved_response(character_regex):
@@ -239,3 +247,14 @@ def test_replay_captions_on_a_backend_without_character_states(compile_engine, r
     assert tr["steps"][20]["char_state"] is None and not tr["replay"]["violations"]
     assert "jump-forward would have written it" in caption(tr, 20)
     assert tr["replay"]["forced_tokens"] == 130  # the automaton's analysis, whatever the masks
+
+
+def test_savings_past_a_later_break_are_not_claimed():
+    """A break at step 3: the savings line counts the 3 tokens before it, no share of all."""
+    from viz.summaries import replay_md
+
+    v = {"step": 3, "text": "x", "char_offset": 3, "allowed": 1, "expected": ["a"]}
+    r = {"tokens": 9, "forced_tokens": 2, "saved_fraction": 0.222, "violations": [v]}
+    md = html.unescape(replay_md({"replay": r}))
+    assert "would have saved 2 forward passes** on the 3 tokens before step 3" in md
+    assert "22%" not in md and "(1 token: 'a')" in md

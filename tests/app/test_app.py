@@ -396,3 +396,54 @@ def test_the_real_schema_presets_compile_on_fsm_and_place_their_states(
     ship, health = placed.values()
     assert "/properties/shipment/properties/carrier" in ship
     assert "/properties/data/items/properties/timestamp" in health
+
+
+def _engine_messages() -> list[str]:
+    """Every string literal in engine/ that is not a docstring: the messages it can send."""
+    import ast
+    from pathlib import Path
+
+    out = []
+    for f in sorted((Path(__file__).resolve().parents[2] / "engine").rglob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+        }
+        out += [
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        ]
+    return out
+
+
+def test_messages_on_the_page_name_its_controls_not_cli_flags():
+    """Issue 46: errors on the page said `--lenient`; every CLI flag the engine names in a
+    message is named as the page's control, or is one the page never shows."""
+    import re
+
+    from app.checks import CLI_ONLY, error_line, for_the_page
+    from app.doctor import page_report
+    from engine.errors import CfsmError
+
+    flagged = [m for m in _engine_messages() if re.search(r"--[a-z]", m)]
+    assert len(flagged) >= 6  # the lenient, spec and runtime messages at least
+    left = {
+        flag
+        for m in flagged
+        for flag in re.findall(r"--[a-z][a-z-]*(?![a-z-])(?! to the CLI)", for_the_page(m))
+    }
+    left.discard("--no-deps")  # pip's own flag, in a command to run: "pip install --no-deps"
+    assert left <= set(CLI_ONLY), left - set(CLI_ONLY)
+    shown = error_line(CfsmError("unsupported_runtime", "no libllama; use --runtime transformers"))
+    assert "set the Runtime menu to transformers" in shown and "--" not in shown
+    row = {"change": "JSON Schema's own reading (--spec: open objects, 1.0 as an integer)"}
+    (w,) = page_report({"what_if": [row]})["what_if"]
+    assert (
+        w["change"]
+        == "JSON Schema's own reading (the Spec reading box: open objects, 1.0 as an integer)"
+    )

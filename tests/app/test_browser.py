@@ -559,6 +559,27 @@ def _compare_and_check(page) -> None:
     page.screenshot(path=str(ARTIFACTS / "compare-view.png"), full_page=True)
 
 
+def test_the_doctors_table_headers_keep_whole_words_on_a_phone(page):
+    """Issue 46: the Doctor's headers read "sh are" and "befor e" at 390 px."""
+    _pick_preset(page, "SGLang character (regex)")
+    page.get_by_role("tab", name="Doctor").click()
+    try:
+        page.locator("#doctor-run").click()
+        page.wait_for_function(
+            "[...document.querySelectorAll('#doctor-report th')].some("
+            "(h) => h.innerText.trim() === 'share')",
+            timeout=240_000,
+        )
+        page.set_viewport_size({"width": 390, "height": 844})
+        heads = page.locator("#doctor-report th").all_inner_texts()
+        broken = page.evaluate(BROKEN_WORDS_JS, "#doctor-report th")
+        page.locator("#doctor-report").screenshot(path=str(ARTIFACTS / "doctor-phone.png"))
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+        page.get_by_role("tab", name="Playground").click()
+    assert "share" in heads and broken == [], (heads, broken)
+
+
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
     box = page.locator("#regex-input textarea")
     box.fill("(?<=a)b")
@@ -1298,7 +1319,8 @@ def _badly_ended_runs_then_every_button(page, app_url: str, cache) -> None:
 
 
 def test_on_a_phone_the_caption_holds_a_long_jump_string(page):
-    """Issue 46: at 390 px the caption's jump string ran out of its box."""
+    """Issue 46: at 390 px the caption's jump string ran out of its box, and the timeline's
+    legend, wrapped into rows, covered its plots and title."""
     page.locator("#regex-input textarea").fill(
         r"\{\"identifier_of_the_record_in_the_database_table\": [0-9]{1,3}\}"
     )
@@ -1312,7 +1334,24 @@ def test_on_a_phone_the_caption_holds_a_long_jump_string(page):
             "(() => { const c = document.querySelector('#caption');"
             " return c.scrollWidth - c.clientWidth; })()"
         )
+        covered = _timeline_parts_the_legend_covers(page)
     finally:
         page.set_viewport_size({"width": 1500, "height": 1100})
     assert "identifier_of_the_record" in text.replace("\u2423", " ")
     assert over <= 1
+    assert covered == [], covered
+
+
+def _timeline_parts_the_legend_covers(page) -> list[str]:
+    """The timeline's plots and title that its legend overlaps, once the plot has been
+    drawn again for the phone's width."""
+    plot = "#timeline-plot .js-plotly-plot"
+    page.wait_for_function(
+        f"document.querySelector('{plot} .main-svg')?.getBoundingClientRect().width <= 390",
+        timeout=10_000,
+    )
+    page.locator(plot).screenshot(path=str(ARTIFACTS / "timeline-phone.png"))
+    legend = page.locator(f"{plot} .legend").bounding_box()
+    parts = {f"plot {k}": page.locator(f"{plot} .nsewdrag").nth(k) for k in range(2)}
+    parts["title"] = page.locator(f"{plot} .gtitle")
+    return [name for name, loc in parts.items() if _overlap(legend, loc.bounding_box())]

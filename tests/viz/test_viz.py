@@ -610,6 +610,8 @@ def test_an_ideal_of_about_one_pass_per_token_is_not_called_fewer():
 
 def test_the_end_of_a_run_is_not_called_a_choice_in_the_jump_panel():
     t = {"mode": "jump", "steps": [{}, {}, {}], "jumps": [], "totals": {"reason": "eos"}}
-    assert "the run has ended (eos)" in jump_panel(t, 3)
+    assert "the run has ended (eos: the model wrote its end token)" in jump_panel(t, 3)
+    limit = {**t, "totals": {"reason": "max_new_tokens"}}
+    assert "ended (max_new_tokens: it reached the Max new tokens limit)" in jump_panel(limit, 3)
     assert "the next character is a choice" in jump_panel(t, 1)
     assert "jump-forward is off" in jump_panel({**t, "mode": "masked"}, 3)
