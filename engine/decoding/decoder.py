@@ -120,11 +120,7 @@ class Decoder:
             # llama.cpp: the thread count of each kind of pass now (chosen as it runs), and
             # the one-token step's as measured at load
             "pass_threads": self.runner.pass_threads(),
-            **{
-                k: v
-                for k, v in (self.lm.self_check or {}).items()
-                if k == "step_ms_by_threads"
-            },
+            **{k: v for k, v in (self.lm.self_check or {}).items() if k == "step_ms_by_threads"},
         }
 
     def sequence(
