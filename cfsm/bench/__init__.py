@@ -8,6 +8,7 @@ from . import (
     api,
     batch,
     bitmask,
+    busy,
     check_requests,
     conformance,
     decode,
@@ -45,6 +46,7 @@ SUITES: dict[str, Suite] = {
         kv_pressure.SUITE,
         check_requests.SUITE,
         figures.SUITE,
+        busy.SUITE,
         api.SUITE,
         replay.SUITE,
     )

@@ -12,7 +12,6 @@ jumps (a new `feed` with the re-tokenized tail) or feeds the token. `done` ends 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,13 +22,13 @@ from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
+from .run_clock import est_masked_ms, run_clock
 from .sampling import ALLOWED_SAMPLE, SamplePack, pack_sizes
 from .token_text import TokenText, common_prefix, token_json
 from .trace import (
     JumpRecord,
     JumpSkip,
     LiveToken,
-    RunClock,
     StepEvent,
     StepRecord,
     Trace,
@@ -476,60 +475,6 @@ class Sequence:
             ),
         )
 
-    def _est_masked_ms(self) -> float:
-        """The cost model's time for this output decoded masked, pass for pass as the
-        page's 'passes saved' counts it (viz.cards.masked_passes): the prompt's prefill
-        gives the first token, one step each gives the others, and one more step a stop the
-        model chose (EOS). A run that jumps nothing then saves 0%, not the one step a
-        baseline of one step per output token added."""
-        c = self.runner.costs
-        if c is None:
-            return 0.0
-        prompt = len(self.prompt_ids) - self.n.prompt_cached_tokens  # shared either way
-        steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
-        return c.pass_ms(prompt) + c.step_ms * steps
-
-    def _run_clock(self) -> RunClock:
-        """This run's passes on its own clock: its measured prefill, its one-token passes at
-        their mean, its many-token passes (jumps) as measured; and the same output decoded
-        masked timed alike: the prefill, then one mean step per further token (and one for
-        a stop the model chose), as `_est_masked_ms` counts passes. The mean, not the
-        median, on both sides: on a busy machine a stalled pass is as likely among the
-        steps masked decoding would make as among the jumps' passes, and a median would
-        drop the steps' stalls and keep the jumps'. A run without a one-token pass takes
-        the step from the load-time cost model."""
-        n, c = self.n, self.runner.costs
-        if n.step_ms:
-            step, source = statistics.fmean(n.step_ms), "this run"
-        elif c is not None:
-            step, source = c.step_ms, "load-time model"
-        else:
-            return RunClock()
-        prefill = n.prefill_ms or 0.0
-        steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
-        forward = prefill + step * len(n.step_ms) + sum(n.multi_ms)
-        jumps = len(n.multi_ms)
-        in_steps = sum(n.multi_ms) / jumps / step if jumps and step else 0.0
-        model = (
-            sum(c.pass_ms(k) for k in n.multi_tokens) / jumps / c.step_ms
-            if jumps and c is not None and c.step_ms
-            else 0.0
-        )
-        masked = self._prompt_only(prefill) + step * steps
-        return RunClock(step, forward, masked, source, jumps, sum(n.multi_tokens), in_steps, model)
-
-    def _prompt_only(self, prefill_ms: float) -> float:
-        """The first pass's time for the prompt alone: a jump made before the first step
-        rides in that pass, and masked decoding would pay for its tokens as steps instead
-        (scaled by the cost model's pass times, else by token counts)."""
-        new = self.n.first_feed_new
-        prompt = len(self.prompt_ids) - self.n.prompt_cached_tokens
-        if new <= prompt or prompt <= 0:
-            return prefill_ms
-        c = self.runner.costs
-        share = c.pass_ms(prompt) / c.pass_ms(new) if c is not None else prompt / new
-        return prefill_ms * min(1.0, share)
-
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""
         self.truncate(self.req.max_new_tokens)
@@ -545,9 +490,9 @@ class Sequence:
             finished=self.finished,
             reason=self.reason,
             queue_s=self.t_start - self.t_created,
-            est_masked_ms=self._est_masked_ms(),
+            est_masked_ms=est_masked_ms(self),
             runtime=self.runner.name,
-            run_clock=self._run_clock(),
+            run_clock=run_clock(self),
         )
         text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
         valid, why, segments = self._validate(text)

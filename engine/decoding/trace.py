@@ -195,8 +195,8 @@ class Totals:
     # tokens computed again after the runtime evicted every request to make room
     kv_held_passes: int = 0
     recomputed_tokens: int = 0
-    # this run's own clock (Sequence._run_clock): the median of its one-token passes, its
-    # passes at that median (jumps as measured), and the same output decoded masked timed
+    # this run's own clock (engine.decoding.run_clock): the mean of its one-token passes, its
+    # passes at that mean (jumps as measured), and the same output decoded masked timed
     # alike; `clock` says where the step came from ("this run", or "load-time model" for a
     # run that made no one-token pass). Time saved = 1 - run_forward_ms / run_masked_ms.
     run_step_ms: float = 0.0

@@ -347,9 +347,10 @@ class LlamaCppRunner(Runner):
 
     def tune_step_threads(self, prompt_ids: list[int], rounds: int = 3) -> dict[int, float]:
         """Time one-token passes on one thread and on every core (interleaved rounds, the
-        median of each) and start the step's thread choice from them (`PassThreads`;
-        pinned to the faster when CFSM_ADAPT_THREADS=0). CFSM_STEP_THREADS, when set,
-        decides instead. Returns the medians by thread count. Leaves no cache behind."""
+        median of each), for the step's thread choice to start from (`measure_costs` seeds
+        `PassThreads` with them; pinned to the faster when CFSM_ADAPT_THREADS=0).
+        CFSM_STEP_THREADS, when set, decides instead. Returns the medians by thread count.
+        Leaves no cache behind."""
         pt = self.lm.pass_threads
         if STEP_THREADS_SET or len(pt.counts) == 1:
             return {}
@@ -368,15 +369,21 @@ class LlamaCppRunner(Runner):
                         self.free(cache)
         finally:
             del pt.fixed["step"]
-        med = {n: round(statistics.median(v), 3) for n, v in times.items()}
-        pt.seed("step", med)
-        if not pt.explore:
-            pt.fixed["step"] = min(med, key=med.get)
-        return med
+        return {n: round(statistics.median(v), 3) for n, v in times.items()}
 
     def measure_costs(self, prompt_ids: list[int], ks=(8, 32), rounds: int = 3):
         self.step_ms_by_threads = self.tune_step_threads(prompt_ids)
-        return super().measure_costs(prompt_ids, ks, rounds)
+        costs = super().measure_costs(prompt_ids, ks, rounds)
+        # passes compare by the cost model from now on, the step started from the timing
+        self.lm.pass_threads.restart(self._expected_ms)
+        self.lm.pass_threads.seed("step", self.step_ms_by_threads)
+        if not self.lm.pass_threads.explore and self.step_ms_by_threads:
+            self.lm.pass_threads.fixed["step"] = self.lm.pass_threads.best("step")
+        return costs
+
+    def _expected_ms(self, n_tokens: int) -> float:
+        """What a pass of `n_tokens` should take by the current cost model."""
+        return self.costs.pass_ms(n_tokens) if self.costs is not None else float(n_tokens)
 
     def pass_threads(self) -> dict[str, int]:
         pt = self.lm.pass_threads

@@ -9,29 +9,38 @@ at each operation's barrier for the one the scheduler took away, so a multi-toke
 many operations long, collapses; jump-forward then lost to masked decoding on the page
 ("a 32-token prefill 64x a step"). A count measured once at load cannot follow that.
 
-So each pass's time per token is recorded under its kind and thread count (an average
-that follows the last few passes), the faster count is used, and every other count is
-tried again after a few passes of its kind, so a change in the machine's load is seen
-within a fraction of a second of steps or a few jumps. Thread counts never change logits
+So each pass's time is recorded under its kind and thread count (over the pass the cost
+model says it should take: a 2-token and a 16-token jump compare), the count with the lower
+median of its last few passes is used, and every other count is tried again after a few
+passes of its kind (a few steps in a row, one multi-token pass; later the slower it was),
+so a change in the machine's load is seen within a fraction of a second of steps or a few
+jumps. Medians, not averages: on a busy machine one pass in a few stalls for a whole
+scheduler slice, and an average would chase those. Thread counts never change logits
 on llama.cpp's CPU kernels (each output row is computed by one thread; checked in
 tests/runtimes/test_pass_threads.py), so trying a count costs time only.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # pass kinds by tokens: a step, a short multi-token pass (jumps, small batches), a long one
 KINDS: tuple[tuple[int, str], ...] = ((1, "step"), (16, "short"))
 LONG = "long"
 KIND_NAMES = (*(name for _, name in KINDS), LONG)
-# passes of a kind between tries of a count that is not the fastest: steps are many and
-# cheap, multi-token passes few (a run makes a handful of jumps) and costlier to try
+# passes of a kind between tries of a count that is not the fastest (times how much slower
+# it was, up to MAX_BACKOFF): steps are many and cheap, multi-token passes few (a run makes
+# a handful of jumps) and dearer to try
 EXPLORE_EVERY = {"step": 32, "short": 6, LONG: 6}
+MAX_BACKOFF = 4.0
+TRY_PASSES = {"step": 3, "short": 1, LONG: 1}  # passes in a row a try lasts
 # a long pass is tried on another count only while it is this short (a 300-token prompt
 # on the slower count would cost a user a visible delay)
 EXPLORE_MAX_TOKENS = 64
-ALPHA = 0.35  # weight of the latest pass in a count's average time per token
+WINDOW = 5  # a count's cost: the median of its last WINDOW passes of the kind
 
 
 def kind_of(n_tokens: int) -> str:
@@ -46,9 +55,12 @@ def kind_of(n_tokens: int) -> str:
 class _Arm:
     """One thread count's record for one kind of pass."""
 
-    ms_per_token: float | None = None
-    passes: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     last_pass: int = -1  # the kind's pass count when this count last ran
+
+    @property
+    def cost(self) -> float | None:
+        return statistics.median(self.recent) if self.recent else None
 
 
 @dataclass
@@ -57,14 +69,17 @@ class PassThreads:
 
     `choose` names the count for the next pass; `record` gives its time back. Counts are
     those the runtime may use (1 and every usable core); `fixed` pins a kind to a count
-    (CFSM_STEP_THREADS pins the step). Not thread-safe: the runtime calls it under its
-    pass lock."""
+    (CFSM_STEP_THREADS pins the step); `expected_ms(k)`, when set (the runtime's cost
+    model), is what a k-token pass should take, so passes of different sizes compare (else
+    time per token). Not thread-safe: the runtime calls it under its pass lock."""
 
     counts: tuple[int, ...]
     fixed: dict[str, int] = field(default_factory=dict)
     explore: bool = True
+    expected_ms: Callable[[int], float] | None = None
     _arms: dict[str, dict[int, _Arm]] = field(default_factory=dict, repr=False)
     _passes: dict[str, int] = field(default_factory=dict, repr=False)
+    _trying: dict[str, list[int]] = field(default_factory=dict, repr=False)  # [count, left]
 
     def __post_init__(self) -> None:
         self.counts = tuple(sorted(set(self.counts)))
@@ -72,59 +87,82 @@ class PassThreads:
         self._passes = dict.fromkeys(KIND_NAMES, 0)
 
     def choose(self, n_tokens: int) -> int:
-        """The thread count for a pass of `n_tokens` tokens: a pinned count; else a count
-        this kind has not run yet, or one not run for EXPLORE_EVERY passes of the kind (a
-        long pass only up to EXPLORE_MAX_TOKENS); else the fastest. Changes nothing."""
+        """The thread count for a pass of `n_tokens` tokens: a pinned count; a try under way;
+        else a count this kind has not run yet, or one whose turn to be tried again has
+        come (a long pass only up to EXPLORE_MAX_TOKENS), which starts a try of
+        TRY_PASSES passes (the count's older passes forgotten); else the fastest. Only a
+        try's start changes state."""
         kind = kind_of(n_tokens)
         if kind in self.fixed:
             return self.fixed[kind]
-        arms = self._arms[kind]
         best = self.best(kind)
-        if not self.explore or len(arms) == 1:
+        if not self.explore or len(self.counts) == 1:
             return best
+        if kind in self._trying:
+            return self._trying[kind][0]
         if kind == LONG and n_tokens > EXPLORE_MAX_TOKENS:
             return best
-        due = [
-            c
-            for c, a in arms.items()
-            if a.ms_per_token is None or self._passes[kind] - a.last_pass >= EXPLORE_EVERY[kind]
-        ]
-        return min(due, key=lambda c: arms[c].last_pass) if due else best
+        due = [c for c in self.counts if c != best and self._due(kind, c, best)]
+        if not due:
+            return best
+        count = min(due, key=lambda c: self._arms[kind][c].last_pass)
+        self._trying[kind] = [count, TRY_PASSES[kind]]
+        self._arms[kind][count].recent.clear()  # passes from before the try are stale
+        return count
+
+    def _due(self, kind: str, count: int, best: int) -> bool:
+        arm, top = self._arms[kind][count], self._arms[kind][best]
+        if arm.cost is None:
+            return True
+        slower = min(MAX_BACKOFF, arm.cost / top.cost) if top.cost else 1.0
+        return self._passes[kind] - arm.last_pass >= EXPLORE_EVERY[kind] * max(1.0, slower)
 
     def best(self, kind: str) -> int:
-        """The count with the lowest average time per token for `kind` (the most threads
-        while none has been measured). Changes nothing."""
+        """The count with the lowest cost for `kind` (the most threads while none has been
+        measured). Changes nothing."""
         if kind in self.fixed:
             return self.fixed[kind]
-        known = {c: a.ms_per_token for c, a in self._arms[kind].items() if a.ms_per_token}
+        known = {c: a.cost for c, a in self._arms[kind].items() if a.cost is not None}
         return min(known, key=known.get) if known else max(self.counts)
 
     def record(self, n_tokens: int, threads: int, seconds: float) -> None:
-        """A pass of `n_tokens` tokens on `threads` threads took `seconds`: folded into
-        that count's average for the pass's kind. A count not offered is ignored."""
+        """A pass of `n_tokens` tokens on `threads` threads took `seconds`: kept among that
+        count's last passes of the kind, a try under way counted down. A count not offered
+        is ignored."""
         kind = kind_of(n_tokens)
         arm = self._arms[kind].get(threads)
         if arm is None or n_tokens < 1:
             return
-        ms = 1e3 * seconds / n_tokens
-        old = arm.ms_per_token
-        arm.ms_per_token = ms if old is None else ALPHA * ms + (1 - ALPHA) * old
-        arm.passes += 1
+        expected = self.expected_ms(n_tokens) if self.expected_ms else float(n_tokens)
+        arm.recent.append(1e3 * seconds / max(expected, 1e-9))
         arm.last_pass = self._passes[kind]
         self._passes[kind] += 1
+        trying = self._trying.get(kind)
+        if trying and trying[0] == threads:
+            trying[1] -= 1
+            if trying[1] <= 0:
+                del self._trying[kind]
 
-    def seed(self, kind: str, ms_per_token: dict[int, float]) -> None:
-        """Start `kind`'s averages from a measurement made elsewhere (the load-time step
-        timing), so the first passes do not each try every count."""
-        for c, ms in ms_per_token.items():
+    def restart(self, expected_ms: Callable[[int], float] | None) -> None:
+        """Forget every record and compare passes by `expected_ms` from now on (records
+        made on another scale would not compare)."""
+        self.expected_ms = expected_ms
+        self.__post_init__()
+        self._trying.clear()
+
+    def seed(self, kind: str, ms_by_count: dict[int, float], n_tokens: int = 1) -> None:
+        """Start `kind`'s records from passes of `n_tokens` timed elsewhere (the load-time
+        step timing), so the first passes do not each try every count."""
+        expected = self.expected_ms(n_tokens) if self.expected_ms else float(n_tokens)
+        for c, ms in ms_by_count.items():
             if c in self._arms[kind]:
-                self._arms[kind][c].ms_per_token = ms
+                self._arms[kind][c].recent.append(ms / max(expected, 1e-9))
 
     def table(self) -> dict[str, dict[str, float]]:
-        """Average ms per token by kind and thread count, as the model card shows it
-        (counts not run yet left out)."""
+        """Each kind's cost by thread count (ms per token, or times the cost model's pass
+        once `expected_ms` is set); counts not run yet left out."""
         return {
-            kind: {str(c): round(a.ms_per_token, 3) for c, a in arms.items() if a.ms_per_token}
+            kind: {str(c): round(a.cost, 3) for c, a in arms.items() if a.cost is not None}
             for kind, arms in self._arms.items()
-            if any(a.ms_per_token for a in arms.values())
+            if any(a.cost is not None for a in arms.values())
         }

@@ -435,3 +435,35 @@ def test_the_bitmask_suite_picks_alike_on_every_path():
         r = measure(vocab, batch, "cpu", reps=2)
         assert r["batched_us"] > 0 and r["per_request_us"] > 0
         assert r["xgrammar_apply_us"] is not None, r.get("xgrammar_note")
+
+
+def test_bench_busy_loads_the_machine_then_stops_its_processes_and_refuses_unknown_loads():
+    import psutil
+
+    from cfsm.bench.busy import machine_load, run_busy
+    from engine.errors import CfsmError
+    from engine.runtimes.host_threads import usable_cpus
+
+    me = psutil.Process()
+    with machine_load("busy"):
+        kids = me.children()
+        assert len(kids) == usable_cpus() and all(k.is_running() for k in kids)
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    with machine_load("idle"):
+        assert me.children() == []
+    with pytest.raises(CfsmError, match="not among idle, busy, bursty"):
+        run_busy(None, ["idle", "loud"], 1, 8)
+
+
+def test_bench_busy_every_core_policy_pins_every_kind_and_gives_the_runtime_back():
+    from types import SimpleNamespace
+
+    from cfsm.bench.busy import thread_policy
+    from engine.runtimes.pass_threads import PassThreads
+
+    pt = PassThreads((1, 4), {"step": 1})
+    eng = SimpleNamespace(decoder=SimpleNamespace(runner=SimpleNamespace(
+        lm=SimpleNamespace(pass_threads=pt, threads=4))))  # fmt: skip
+    with thread_policy(eng, "every core"):
+        assert [pt.choose(n) for n in (1, 8, 40)] == [4, 4, 4] and not pt.explore
+    assert pt.fixed == {"step": 1} and pt.explore

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.runtimes.pass_threads import EXPLORE_EVERY, EXPLORE_MAX_TOKENS, PassThreads, kind_of
+from engine.runtimes.pass_threads import (
+    EXPLORE_EVERY,
+    EXPLORE_MAX_TOKENS,
+    MAX_BACKOFF,
+    PassThreads,
+    kind_of,
+)
 
 
 def _run(pt: PassThreads, n_tokens: int, ms_per_token: dict[int, float]) -> int:
@@ -24,9 +30,10 @@ def test_each_count_is_tried_then_the_faster_one_is_used():
     pt = PassThreads((1, 2))
     first = [_run(pt, 8, {1: 4.0, 2: 2.0}) for _ in range(2)]
     assert sorted(first) == [1, 2]  # each count once, before any choice
-    # the slower count comes round again EXPLORE_EVERY passes after its last try
-    later = [_run(pt, 8, {1: 4.0, 2: 2.0}) for _ in range(EXPLORE_EVERY["short"] - 1)]
-    assert later == [2] * (EXPLORE_EVERY["short"] - 2) + [1]
+    # the slower count (2x) comes round again 2 x EXPLORE_EVERY passes after its last try
+    gap = 2 * EXPLORE_EVERY["short"]
+    later = [_run(pt, 8, {1: 4.0, 2: 2.0}) for _ in range(gap - 1)]
+    assert later == [2] * (gap - 2) + [1]
     assert pt.best("short") == 2 and pt.best("step") == 2  # unmeasured: every core
 
 
@@ -40,10 +47,31 @@ def test_the_slower_count_is_tried_again_and_a_busy_machine_turns_the_choice():
     assert pt.best("short") == 2
     used = [_run(pt, 8, busy) for _ in range(2 * EXPLORE_EVERY["short"])]
     assert pt.best("short") == 1
-    assert used[-EXPLORE_EVERY["short"] + 1 :] == [1] * (EXPLORE_EVERY["short"] - 1)
-    for _ in range(3 * EXPLORE_EVERY["short"]):  # and back when the machine is idle again
+    assert used[-EXPLORE_EVERY["short"] :] == [1] * EXPLORE_EVERY["short"]
+    # and back when the machine is idle again: one try of 2 (its busy passes forgotten)
+    for _ in range(int(MAX_BACKOFF * EXPLORE_EVERY["short"]) + 1):
         _run(pt, 8, idle)
     assert pt.best("short") == 2
+
+
+def test_a_stalled_pass_now_and_then_does_not_turn_the_choice():
+    """A busy machine stalls one pass in a few for a scheduler slice: the median of the
+    last passes keeps the faster count."""
+    pt = PassThreads((1, 2))
+    for i in range(200):
+        stall = 40.0 if i % 4 == 0 else 0.0
+        _run(pt, 1, {1: 6.0 + stall, 2: 4.0 + stall})
+    assert pt.best("step") == 2
+
+
+def test_passes_of_different_sizes_compare_through_the_cost_model():
+    """A 2-token pass costs far more per token than a 16-token one: by the cost model's
+    expected time, one thread's 2-token passes are not taken for slower than every core's
+    16-token ones."""
+    pt = PassThreads((1, 2), expected_ms=lambda k: 5.0 + 2.0 * k)
+    pt.record(2, 1, 9.0 * 0.9 / 1e3)  # 0.9x what the model expects
+    pt.record(16, 2, 37.0 * 1.2 / 1e3)  # 1.2x
+    assert pt.best("short") == 1
 
 
 def test_kinds_learn_apart():
