@@ -9,7 +9,7 @@ window.cfsm = (() => {
   // The graph's room: labels start at LABEL_PX on screen, "fit" never goes under FIT_PX;
   // the view is placed so that no label is cut at the panel's edge.
   const LABEL_PX = 14, FIT_PX = 10, PAD = 4;
-  let boxes = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
+  let boxes = null, focusBox = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
   const FEW_ALLOWED = 16;  // at most this many allowed ids are ringed and listed under the mask
@@ -90,6 +90,8 @@ window.cfsm = (() => {
       const r = t.getBoundingClientRect();
       return [m.a * r.left + m.e, m.d * r.top + m.f, m.a * r.right + m.e, m.d * r.bottom + m.f];
     });
+    const e = B.steps[cur], el = e && e.el && svg.getElementById(e.el), fr = el && el.getBoundingClientRect();
+    focusBox = fr && fr.width ? [m.a * fr.left + m.e, m.d * fr.top + m.f, m.a * fr.right + m.e, m.d * fr.bottom + m.f] : null;
     const g = (svg.querySelector("g.graph") || svg).getBBox();
     const x0 = Math.min(base[0], g.x + shift[0], ...boxes.map((b) => b[0])) - PAD;
     const y0 = Math.min(base[1], g.y + shift[1], ...boxes.map((b) => b[1])) - PAD;
@@ -138,7 +140,7 @@ window.cfsm = (() => {
     if (x0 === Infinity) return [content[0] + content[2] / 2, content[1] + content[3] / 2];
     return [(x0 + x1) / 2 + shift[0], (y0 + y1) / 2 + shift[1]];
   }
-  // Move the view (by at most a third of it each way) so that no label straddles its
+  // Move the view (by at most half of it each way) so that no label straddles its
   // edges: the nearest of the places that put a label's edge at (or just past) the view's
   // edge; where none does, zoom in a little (up to 1.25 times: labels only grow) and try again.
   function snap() {
@@ -156,9 +158,12 @@ window.cfsm = (() => {
   // [x, y, labels cut] of the best place for a w x h view near (x, y)
   function snapAt(x, y, w, h) {
     const M = 1;  // a label closer than this to the edge counts as cut
-    const fits = boxes.filter((b) => b[2] - b[0] < w - 2 * PAD && b[3] - b[1] < h - 2 * PAD);
+    // the labels that could be cut by a view moved by up to half its size
+    const fits = boxes.filter((b) => b[2] - b[0] < w - 2 * PAD && b[3] - b[1] < h - 2 * PAD &&
+      b[2] > x - w / 2 && b[0] < x + 1.5 * w && b[3] > y - h / 2 && b[1] < y + 1.5 * h);
+    const f = focusBox;  // the current element stays wholly in view
     const cuts = (x0, y0) => {
-      let n = 0;
+      let n = f && (f[0] < x0 || f[2] > x0 + w || f[1] < y0 || f[3] > y0 + h) ? 1000 : 0;
       for (const b of fits) if (b[2] + M > x0 && b[0] - M < x0 + w && b[3] + M > y0 && b[1] - M < y0 + h &&
         (b[0] - M < x0 || b[2] + M > x0 + w || b[1] - M < y0 || b[3] + M > y0 + h)) n++;
       return n;
@@ -167,8 +172,8 @@ window.cfsm = (() => {
     if (!now) return [x, y, 0];
     // a label's near edge at the view's edge, or just past it
     const cands = (at, a, len) => [at, ...fits.flatMap((b) => [b[a] - PAD, b[a + 2] + PAD - len, b[a + 2] + PAD, b[a] - PAD - len])]
-      .filter((c) => Math.abs(c - at) <= len / 3)
-      .sort((p, q) => Math.abs(p - at) - Math.abs(q - at)).slice(0, 40);
+      .filter((c) => Math.abs(c - at) <= len / 2)
+      .sort((p, q) => Math.abs(p - at) - Math.abs(q - at)).slice(0, 60);
     let best = [x, y, now], bestD = 0;
     for (const cx of cands(x, 0, w)) for (const cy of cands(y, 1, h)) {
       const n = cuts(cx, cy), d = Math.hypot((cx - x) / w, (cy - y) / h);
