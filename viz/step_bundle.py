@@ -370,7 +370,7 @@ def _view_html(trace: dict, b: dict) -> str:
         'data-z="in" title="zoom in">+</button><button data-z="out" title="zoom out">\u2212'
         '</button><button data-z="fit" title="the focus at no less than 10 px labels">fit'
         '</button><button data-z="cur">current</button><button data-z="full" id="graph-full" '
-        'title="full screen (Esc leaves)">\u26f6 full screen</button><a id="dl-svg" '
+        'title="full screen (Esc leaves)">full screen</button><a id="dl-svg" '
         'download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph" '
         'title="drag to pan, wheel to zoom; drag the lower right corner to resize"></div></div>'
         + LEGEND
