@@ -1478,6 +1478,22 @@ def test_graph_panel_resizes_and_goes_full_screen(page, app_url):
     )
     back = _graph_labels(page)
     assert abs(back["w"] - before["w"]) < 2 and not back["cut"], (before, back)
+    # a browser that refuses full screen: the panel fills the window instead; Esc leaves
+    page.evaluate(
+        "window._rfs = Element.prototype.requestFullscreen; "
+        "Element.prototype.requestFullscreen = () => Promise.reject(new Error('refused')); 0"
+    )
+    try:
+        page.locator("#graph-full").click()
+        page.wait_for_selector("#graph-box.cfsm-full")
+        filled = _graph_labels(page)
+        assert filled["w"] >= 1.8 * before["w"] and not filled["cut"], (before, filled)
+        assert filled["min"] >= 14 - 0.05 and filled["current"], filled
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#graph-box.cfsm-full", state="detached")
+        assert abs(_graph_labels(page)["w"] - before["w"]) < 2
+    finally:
+        page.evaluate("Element.prototype.requestFullscreen = window._rfs; 0")
 
 
 def test_graph_drawn_in_its_panel_after_a_run_that_ended_in_another_tab(page, app_url):
