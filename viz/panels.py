@@ -42,9 +42,15 @@ margin:4px 0;overflow-wrap:anywhere;}
 .cfsm-row>*{flex:1 1 360px;min-width:0;}
 .cfsm-col-graph{flex:3 1 520px;}
 .cfsm-col-side{flex:2 1 340px;}
-#fsm-graph{height:460px;border:1px solid #e2e8f0;border-radius:6px;overflow:hidden;cursor:grab;\
-background:#fff;touch-action:none;}
-#fsm-graph svg{width:100%;height:100%;}
+#fsm-graph{height:520px;min-height:200px;border:1px solid #e2e8f0;border-radius:6px;\
+overflow:hidden;resize:vertical;cursor:grab;background:#fff;touch-action:none;}
+.cfsm-graph-box:fullscreen,.cfsm-graph-box.cfsm-full{background:#fff;padding:8px;display:flex;\
+flex-direction:column;box-sizing:border-box;}
+.cfsm-graph-box.cfsm-full{position:fixed;inset:0;z-index:1000;}
+.cfsm-graph-box:fullscreen #fsm-graph,.cfsm-graph-box.cfsm-full #fsm-graph{flex:1 1 auto;\
+height:auto !important;resize:none;}
+#fsm-graph svg{width:100%;height:100%;display:block;}
+#fsm-graph svg text{text-rendering:geometricPrecision;}
 #fsm-graph.cfsm-nograph{height:auto;padding:10px 12px;cursor:default;}
 #fsm-graph g.node, #fsm-graph g.edge{cursor:pointer;}
 .cfsm-graph-tools button{margin-right:4px;padding:0 8px;border:1px solid #cbd5e1;border-radius:4px;\

@@ -366,10 +366,14 @@ def rest_html(rest: dict) -> str:
 
 def _view_html(trace: dict, b: dict) -> str:
     graph = (
-        '<div class="cfsm-graph-tools"><button data-z="in" title="zoom in">+</button><button '
-        'data-z="out" title="zoom out">\u2212</button><button data-z="fit">fit</button><button '
-        'data-z="cur">current</button><a id="dl-svg" download="fsm.svg" href="#">download '
-        'SVG</a></div><div id="fsm-graph"></div>' + LEGEND
+        '<div id="graph-box" class="cfsm-graph-box"><div class="cfsm-graph-tools"><button '
+        'data-z="in" title="zoom in">+</button><button data-z="out" title="zoom out">\u2212'
+        '</button><button data-z="fit" title="the focus at no less than 10 px labels">fit'
+        '</button><button data-z="cur">current</button><button data-z="full" id="graph-full" '
+        'title="full screen (Esc leaves)">full screen</button><a id="dl-svg" '
+        'download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph" '
+        'title="drag to pan, wheel to zoom; drag the lower right corner to resize"></div></div>'
+        + LEGEND
         if b["layouts"]
         else f'<div id="fsm-graph" class="cfsm-muted cfsm-nograph">{esc(_no_graph(trace))}</div>'
     )

@@ -199,11 +199,25 @@ def test_character_preset_run_and_scrub(page, app_url):
     page.screenshot(path=str(ARTIFACTS / "step-view-scrubbed.png"), full_page=True)
 
     # clicking a state the path reached moves the scrubber to the step that reached it
-    page.locator(
-        "#step-view [data-z=fit]"
-    ).click()  # the whole layout in view (pan and zoom are the page's)
-    target = page.locator("#fsm-graph svg g.node.path").first
-    tid = target.get_attribute("id")
+    # (fit shows the current state's neighbourhood at 10 px labels: zoom out until an
+    # earlier position's state is in view)
+    page.locator("#step-view [data-z=fit]").click()
+    pick = """() => {
+        const r = document.querySelector('#fsm-graph').getBoundingClientRect();
+        const B = JSON.parse(document.querySelector('#step-view script.cfsm-bundle').textContent);
+        const stops = new Set(B.steps.slice(0, 6).map((e) => e.el));  // an earlier position's
+        return [...document.querySelectorAll('#fsm-graph svg g.node.path')].find((g) => {
+          const b = g.getBoundingClientRect();
+          return stops.has(g.id) && b.left >= r.left && b.right <= r.right && b.top >= r.top
+            && b.bottom <= r.bottom;
+        })?.id || null; }"""
+    for _ in range(8):
+        tid = page.evaluate(pick)
+        if tid:
+            break
+        page.locator("#step-view [data-z=out]").click()
+    assert tid, "an earlier position's state comes into view"
+    target = page.locator(f"#fsm-graph svg g#{tid}")
     target.click()
     page.wait_for_function(
         f"document.querySelector('#fsm-graph svg g.current')?.id === '{tid}' || "
@@ -1355,3 +1369,151 @@ def _timeline_parts_the_legend_covers(page) -> list[str]:
     parts = {f"plot {k}": page.locator(f"{plot} .nsewdrag").nth(k) for k in range(2)}
     parts["title"] = page.locator(f"{plot} .gtitle")
     return [name for name, loc in parts.items() if _overlap(legend, loc.bounding_box())]
+
+
+# --- the graph's room (#46 item 4): label sizes on screen, no label cut, resize, full screen
+
+# The graph's labels as drawn: their size on screen (the CTM's scale times the font size),
+# how many are in view, and those cut at the panel's edge (partly in view, partly out).
+_LABELS = """() => {
+  const p = document.querySelector('#fsm-graph'), r = p.getBoundingClientRect();
+  const ts = [...p.querySelectorAll('svg text')];
+  const px = ts.map((t) => t.getScreenCTM().a * parseFloat(t.getAttribute('font-size')));
+  const boxes = ts.map((t) => [t.textContent, t.getBoundingClientRect()]);
+  const inView = (b) =>
+    b.right > r.left && b.left < r.right && b.bottom > r.top && b.top < r.bottom;
+  const cut = boxes.filter(([, b]) => inView(b) && (b.left < r.left - 0.5 || b.right > r.right + 0.5
+    || b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5)).map(([s]) => s);
+  const cur = p.querySelector('svg g.current');
+  const c = cur && cur.getBoundingClientRect();
+  return {min: Math.min(...px), n: ts.length, seen: boxes.filter(([, b]) => inView(b)).length, cut,
+          w: r.width, h: r.height,
+          current: !!c && c.left >= r.left && c.right <= r.right && c.top >= r.top
+            && c.bottom <= r.bottom};
+}"""
+
+
+def _graph_labels(page) -> dict:
+    page.wait_for_timeout(150)  # a frame or two: the resize observer's placement
+    return page.evaluate(_LABELS)
+
+
+def _character_run(page) -> None:
+    """The character preset picked and run; the page shows the Playground."""
+    page.wait_for_function(
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=180_000,
+    )
+    page.get_by_role("tab", name="Playground").click()
+    if page.locator("#whole input").is_checked():
+        page.locator("#whole input").uncheck()
+    _pick_preset(page, "SGLang character (regex)")
+    page.wait_for_function(
+        "document.querySelector('#regex-input textarea').value.includes('Gryffindor')",
+        timeout=10_000,
+    )
+    _run_and_wait(page)
+    page.locator("#fsm-graph").scroll_into_view_if_needed()
+
+
+def test_graph_labels_are_14px_fit_keeps_10px_and_none_is_cut(page, app_url):
+    """The default view draws labels at 14 px or more; "fit" fits the focus but never
+    below 10 px; no label is left cut at the panel's edge, scrubbing included; the same
+    with the whole automaton (whose fit stays at 10 px, around the current state)."""
+    _character_run(page)
+    at = _graph_labels(page)
+    assert at["min"] >= 14 - 0.05 and at["seen"] >= 3 and not at["cut"], at
+    for k in (3, 6, 10, 20):
+        page.evaluate(f"window.cfsm.setSlider({k})")
+        at = _graph_labels(page)
+        assert at["min"] >= 14 - 0.05 and at["current"] and not at["cut"], (k, at)
+    page.locator(".cfsm-graph-tools [data-z=fit]").click()
+    at = _graph_labels(page)
+    assert at["min"] >= 10 - 0.05 and at["current"] and not at["cut"], at
+    page.screenshot(path=str(ARTIFACTS / "graph-fit.png"))
+    old = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.locator("#whole input").check()
+    page.wait_for_function(
+        f"document.querySelector('#step-view')?.dataset.run !== '{old}' && "
+        "document.querySelector('#fsm-graph svg') !== null",
+        timeout=60_000,
+    )
+    page.evaluate("window.cfsm.setSlider(6)")
+    at = _graph_labels(page)
+    assert at["n"] > 45 and at["min"] >= 14 - 0.05 and at["current"] and not at["cut"], at
+    page.locator(".cfsm-graph-tools [data-z=fit]").click()
+    at = _graph_labels(page)
+    assert at["min"] >= 10 - 0.05 and at["current"] and not at["cut"], at
+    page.screenshot(path=str(ARTIFACTS / "graph-whole-fit.png"))
+    page.locator("#whole input").uncheck()
+
+
+def test_graph_panel_resizes_and_goes_full_screen(page, app_url):
+    """The panel's corner drags it taller, the full-screen button fills the screen (or
+    the window) with it and gives it back; labels keep their size and stay whole."""
+    _character_run(page)
+    before = _graph_labels(page)
+    box = page.locator("#fsm-graph").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 3, box["y"] + box["height"] - 3)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] - 3, box["y"] + box["height"] + 200, steps=5)
+    page.mouse.up()
+    taller = _graph_labels(page)
+    assert taller["h"] >= before["h"] + 150, (before, taller)
+    assert abs(taller["min"] - before["min"]) < 0.05 and not taller["cut"], taller
+    assert taller["seen"] >= before["seen"], (before, taller)
+    page.locator("#graph-full").click()
+    page.wait_for_function(
+        "document.fullscreenElement?.id === 'graph-box' || "
+        "document.querySelector('#graph-box.cfsm-full') !== null"
+    )
+    full = _graph_labels(page)
+    page.screenshot(path=str(ARTIFACTS / "graph-full-screen.png"))
+    assert full["w"] >= 1.8 * before["w"] and full["h"] >= taller["h"], (before, full)
+    assert full["min"] >= 14 - 0.05 and full["current"] and not full["cut"], full
+    assert full["seen"] > taller["seen"], (taller, full)
+    page.locator("#graph-full").click()
+    page.wait_for_function(
+        "!document.fullscreenElement && !document.querySelector('#graph-box.cfsm-full')"
+    )
+    back = _graph_labels(page)
+    assert abs(back["w"] - before["w"]) < 2 and not back["cut"], (before, back)
+    # a browser that refuses full screen: the panel fills the window instead; Esc leaves
+    page.evaluate(
+        "window._rfs = Element.prototype.requestFullscreen; "
+        "Element.prototype.requestFullscreen = () => Promise.reject(new Error('refused')); 0"
+    )
+    try:
+        page.locator("#graph-full").click()
+        page.wait_for_selector("#graph-box.cfsm-full")
+        filled = _graph_labels(page)
+        assert filled["w"] >= 1.8 * before["w"] and not filled["cut"], (before, filled)
+        assert filled["min"] >= 14 - 0.05 and filled["current"], filled
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#graph-box.cfsm-full", state="detached")
+        assert abs(_graph_labels(page)["w"] - before["w"]) < 2
+    finally:
+        page.evaluate("Element.prototype.requestFullscreen = window._rfs; 0")
+
+
+def test_graph_drawn_in_its_panel_after_a_run_that_ended_in_another_tab(page, app_url):
+    """A run that finishes while the Compare tab is in front: back on the Playground the
+    graph is placed in its panel (labels at 14 px, the current state in view, none cut)."""
+    _character_run(page)
+    old = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.locator("#run").click()
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_function(
+        f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run "
+        f"&& v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
+        timeout=240_000,
+    )
+    run = page.evaluate("document.querySelector('#step-view').dataset.run")
+    page.wait_for_selector(f'#step-view-rest script[data-run="{run}"]', state="attached")
+    assert not page.locator("#fsm-graph").is_visible()  # it ended out of sight
+    page.get_by_role("tab", name="Playground").click()
+    page.locator("#fsm-graph").scroll_into_view_if_needed()
+    at = _graph_labels(page)
+    page.screenshot(path=str(ARTIFACTS / "graph-after-other-tab.png"))
+    assert at["seen"] >= 3 and at["current"] and not at["cut"], at
+    assert at["min"] >= 14 - 0.05, at

@@ -6,6 +6,10 @@ window.cfsm = (() => {
   let tour = null;  // the tour in progress: {stops, i, missing}
   let tourCentre = null;  // [step, edge ids]: the tour's chain stop centres the graph on one
   const zoomed = new WeakSet();
+  // The graph's room: labels start at LABEL_PX on screen, "fit" never goes under FIT_PX;
+  // the view is placed so that no label is cut at the panel's edge.
+  const LABEL_PX = 14, FIT_PX = 10, PAD = 4;
+  let boxes = null, focusBox = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
   const FEW_ALLOWED = 16;  // at most this many allowed ids are ringed and listed under the mask
@@ -65,46 +69,180 @@ window.cfsm = (() => {
     shift = m ? [parseFloat(m[1]), parseFloat(m[2])] : [0, 0];
     svg.removeAttribute("width"); svg.removeAttribute("height");
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
-    fit(0.9);  // never smaller than 0.9 px per point: labels stay readable
+    minFont = Math.min(...Array.from(svg.querySelectorAll("text"), (t) => parseFloat(t.getAttribute("font-size")) || 14), 14);
+    boxes = null; content = null; vb = [...base];
     panZoom(host);
+    home();
   }
-  function fit(minScale) {
-    // a viewBox with the panel's own aspect ratio, so that `meet` adds no margins
-    const host = $("#fsm-graph"), cw = host.clientWidth || 700, ch = host.clientHeight || 460;
-    const k = Math.max(Math.min(cw / base[2], ch / base[3]), minScale);
-    const w = cw / k, h = ch / k, cx = base[0] + base[2] / 2, cy = base[1] + base[3] / 2;
+  // The labels' boxes and the drawing's extent as the browser draws them (its fonts are
+  // wider than Graphviz's estimate: a label may stick out of the viewBox Graphviz wrote).
+  // Only a shown panel can be measured: a hidden one waits (`blind`) for the observer.
+  function measure() {
+    if (boxes) return true;
+    if (!svg || !$("#fsm-graph").clientWidth) { blind = true; return false; }
+    // the boxes drawn on screen, back in the viewBox's units: a fallback font's glyphs
+    // (the visible space, the return) reach past the box getBBox gives
+    // measured at the labels' default size: Chrome lays text out at its size on screen
+    const k0 = LABEL_PX / minFont, [cw, ch] = size();
+    svg.setAttribute("viewBox", `${base[0]} ${base[1]} ${cw / k0} ${ch / k0}`);
+    const m = svg.getScreenCTM().inverse();
+    boxes = Array.from(svg.querySelectorAll("text"), (t) => {
+      const r = t.getBoundingClientRect();
+      return [m.a * r.left + m.e, m.d * r.top + m.f, m.a * r.right + m.e, m.d * r.bottom + m.f];
+    });
+    const e = B.steps[cur], el = e && e.el && svg.getElementById(e.el), fr = el && el.getBoundingClientRect();
+    focusBox = fr && fr.width ? [m.a * fr.left + m.e, m.d * fr.top + m.f, m.a * fr.right + m.e, m.d * fr.bottom + m.f] : null;
+    const g = (svg.querySelector("g.graph") || svg).getBBox();
+    const x0 = Math.min(base[0], g.x + shift[0], ...boxes.map((b) => b[0])) - PAD;
+    const y0 = Math.min(base[1], g.y + shift[1], ...boxes.map((b) => b[1])) - PAD;
+    const x1 = Math.max(base[0] + base[2], g.x + g.width + shift[0], ...boxes.map((b) => b[2])) + PAD;
+    const y1 = Math.max(base[1] + base[3], g.y + g.height + shift[1], ...boxes.map((b) => b[3])) + PAD;
+    content = [x0, y0, x1 - x0, y1 - y0];
+    return true;
+  }
+  function size() { const h = $("#fsm-graph"); return [h.clientWidth, h.clientHeight]; }
+  // the scale (px per unit) at which the whole drawing fits the panel
+  function fitScale(box) { const [cw, ch] = size(); return Math.min(cw / box[2], ch / box[3]); }
+  // a viewBox with the panel's own aspect ratio (so `meet` adds no margins), at k px per
+  // unit around (cx, cy), moved a little where that keeps every label whole
+  function place(k, cx, cy) {
+    const [cw, ch] = size(), w = cw / k, h = ch / k;
     vb = [cx - w / 2, cy - h / 2, w, h];
+    snap();
     apply();
   }
+  // The default view: labels at LABEL_PX (larger where the whole fits, up to 1.5 times),
+  // the whole drawing where it fits, else centred on the current element.
+  function home() {
+    if (!measure()) return;
+    blind = false;
+    const lo = LABEL_PX / minFont, k = Math.max(lo, Math.min(fitScale(content), 1.5 * lo));
+    place(k, content[0] + content[2] / 2, content[1] + content[3] / 2);
+  }
+  // "fit": the whole focus view (or automaton) where its labels stay at FIT_PX or more;
+  // otherwise FIT_PX, centred on the current element's neighbourhood (pan for the rest)
+  function fit() {
+    if (!measure()) return;
+    const lo = FIT_PX / minFont, k = fitScale(content);
+    if (k >= lo) { place(k, content[0] + content[2] / 2, content[1] + content[3] / 2); return; }
+    const c = focusCentre();
+    place(lo, c[0], c[1]);
+  }
+  function focusCentre() {
+    const e = B.steps[cur] || {}, ids = [e.el, ...B.trail.slice(Math.max(0, (e.t || 0) - 4), (e.t || 0) + 4)];
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const id of ids) {
+      const g = id && svg.getElementById(id);
+      if (!g) continue;
+      const b = g.getBBox();
+      x0 = Math.min(x0, b.x); y0 = Math.min(y0, b.y); x1 = Math.max(x1, b.x + b.width); y1 = Math.max(y1, b.y + b.height);
+    }
+    if (x0 === Infinity) return [content[0] + content[2] / 2, content[1] + content[3] / 2];
+    return [(x0 + x1) / 2 + shift[0], (y0 + y1) / 2 + shift[1]];
+  }
+  // Move the view (by at most half of it each way) so that no label straddles its
+  // edges: the nearest of the places that put a label's edge at (or just past) the view's
+  // edge; where none does, zoom in a little (up to 1.25 times: labels only grow) and try again.
+  function snap() {
+    boxes = null;  // measured anew: a fallback font (for the visible space) may have come since
+    if (!measure() || !boxes.length) return;
+    const cx = vb[0] + vb[2] / 2, cy = vb[1] + vb[3] / 2;
+    let best = null;
+    for (const f of [1, 0.95, 0.9, 0.85, 0.8]) {
+      const w = vb[2] * f, h = vb[3] * f, r = [...snapAt(cx - w / 2, cy - h / 2, w, h), w, h];
+      if (!best || r[2] < best[2]) best = r;
+      if (!r[2]) break;
+    }
+    vb = [best[0], best[1], best[3], best[4]];
+  }
+  // [x, y, labels cut] of the best place for a w x h view near (x, y)
+  function snapAt(x, y, w, h) {
+    const M = 1;  // a label closer than this to the edge counts as cut
+    // the labels that could be cut by a view moved by up to half its size
+    const fits = boxes.filter((b) => b[2] - b[0] < w - 2 * PAD && b[3] - b[1] < h - 2 * PAD &&
+      b[2] > x - w / 2 && b[0] < x + 1.5 * w && b[3] > y - h / 2 && b[1] < y + 1.5 * h);
+    const f = focusBox;  // the current element stays wholly in view
+    const cuts = (x0, y0) => {
+      let n = f && (f[0] < x0 || f[2] > x0 + w || f[1] < y0 || f[3] > y0 + h) ? 1000 : 0;
+      for (const b of fits) if (b[2] + M > x0 && b[0] - M < x0 + w && b[3] + M > y0 && b[1] - M < y0 + h &&
+        (b[0] - M < x0 || b[2] + M > x0 + w || b[1] - M < y0 || b[3] + M > y0 + h)) n++;
+      return n;
+    };
+    const now = cuts(x, y);
+    if (!now) return [x, y, 0];
+    // a label's near edge at the view's edge, or just past it
+    const cands = (at, a, len) => [at, ...fits.flatMap((b) => [b[a] - PAD, b[a + 2] + PAD - len, b[a + 2] + PAD, b[a] - PAD - len])]
+      .filter((c) => Math.abs(c - at) <= len / 2)
+      .sort((p, q) => Math.abs(p - at) - Math.abs(q - at)).slice(0, 60);
+    let best = [x, y, now], bestD = 0;
+    for (const cx of cands(x, 0, w)) for (const cy of cands(y, 1, h)) {
+      const n = cuts(cx, cy), d = Math.hypot((cx - x) / w, (cy - y) / h);
+      if (n < best[2] || (n === best[2] && d < bestD)) { best = [cx, cy, n]; bestD = d; }
+    }
+    return best;
+  }
   function toSvg(ev) {
+    // measured at the labels' default size: Chrome lays text out at its size on screen
+    const k0 = LABEL_PX / minFont, [cw, ch] = size();
+    svg.setAttribute("viewBox", `${base[0]} ${base[1]} ${cw / k0} ${ch / k0}`);
     const m = svg.getScreenCTM().inverse();
     return [m.a * ev.clientX + m.c * ev.clientY + m.e, m.b * ev.clientX + m.d * ev.clientY + m.f];
   }
-  function apply() { svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); }
+  function apply() { svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); lastSize = size(); }
   function centreOn(id, onlyIfHidden) {
     const g = svg && svg.getElementById(id);
     if (!g) return false;
+    if (!measure()) return true;  // a hidden panel: placed when it is shown
     const b = g.getBBox(), cx = b.x + b.width / 2 + shift[0], cy = b.y + b.height / 2 + shift[1];
     if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) return true;
     vb[0] = cx - vb[2] / 2; vb[1] = cy - vb[3] / 2;
+    snap();
     apply();
     return true;
   }
   function zoom(f, cx, cy) {
-    if (cx === undefined) { cx = vb[0] + vb[2] / 2; cy = vb[1] + vb[3] / 2; }
+    const button = cx === undefined;
+    if (button) { cx = vb[0] + vb[2] / 2; cy = vb[1] + vb[3] / 2; }
     vb = [cx - (cx - vb[0]) * f, cy - (cy - vb[1]) * f, vb[2] * f, vb[3] * f];
+    if (button) snap();  // the wheel keeps the point under the pointer where it is
     apply();
+  }
+  // The panel was resized (its corner, full screen) or shown (a run that ended while
+  // another tab was in front): a view made blind is placed now; otherwise the scale and
+  // the centre stay, and the view takes the panel's new shape.
+  function resized() {
+    if (!svg) return;
+    const [cw, ch] = size();
+    if (!cw || !ch || (cw === lastSize[0] && ch === lastSize[1] && !blind)) return;
+    if (blind || !vb || !lastSize[0]) {
+      boxes = null; home();
+      const e = B.steps[cur]; if (e && e.el) centreOn(e.el, true);
+      return;
+    }
+    place(lastSize[0] / vb[2], vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
+  }
+  function toggleFull() {
+    const box = $("#graph-box");
+    if (!box) return;
+    if (document.fullscreenElement === box) { document.exitFullscreen(); return; }
+    if (box.classList.contains("cfsm-full")) { box.classList.remove("cfsm-full"); return; }
+    const fallback = () => box.classList.add("cfsm-full");  // a window-filling panel
+    if (box.requestFullscreen) box.requestFullscreen().catch(fallback); else fallback();
   }
   function panZoom(host) {
     if (zoomed.has(host)) return;  // Gradio patches the DOM in place: the same host may come back
     zoomed.add(host);
+    new ResizeObserver(() => resized()).observe(host);
     host.addEventListener("wheel", (ev) => {
       if (!svg) return;
       ev.preventDefault();
       const [x, y] = toSvg(ev);
       zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, x, y);
     }, {passive: false});
-    host.addEventListener("pointerdown", (ev) => { if (svg) { drag = [ev.clientX, ev.clientY, vb[0], vb[1], svg.getScreenCTM().a]; moved = false; } });
+    host.addEventListener("pointerdown", (ev) => {
+      const r = host.getBoundingClientRect();
+      if (ev.clientX > r.right - 18 && ev.clientY > r.bottom - 18) return;  // the resize corner
+      if (svg) { drag = [ev.clientX, ev.clientY, vb[0], vb[1], svg.getScreenCTM().a]; moved = false; } });
     host.addEventListener("pointermove", (ev) => {
       if (!drag || !svg) return;
       const dx = ev.clientX - drag[0], dy = ev.clientY - drag[1];
@@ -228,7 +366,7 @@ window.cfsm = (() => {
     const z = ev.target.closest("[data-z]");
     if (z) { ev.preventDefault(); if (!svg) return; const a = z.dataset.z;
       if (a === "in") zoom(1 / 1.3); else if (a === "out") zoom(1.3);
-      else if (a === "fit") fit(0); else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
+      else if (a === "fit") fit(); else if (a === "full") toggleFull(); else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
       return; }
     const st = ev.target.closest("a.cfsm-state");
     if (st) {
@@ -326,7 +464,9 @@ window.cfsm = (() => {
   function closePop() { const p = root && root.querySelector("#glossary-pop"); if (p) p.remove(); }
   document.addEventListener("keydown", (ev) => {
     if (ev.key !== "Escape") return;
-    if (root && root.querySelector("#glossary-pop")) closePop(); else if (tour) tourGo(0);
+    const full = root && root.querySelector("#graph-box.cfsm-full");
+    if (full) full.classList.remove("cfsm-full");
+    else if (root && root.querySelector("#glossary-pop")) closePop(); else if (tour) tourGo(0);
   });
   // A state that a token or a jump went through has no position of its own: the scrubber
   // shows the first one after it, so say which state was clicked and which is shown.
@@ -346,7 +486,7 @@ window.cfsm = (() => {
   function download(a) {
     if (!svg) return;
     const c = svg.cloneNode(true);
-    c.setAttribute("viewBox", base.join(" "));
+    c.setAttribute("viewBox", (content || base).join(" "));
     const st = document.createElementNS("http://www.w3.org/2000/svg", "style");
     st.textContent = B.markCss || "";
     c.insertBefore(st, c.firstChild);
