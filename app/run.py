@@ -19,7 +19,7 @@ from engine.errors import CfsmError
 from viz.cards import stat_cards
 from viz.panels import token_strip
 from viz.plots import timeline
-from viz.step_bundle import empty_view, step_view_html, step_view_parts
+from viz.step_bundle import empty_view, live_view_html, step_view_html, step_view_parts
 from viz.summaries import live_figures, previous_run_note, summary_md, waiting_line
 
 from .checks import error_line
@@ -29,6 +29,7 @@ from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
 
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 STREAM_EVERY_S = 0.25
+LIVE_VIEW_EVERY_S = 0.5
 
 
 RUN_OUTPUTS = Row(
@@ -147,7 +148,7 @@ def run_streamer(ui, hub: EngineHub):
                 error="",
                 summary="Loading the model \u2026",
                 live="",
-                view=empty_view("Decoding \u2026 the step view of this run appears when it ends."),
+                view=empty_view("Decoding \u2026 the step view shows its first step soon."),
             )
             eng = hub.get(check_page_model(inp.model))
             for c in eng.compile_targets(req):
@@ -159,7 +160,7 @@ def run_streamer(ui, hub: EngineHub):
                 )
                 return  # (Stop's own reply said the same)
             handle.set_phase("decoding")
-            trace = yield from _decode_streaming(eng, req, handle, out)
+            trace = yield from _decode_streaming(eng, req, handle, out, inp)
             if handle.event.is_set():
                 yield out.set(
                     **stopped_view(handle.line, inp.trace, inp.collapse, inp.whole, inp.raw),
@@ -214,15 +215,42 @@ def _compile_progress(eng, constraint: Constraint, backend: str, handle: RunHand
     eng.cache.get(constraint, backend)  # raises the compile error, if any
 
 
-def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
+class LiveViews:
+    """When the decoding thread snapshots the run for the live step view: at its first
+    step, then every LIVE_VIEW_EVERY_S at the most, or rarer where a snapshot and its view
+    cost more (at most a quarter of the time goes to them), one in flight at a time."""
+
+    def __init__(self) -> None:
+        self.next_at = 0.0
+        self.snap_s = 0.0
+
+    def take(self, ev: StepEvent) -> dict | None:
+        """In the listener: the trace so far when a view is due, else None."""
+        if ev.snapshot is None or time.perf_counter() < self.next_at:
+            return None
+        t0, self.next_at = time.perf_counter(), float("inf")  # until `shown`
+        trace = ev.snapshot()
+        self.snap_s = time.perf_counter() - t0
+        return trace
+
+    def shown(self, build_s: float) -> None:
+        self.next_at = time.perf_counter() + max(LIVE_VIEW_EVERY_S, 4 * (self.snap_s + build_s))
+
+
+def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row, inp: PageInputs):
     events: queue.Queue = queue.Queue()
     box: dict = {}
+    views = LiveViews()
+
+    def listen(kind: str, data) -> None:
+        snap = views.take(data) if kind == "step" and not handle.event.is_set() else None
+        if snap is not None:
+            events.put(("view", snap))
+        events.put((kind, data))
 
     def work():
         try:
-            box["trace"] = eng.generate(
-                req, on_event=lambda k, d: events.put((k, d)), should_stop=handle.event.is_set
-            )
+            box["trace"] = eng.generate(req, on_event=listen, should_stop=handle.event.is_set)
         except BaseException as exc:  # noqa: BLE001 - shown in the page
             box["error"] = exc
         finally:
@@ -237,6 +265,13 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row):
             continue
         if k == "done":
             break
+        if k == "view":
+            t0 = time.perf_counter()
+            view = live_view_html(d, inp.collapse, inp.whole, inp.raw)
+            views.shown(time.perf_counter() - t0)
+            if not handle.event.is_set():
+                yield out.set(view=view)
+            continue
         if k in ("step", "wait"):
             latest = d
         # after Stop, nothing more: an update yielded once Stop had written its line (the

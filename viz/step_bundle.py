@@ -183,7 +183,7 @@ def _step_entry(
     pos: tuple,
     view: GraphView | None,
     upto: list[int],
-    which: list[int],
+    layout: int,
     places: list[dict] | None = None,
 ) -> dict:
     steps = trace.get("steps", [])
@@ -198,7 +198,7 @@ def _step_entry(
             pos=_past_path(trace.get("automaton") or {}, rel) or view.position(state),
             at=place_words(here) if here else view.place(state),
             ptr=here["pointer"] if here else view.places.get(state, ("",))[0],
-            L=which[k],
+            L=layout,
             t=upto[min(rel, len(upto) - 1)],
         )
     j = jump_for_step(trace, k) if k < len(steps) else None
@@ -241,34 +241,40 @@ def schema_outline(trace: dict, places: list[dict] | None) -> list[list]:
     return list(rows.values())
 
 
-def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False) -> dict:
-    """Everything the client needs to show any position of the run."""
+def step_bundle(
+    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False, live: bool = False
+) -> dict:
+    """Everything the client needs to show any position of the run; `live`: a decoding
+    run's trace so far, its last step only (`base` says which: the view follows the run)."""
     auto = trace.get("automaton")
     where = positions(trace)
+    ks = [max(0, len(where) - 2)] if live else list(range(len(where)))
     view = graph_view(auto, collapse) if auto else None
     places = text_places(trace)
-    layouts, which, note, trail_els, jumps, upto = [], [0] * len(where), "", [], [], [0]
+    layouts, which, note, trail_els, jumps, upto = [], [0] * len(ks), "", [], [], [0]
     if view is not None:
         path = auto.get("path") or [auto["initial"]]
         trail_els, upto = trail(view, path)
-        layouts, which, note = graph_plan(
-            trace, view, [view.element(s) or f"s{auto['initial']}" for s, _ in where], whole, raw
-        )
-        p0 = int(auto.get("path_offset") or 0)
-        for j in trace.get("jumps", []):
-            a = j.get("char_start", 0) - p0  # a triggered run's path starts at its segment
-            if not 0 <= a < len(path):
-                jumps.append([])
-                continue
-            els, _ = trail(view, path[a : a + len(j["string"]) + 1])
-            jumps.append([e for e in els if e.startswith("e")])
+        at = [view.element(where[k][0]) or f"s{auto['initial']}" for k in ks]
+        layouts, which, note = graph_plan(trace, view, at, whole, raw)
+        jumps = _jump_edges(trace, view, path)
     vocab = int(trace.get("model", {}).get("vocab_size", 0)) or 1
-    masks = {k: mask_png(v, vocab) for k, v in (trace.get("masks") or {}).items()}
+    entries = [
+        _step_entry(trace, k, where[k], view, upto, which[i], places) for i, k in enumerate(ks)
+    ]
+    shown = {e.get("m") for e in entries} if live else None
+    masks = {
+        k: mask_png(v, vocab)
+        for k, v in (trace.get("masks") or {}).items()
+        if shown is None or k in shown
+    }
     if trace.get("mode") == "free":
         masks["*"] = mask_png(None, vocab, allowed_all=True)
     return {
         "run": uuid.uuid4().hex[:12],
         "n": len(trace.get("steps", [])),
+        "live": live,
+        "base": ks[0] if live else 0,
         "vocab": vocab,
         "maskWidth": MASK_WIDTH,
         "text": trace.get("text", ""),
@@ -281,10 +287,22 @@ def step_bundle(trace: dict, collapse: bool = True, whole: bool = False, raw: bo
         "replay": trace.get("mode") == "replay",
         "outline": schema_outline(trace, places),
         "markCss": MARK_CSS,
-        "steps": [
-            _step_entry(trace, k, pos, view, upto, which, places) for k, pos in enumerate(where)
-        ],
+        "steps": entries,
     }
+
+
+def _jump_edges(trace: dict, view: GraphView, path: list[int]) -> list[list[str]]:
+    """Each jump's edges in the drawn automaton ([] for one outside the drawn path)."""
+    auto, out = trace["automaton"], []
+    p0 = int(auto.get("path_offset") or 0)
+    for j in trace.get("jumps", []):
+        a = j.get("char_start", 0) - p0  # a triggered run's path starts at its segment
+        if not 0 <= a < len(path):
+            out.append([])
+            continue
+        els, _ = trail(view, path[a : a + len(j["string"]) + 1])
+        out.append([e for e in els if e.startswith("e")])
+    return out
 
 
 def _no_graph(trace: dict) -> str:
@@ -357,6 +375,14 @@ def step_view_parts(
     return _view_html(trace, first), rest_html(rest)
 
 
+def live_view_html(
+    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+) -> str:
+    """A decoding run's step view: its last step so far (`step_bundle(live=True)`), no
+    tour and no token strip of its own (the page streams the tokens above it)."""
+    return _view_html(trace, step_bundle(trace, collapse, whole, raw, live=True))
+
+
 def rest_html(rest: dict) -> str:
     """The layouts and masks `split_bundle` left out, for the page's hidden host
     (#step-view-rest); the script merges them into the view of the same run. Sent even
@@ -377,17 +403,24 @@ def _view_html(trace: dict, b: dict) -> str:
         if b["layouts"]
         else f'<div id="fsm-graph" class="cfsm-muted cfsm-nograph">{esc(_no_graph(trace))}</div>'
     )
-    return (
-        f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}">'
+    live = b.get("live", False)
+    tour = (
         '<div class="cfsm-tour-start"><a href="#" data-tour-start id="tour-run">Tour this run'
         "</a> (a choice, a chain, a jump, a re-tokenization)</div>"
+        if not live
+        else ""
+    )
+    strip = "" if live else f'<div id="strip-html">{token_strip(trace)}</div>'
+    return (
+        f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}"'
+        f"{' data-live' if live else ''}>{tour}"
         '<div id="caption" class="cfsm-caption"></div>'
         '<div class="cfsm-row"><div class="cfsm-col-graph">'
         '<div id="graph-where" class="cfsm-muted"></div><div id="schema-outline"></div>'
         '<div id="graph-note" '
         f'class="cfsm-muted">{esc(b["note"])}</div>{graph}</div><div '
         f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div><div '
-        f'id="allowed-html"></div></div></div><div id="strip-html">{token_strip(trace)}</div>'
+        f'id="allowed-html"></div></div></div>{strip}'
         '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" '
         f'class="cfsm-panel"></div></div>{glossary_html()}{_json_script(b, "cfsm-bundle")}</div>'
     )

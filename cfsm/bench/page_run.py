@@ -1,5 +1,6 @@
 """`cfsm bench --suite page-run`: a preset run as a user times it, in Chromium: from the
-click on Run to the step view of the new run drawn at step 0 (compile, decode, the step
+click on Run to its first streamed token, to its first live step view (drawn while it
+decodes), and to the finished run's step view drawn at step 0 (compile, decode, the step
 view's bundle, its drawing), measured in the page (`performance.now()` at the click
 event, then in the frame after each change to the page until the view is there), when the
 first streamed token arrived and when the timeline below was drawn (the whole page
@@ -43,6 +44,9 @@ PROBE = """() => {
       const v = document.querySelector('#step-view'), now = performance.now() - t0;
       if (!('first' in m) && document.querySelectorAll('#live-strip .cfsm-chip').length)
         m.first = now;
+      // the live step view (the run's first steps, drawn while it decodes)
+      if (!('live' in m) && v && v.dataset.run !== old && v.dataset.step === 'live')
+        m.live = now;
       if (!('done' in m) && v && v.dataset.run && v.dataset.run !== old && v.dataset.step === '0')
         m.done = now;
       // the timeline is drawn after the step view, from the run's next update
@@ -71,11 +75,13 @@ def timed_run(page) -> tuple[dict, str]:
     page.locator("#run").click()
     page.wait_for_function("window.__run && 'page' in window.__run", timeout=600_000)
     m = page.evaluate("window.__run")
-    times = {k: round(m.get(k, 0) / 1e3, 3) for k in ("done", "first", "page")}
+    # a run that ends before its first live view is due has none: `live` is then None
+    times = {k: None if k not in m else round(m[k] / 1e3, 3) for k in MARKS}
     return times, page.locator("#summary").inner_text()
 
 
 MARKS = {
+    "live": "click_to_live_step_view_s",
     "done": "click_to_step_view_s",
     "first": "click_to_first_token_s",
     "page": "click_to_page_s",
@@ -101,9 +107,11 @@ def _measure(page, preset: str, repeats: int) -> tuple[dict, dict]:
             m, summaries[rt] = timed_run(page)
             for k in MARKS:
                 runs[k][rt].append(m[k])
+            live = "none" if m["live"] is None else f"{m['live']:5.2f} s"
             print(
-                f"{rt:14s} click to step view {m['done']:6.2f} s, to the first token "
-                f"{m['first']:5.2f} s, to the timeline drawn {m['page']:6.2f} s"
+                f"{rt:14s} click to the first token {m['first']:5.2f} s, to the live step "
+                f"view {live}, to the finished step view {m['done']:6.2f} s, to the timeline "
+                f"drawn {m['page']:6.2f} s"
             )
     return runs, summaries
 
@@ -116,7 +124,7 @@ def run(
 ) -> dict:
     with served_page(port) as page:
         runs, summaries = _measure(page, preset, repeats)
-    med = {k: {rt: statistics.median(v) for rt, v in runs[k].items()} for k in MARKS}
+    med = {k: {rt: _median(v) for rt, v in runs[k].items()} for k in MARKS}
     ratio = {
         k: round(med[k]["transformers"] / max(med[k]["auto"], 1e-9), 2) for k in ("done", "page")
     }
@@ -135,6 +143,7 @@ def run(
         **{MARKS[k]: runs[k] for k in MARKS},
         "median_s": med["done"],
         "median_first_token_s": med["first"],
+        "median_live_view_s": med["live"],
         "median_page_s": med["page"],
         "summaries": summaries,
         "auto_speedup_vs_transformers": ratio["done"],
@@ -155,14 +164,28 @@ def run(
     return res
 
 
+def _median(xs: list) -> float | None:
+    """The median of the runs that had the mark (a run may end before a live view)."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _s(x: float | None) -> str:
+    return "none" if x is None else f"{x:.2f}"
+
+
 def format_table(res: dict) -> str:
     med, first, page = res["median_s"], res["median_first_token_s"], res["median_page_s"]
+    live = res.get("median_live_view_s") or {}
     rows = [
-        "| runtime | click to step view s | first token s | whole page s |",
-        "|---|---:|---:|---:|",
+        "| runtime | first token s | first step view (live) s | finished step view s "
+        "| whole page s |",
+        "|---|---:|---:|---:|---:|",
     ]
     for rt in med:
-        rows.append(f"| {rt} | {med[rt]:.2f} | {first[rt]:.2f} | {page[rt]:.2f} |")
+        rows.append(
+            f"| {rt} | {first[rt]:.2f} | {_s(live.get(rt))} | {med[rt]:.2f} | {page[rt]:.2f} |"
+        )
     rows.append(
         f"\nllama.cpp (auto) against PyTorch: {res['auto_speedup_vs_transformers']}x to the step "
         f"view (median of pairs {res['median_pair_ratio']}x), "

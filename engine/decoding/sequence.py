@@ -472,12 +472,31 @@ class Sequence:
                 forward_passes=self.n.forward_passes,
                 jumps=len(self.rec.jumps),
                 elapsed_s=time.perf_counter() - self.t_start,
+                snapshot=self.snapshot,
             ),
         )
 
     def finish(self, model_info: dict, scheduler: dict) -> Trace:
         """The trace of this request (call once, when `done`)."""
         self.truncate(self.req.max_new_tokens)
+        trace = self._build(model_info, scheduler)
+        valid, why, segments = self._validate(trace.text)
+        trace.valid, trace.validation, trace.segments = valid, why, segments
+        self._emit("end", {"totals": asdict(trace.totals)})
+        return trace
+
+    def snapshot(self) -> Trace:
+        """The trace so far, for a live view (the page's step view while the run decodes):
+        its steps, jumps, masks and tokens copied (decoding goes on), totals as they stand,
+        the output not validated yet; the model card holds the vocabulary size only. Reads
+        the recorder unlocked: call it where steps are recorded (an on_event listener)."""
+        trace = self._build({"vocab_size": self.ctx.vocab_size}, {})
+        trace.steps, trace.jumps = list(trace.steps), list(trace.jumps)
+        trace.masks, trace.jump_skips = dict(trace.masks), list(trace.jump_skips)
+        trace.validation = "not checked yet: the run is decoding"
+        return trace
+
+    def _build(self, model_info: dict, scheduler: dict) -> Trace:
         end = self.t_done or time.perf_counter()
         req, texts = self.req, self.texts
         totals = self.rec.totals(
@@ -494,9 +513,7 @@ class Sequence:
             runtime=self.runner.name,
             run_clock=run_clock(self),
         )
-        text = texts.bytes(self.out_ids).decode("utf-8", errors="replace")
-        valid, why, segments = self._validate(text)
-        trace = self.rec.build(
+        return self.rec.build(
             request={
                 **{k: v for k, v in asdict(req).items() if k != "constraint"},
                 "constraint": None if req.constraint is None else asdict(req.constraint),
@@ -505,9 +522,9 @@ class Sequence:
             backend=req.backend if req.mode != "free" else None,
             mode=req.mode,
             prompt_tokens=len(self.prompt_ids),
-            text=text,
-            valid=valid,
-            validation=why,
+            text=texts.bytes(self.out_ids).decode("utf-8", errors="replace"),
+            valid=None,
+            validation="",
             tokens=[
                 token_json(texts, t, o, s)
                 for t, o, s in zip(self.out_ids, self.origins, self.token_step, strict=True)
@@ -515,9 +532,6 @@ class Sequence:
             totals=totals,
             scheduler=scheduler,
         )
-        trace.segments = segments
-        self._emit("end", {"totals": asdict(totals)})
-        return trace
 
     def _mark_segments(self, segments: list[dict]) -> None:
         """Steps whose matcher named no segment (a library's own trigger machinery) get the

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -101,13 +102,16 @@ class LiveToken:
 @dataclass
 class StepEvent:
     """What each decoding step tells a listener (the page streams it): the step, every
-    output token so far and the running counts. Not part of the trace file."""
+    output token so far and the running counts. Not part of the trace file. `snapshot`
+    gives the trace so far (the page's live step view); it reads the sequence's state, so
+    call it inside the listener (decoding waits meanwhile), never later or elsewhere."""
 
     step: StepRecord
     tokens: list[LiveToken]
     forward_passes: int
     jumps: int
     elapsed_s: float
+    snapshot: Callable[[], Any] | None = None
 
 
 @dataclass

@@ -67,6 +67,17 @@ class CharDFA:
             s = self.step(s, ch)
         return s
 
+    def path(self, text: str) -> list[int]:
+        """The states `text` goes through from the initial one, that one included; it
+        stops where a character leaves the language (the step view draws the path)."""
+        out = [self.initial]
+        for ch in text:
+            nxt = self.step(out[-1], ch)
+            if nxt is None:
+                break
+            out.append(nxt)
+        return out
+
     def accepts(self, text: str) -> bool:
         s = self.walk(text)
         return s is not None and s in self.finals

@@ -3,6 +3,7 @@ benchmark and the app."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from ..analysis.doctor import diagnose
@@ -200,6 +201,7 @@ class Engine:
         res, compiled, cached = None, None, False
         if req.mode != "free":
             res, compiled, cached = self.compile_request(req)
+        on_event = self._live_listener(on_event, req, res, compiled)
         if self.continuous:
             trace = dec.submit(req, compiled, on_event=on_event, should_stop=should_stop)
         else:
@@ -296,20 +298,42 @@ class Engine:
             ideal["emitted_tokens"] = len(trace.tokens)
         trace.ideal = ideal
 
+    def _live_listener(self, on_event, req: GenerateRequest, res, compiled):
+        """`on_event` with each step's `snapshot` turned into the trace so far as JSON,
+        its automaton drawn as the finished trace's will be (built once per run, in the
+        first snapshot asked for; a triggered run's live view has no automaton)."""
+        if on_event is None:
+            return None
+        dfa = None if res is None or getattr(compiled, "triggered", False) else res.dfa
+        drawn: dict = {}
+
+        def live_json(snapshot) -> dict:
+            trace = snapshot()
+            if dfa is not None:
+                if not drawn:
+                    drawn.update(self._automaton_view(req.constraint, dfa))
+                trace.automaton = {**drawn, "path": dfa.path(trace.text)}
+            return trace.to_json()
+
+        def listen(kind: str, data) -> None:
+            if kind == "step" and data.snapshot is not None:
+                data.snapshot = functools.partial(live_json, data.snapshot)
+            on_event(kind, data)
+
+        return listen
+
     @staticmethod
-    def _draw_automaton(trace: Trace, constraint: Constraint | None, dfa: CharDFA) -> None:
-        """The automaton the step view draws, with the path the output took (and each
-        state's place in the schema)."""
-        trace.automaton = automaton_json(dfa)
+    def _automaton_view(constraint: Constraint | None, dfa: CharDFA) -> dict:
+        """The automaton as the step view draws it (and each state's place in a schema)."""
+        view = automaton_json(dfa)
         if constraint is not None and constraint.kind == "schema":
-            trace.automaton["places"] = places_for_view(dfa, constraint.text)
-        path = [dfa.initial]
-        for ch in trace.text:
-            nxt = dfa.step(path[-1], ch)
-            if nxt is None:
-                break
-            path.append(nxt)
-        trace.automaton["path"] = path
+            view["places"] = places_for_view(dfa, constraint.text)
+        return view
+
+    @classmethod
+    def _draw_automaton(cls, trace: Trace, constraint: Constraint | None, dfa: CharDFA) -> None:
+        """The automaton the step view draws, with the path the output took."""
+        trace.automaton = {**cls._automaton_view(constraint, dfa), "path": dfa.path(trace.text)}
 
     def replay(self, constraint: Constraint, response, meta: dict,
                backend: str = DEFAULT_BACKEND) -> dict:  # fmt: skip
@@ -346,13 +370,7 @@ class Engine:
         if res.dfa is None:
             return
         trace.automaton = automaton_json(res.dfa)
-        path = [res.dfa.initial]
-        for ch in seg["text"] if seg is not None else "":
-            nxt = res.dfa.step(path[-1], ch)
-            if nxt is None:
-                break
-            path.append(nxt)
-        trace.automaton["path"] = path
+        trace.automaton["path"] = res.dfa.path(seg["text"] if seg is not None else "")
         trace.automaton["path_offset"] = seg["char_start"] if seg is not None else 0
         trace.automaton["path_segment"] = seg["index"] if seg is not None else None
 

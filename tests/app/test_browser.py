@@ -1517,3 +1517,59 @@ def test_graph_drawn_in_its_panel_after_a_run_that_ended_in_another_tab(page, ap
     page.screenshot(path=str(ARTIFACTS / "graph-after-other-tab.png"))
     assert at["seen"] >= 3 and at["current"] and not at["cut"], at
     assert at["min"] >= 14 - 0.05, at
+
+
+LIVE_PROBE = """() => {
+  window.__live = [];
+  const seen = new Set();
+  let queued = false;
+  const look = () => {
+    queued = false;
+    const v = document.querySelector('#step-view');
+    if (!v || v.dataset.step !== 'live' || seen.has(v.dataset.run)) return;
+    seen.add(v.dataset.run);
+    window.__live.push({
+      steps: Number(v.dataset.steps),
+      current: Array.from(v.querySelectorAll('#fsm-graph svg g.current')).map((g) => g.id),
+      caption: v.querySelector('#caption').innerText,
+    });
+  };
+  new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(look); } })
+    .observe(document.body, {childList: true, subtree: true, attributes: true});
+}"""
+
+
+def test_the_step_view_follows_a_run_while_it_decodes(page, app_url):
+    """#46.6: the step view shows the run from its first steps and follows it while it
+    decodes, each view marking the state the finished run's view marks at that step; the
+    finished view then replaces it and scrubs as before."""
+    page.wait_for_function(
+        "document.querySelector('#model-status')?.innerText.includes('Model ready')",
+        timeout=180_000,
+    )
+    page.get_by_role("tab", name="Playground").click()
+    _pick_preset(page, "SGLang character (regex)")
+    page.wait_for_function(
+        "document.querySelector('#regex-input textarea').value.includes('Gryffindor')",
+        timeout=10_000,
+    )
+    page.locator("#mode input[value=masked]").check()  # ~170 steps: a few live views
+    page.evaluate(LIVE_PROBE)
+    _run_and_wait(page)
+    trace = _trace_of_last_run(page, app_url)
+    live = page.evaluate("window.__live")
+    n = len(trace["steps"])
+    assert len(live) >= 2, live
+    counts = [v["steps"] for v in live]
+    assert counts == sorted(set(counts)) and counts[0] >= 1 and counts[-1] < n, (counts, n)
+    for v in live:
+        assert v["caption"].startswith("Decoding"), v
+        assert v["current"] == [_expected_element(trace, v["steps"] - 1)], (v, n)
+    # the finished run's view: every step, scrubbable, no longer live
+    assert page.evaluate("document.querySelector('#step-view').dataset.steps") == str(n)
+    k = counts[-1] - 1
+    page.evaluate(f"window.cfsm.setSlider({k})")
+    _wait_step(page, k)
+    current = page.locator("#fsm-graph svg g.current")
+    assert current.get_attribute("id") == live[-1]["current"][0]
+    page.locator("#mode input[value=jump]").check()  # the preset's own mode, for later tests

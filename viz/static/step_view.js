@@ -35,9 +35,9 @@ window.cfsm = (() => {
     chars = Array.from(B.text);
     chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
     tour = null; passed = null; tourCentre = null;
-    show(sliderValue());
+    show(B.live ? 0 : sliderValue());  // a live view follows the run: its last step
     mergeRest();
-    if (window.cfsmTourPending && B.n > 0) { window.cfsmTourPending = false; startTour(); }
+    if (window.cfsmTourPending && B.n > 0 && !B.live) { window.cfsmTourPending = false; startTour(); }
   }
   // A finished run's view comes with what its first position draws; the other layouts and
   // masks come last, in a hidden host (viz.step_bundle.split_bundle), and are merged here.
@@ -333,10 +333,12 @@ window.cfsm = (() => {
   function show(k) {
     if (!B || !root) return;
     const t0 = performance.now();
-    k = Math.max(0, Math.min(B.steps.length - 1, parseInt(k, 10) || 0));
+    k = B.live ? 0 : Math.max(0, Math.min(B.steps.length - 1, parseInt(k, 10) || 0));
     const e = B.steps[k];
     cur = k;
-    $("#caption").innerHTML = (k === B.n ? `<b>End of the run.</b> ` : "") + e.c;
+    const lead = B.live ? `<b>Decoding \u2026</b> the view follows the run (scrub it once the run ends). ` :
+      k === B.n ? `<b>End of the run.</b> ` : "";
+    $("#caption").innerHTML = lead + e.c;
     if (B.layouts.length) {
       if (e.L !== L) setLayout(e.L);
       if (svg) mark(e);
@@ -350,7 +352,7 @@ window.cfsm = (() => {
     for (const [c, s] of chipEls) { c.classList.toggle("cur", s === k); c.classList.toggle("future", s > k); }
     root.classList.remove("stale");
     root.dataset.renderMs = (performance.now() - t0).toFixed(1);
-    root.dataset.step = String(k);
+    root.dataset.step = B.live ? "live" : String(k);  // "0" says a finished run's view is drawn
   }
   function stepOf(id) {
     const i = B.trail.indexOf(id);
@@ -366,7 +368,7 @@ window.cfsm = (() => {
     const z = ev.target.closest("[data-z]");
     if (z) { ev.preventDefault(); if (!svg) return; const a = z.dataset.z;
       if (a === "in") zoom(1 / 1.3); else if (a === "out") zoom(1.3);
-      else if (a === "fit") fit(); else if (a === "full") toggleFull(); else centreOn(B.steps[parseInt(root.dataset.step, 10)].el, false);
+      else if (a === "fit") fit(); else if (a === "full") toggleFull(); else centreOn(B.steps[cur].el, false);
       return; }
     const st = ev.target.closest("a.cfsm-state");
     if (st) {
@@ -497,6 +499,7 @@ window.cfsm = (() => {
   }
   function play() {
     pause();
+    if (B && B.live) return;  // the run is still decoding: its view follows it already
     playing = setInterval(() => {
       const k = parseInt(root && root.dataset.step, 10);
       if (!B || isNaN(k) || k >= B.steps.length - 1) return pause();

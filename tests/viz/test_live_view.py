@@ -1,0 +1,73 @@
+"""The step view while a run decodes (#46.6): a step's snapshot is the finished trace cut
+at that step, and the live view drawn from it shows what the finished run's view shows at
+that step (the state marked, the token, the mask), so following a run and scrubbing it
+later agree."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from viz.step_bundle import live_view_html, step_bundle
+
+TAKE_AT = (0, 7, 30)
+
+
+def _run_with_snapshots(engine, mode: str, preset: str = "SGLang character (regex)"):
+    from app.presets import presets
+    from engine.constraint import Constraint
+    from engine.decoding.decoder import GenerateRequest
+
+    p = presets()[preset]
+    c = Constraint(p["kind"], p["text"], p["whitespace"])
+    snaps: dict[int, dict] = {}
+
+    def listen(kind, ev):
+        if kind == "step" and ev.step.index in TAKE_AT:
+            snaps[ev.step.index] = ev.snapshot()
+
+    trace = engine.generate(
+        GenerateRequest(prompt=p["prompt"], constraint=c, mode=mode, backend="fsm"),
+        on_event=listen,
+    )
+    return trace, snaps
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("mode", ["masked", "jump"])
+def test_a_snapshot_is_the_finished_trace_cut_at_its_step(engine, mode):
+    trace, snaps = _run_with_snapshots(engine, mode)
+    assert len(trace["steps"]) > max(TAKE_AT) and set(snaps) == set(TAKE_AT)
+    for k, snap in snaps.items():
+        json.dumps(snap)  # what the page thread receives is plain JSON
+        assert len(snap["steps"]) == k + 1
+        assert snap["steps"] == trace["steps"][: k + 1]
+        assert trace["text"].startswith(snap["text"])
+        assert snap["tokens"] == trace["tokens"][: len(snap["tokens"])]
+        # the automaton drawn as the finished trace's, walked over the text so far
+        path = trace["automaton"]["path"]
+        assert snap["automaton"]["path"] == path[: len(snap["automaton"]["path"])]
+        assert len(snap["automaton"]["path"]) == len(snap["text"]) + 1
+        assert snap["valid"] is None and "decoding" in snap["validation"]
+        assert set(snap["masks"]) <= set(trace["masks"])
+
+
+@pytest.mark.model
+def test_the_live_view_shows_what_the_finished_view_shows_at_that_step(engine):
+    trace, snaps = _run_with_snapshots(engine, "masked")
+    done = step_bundle(trace)
+    for k, snap in snaps.items():
+        live = step_bundle(snap, live=True)
+        assert live["live"] and live["base"] == k and live["n"] == k + 1
+        (e,) = live["steps"]
+        f = done["steps"][k]
+        for key in ("el", "state", "ptr", "m", "k", "a", "text", "o"):
+            assert e.get(key) == f.get(key), (k, key, e.get(key), f.get(key))
+        assert e["c"] == f["c"]  # the same caption
+        # one layout drawn (the one this step needs) and only this step's mask sent
+        assert live["layouts"][e["L"]] is not None
+        assert set(live["masks"]) == {e["m"]}
+        html = live_view_html(snap)
+        assert "data-live" in html and "data-tour-start" not in html
+        assert 'id="strip-html"' not in html  # the page streams the tokens above it
