@@ -11,6 +11,7 @@ made), so a run with zero steps still has a view."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import io
 import json
@@ -23,6 +24,7 @@ from engine.lazy import lazy_module
 from engine.schema.places import place_words, places_along
 from engine.schema.pointer import walkable
 
+from .bundle_shape import StepBundle, StepEntry
 from .graph import (
     MARK_CSS,
     MAX_FULL_NODES,
@@ -185,41 +187,34 @@ def _step_entry(
     upto: list[int],
     layout: int,
     places: list[dict] | None = None,
-) -> dict:
+) -> StepEntry:
     steps = trace.get("steps", [])
     state, off = pos
-    e: dict = {"c": caption(trace, k if k < len(steps) else None), "o": off}
+    e = StepEntry(caption=caption(trace, k if k < len(steps) else None), offset=off)
     rel = max(0, off - int(((trace.get("automaton") or {}).get("path_offset")) or 0))
     if view is not None:
         here = places[min(off, len(places) - 1)] if places else None
-        e.update(
-            el=view.element(state),
-            state=state,
-            pos=_past_path(trace.get("automaton") or {}, rel) or view.position(state),
-            at=place_words(here) if here else view.place(state),
-            ptr=here["pointer"] if here else view.places.get(state, ("",))[0],
-            L=layout,
-            t=upto[min(rel, len(upto) - 1)],
-        )
+        e.element, e.state = view.element(state), state
+        e.position = _past_path(trace.get("automaton") or {}, rel) or view.position(state)
+        e.place = place_words(here) if here else view.place(state)
+        e.pointer = here["pointer"] if here else view.places.get(state, ("",))[0]
+        e.layout, e.trail_index = layout, upto[min(rel, len(upto) - 1)]
     j = jump_for_step(trace, k) if k < len(steps) else None
-    e["j"] = jump_panel(trace, k) if j is not None or k >= len(steps) else ""
-    e["J"] = sum(1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k)
+    e.jump_html = jump_panel(trace, k) if j is not None or k >= len(steps) else ""
+    e.jumps_done = sum(
+        1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k
+    )
     if k < len(steps):
         s = steps[k]
-        e.update(
-            m=s.get("mask_key") or ("*" if trace.get("mode") == "free" else None),
-            k=int(s["token_id"]),
-            a=int(s.get("allowed", 0)),
-            mass=float(s.get("feasible_mass") or 0),
-            s=_allowed(s, view),
-            top=_top(s),
-            text=visible(str(s["token_text"])),
-            free=trace.get("mode") == "free",
-        )
+        e.mask = s.get("mask_key") or ("*" if trace.get("mode") == "free" else None)
+        e.token_id, e.allowed = int(s["token_id"]), int(s.get("allowed", 0))
+        e.feasible_mass = float(s.get("feasible_mass") or 0)
+        e.allowed_sample, e.top = _allowed(s, view), _top(s)
+        e.free = trace.get("mode") == "free"
         note = segment_note(trace, s)
         if note:
-            e["sn"] = note  # outside any constrained segment: grammar inactive
-            e["nf"] = "mask_key" not in s  # free text: no mask recorded, nothing masked
+            e.segment_note = note  # outside any constrained segment: grammar inactive
+            e.no_mask = "mask_key" not in s  # free text: no mask recorded, nothing masked
     return e
 
 
@@ -243,9 +238,9 @@ def schema_outline(trace: dict, places: list[dict] | None) -> list[list]:
 
 def step_bundle(
     trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False, live: bool = False
-) -> dict:
+) -> StepBundle:
     """Everything the client needs to show any position of the run; `live`: a decoding
-    run's trace so far, its last step only (`base` says which: the view follows the run)."""
+    run's trace so far, its last step only (the view follows the run)."""
     auto = trace.get("automaton")
     where = positions(trace)
     ks = [max(0, len(where) - 2)] if live else list(range(len(where)))
@@ -262,7 +257,7 @@ def step_bundle(
     entries = [
         _step_entry(trace, k, where[k], view, upto, which[i], places) for i, k in enumerate(ks)
     ]
-    shown = {e.get("m") for e in entries} if live else None
+    shown = {e.mask for e in entries} if live else None
     masks = {
         k: mask_png(v, vocab)
         for k, v in (trace.get("masks") or {}).items()
@@ -270,25 +265,24 @@ def step_bundle(
     }
     if trace.get("mode") == "free":
         masks["*"] = mask_png(None, vocab, allowed_all=True)
-    return {
-        "run": uuid.uuid4().hex[:12],
-        "n": len(trace.get("steps", [])),
-        "live": live,
-        "base": ks[0] if live else 0,
-        "vocab": vocab,
-        "maskWidth": MASK_WIDTH,
-        "text": trace.get("text", ""),
-        "layouts": layouts,
-        "note": note,
-        "trail": trail_els,
-        "jumps": jumps,
-        "masks": masks,
-        "noJump": no_jump_text(trace),
-        "replay": trace.get("mode") == "replay",
-        "outline": schema_outline(trace, places),
-        "markCss": MARK_CSS,
-        "steps": entries,
-    }
+    return StepBundle(
+        run=uuid.uuid4().hex[:12],
+        n=len(trace.get("steps", [])),
+        live=live,
+        vocab=vocab,
+        mask_width=MASK_WIDTH,
+        text=trace.get("text", ""),
+        layouts=layouts,
+        note=note,
+        trail=trail_els,
+        jumps=jumps,
+        masks=masks,
+        no_jump=no_jump_text(trace),
+        replay=trace.get("mode") == "replay",
+        outline=schema_outline(trace, places),
+        mark_css=MARK_CSS,
+        steps=entries,
+    )
 
 
 def _jump_edges(trace: dict, view: GraphView, path: list[int]) -> list[list[str]]:
@@ -327,30 +321,31 @@ LEGEND = (
 )
 
 
-def split_bundle(b: dict) -> tuple[dict, dict]:
+def split_bundle(b: StepBundle) -> tuple[StepBundle, dict]:
     """The bundle cut in two: what position 0 draws (its layout and its mask; the other
     layouts and masks are null, and `pending` says so), and those others, which the page
     merges in when they arrive (`rest_html`). Of the character preset's 453 KB, 325 KB are
     layouts and masks of later positions, and Gradio's page copies an output's value several
     times per update; without them in the first update the step view came 0.06 s sooner
     (`cfsm bench --suite page-run`'s page, median of 10 alternating pairs)."""
-    e0 = b["steps"][0]
-    keep_l, keep_m = e0.get("L", 0), e0.get("m")
+    e0 = b.steps[0]
     rest = {
-        "run": b["run"],
-        "layouts": {str(i): x for i, x in enumerate(b["layouts"]) if i != keep_l},
-        "masks": {k: v for k, v in b["masks"].items() if k != keep_m},
+        "run": b.run,
+        "layouts": {str(i): x for i, x in enumerate(b.layouts) if i != e0.layout},
+        "masks": {k: v for k, v in b.masks.items() if k != e0.mask},
     }
-    first = {
-        **b,
-        "layouts": [x if i == keep_l else None for i, x in enumerate(b["layouts"])],
-        "masks": {k: (v if k == keep_m else None) for k, v in b["masks"].items()},
-        "pending": bool(rest["layouts"] or rest["masks"]),
-    }
+    first = dataclasses.replace(
+        b,
+        layouts=[x if i == e0.layout else None for i, x in enumerate(b.layouts)],
+        masks={k: (v if k == e0.mask else None) for k, v in b.masks.items()},
+        pending=bool(rest["layouts"] or rest["masks"]),
+    )
     return first, rest
 
 
-def _json_script(obj: dict, cls: str, attrs: str = "") -> str:
+def _json_script(obj: dict | StepBundle, cls: str, attrs: str = "") -> str:
+    if isinstance(obj, StepBundle):
+        obj = obj.to_json()
     data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace(
         "<", "\\u003c"
     )  # inert in <script>
@@ -390,7 +385,7 @@ def rest_html(rest: dict) -> str:
     return _json_script(rest, "cfsm-bundle-rest", f' data-run="{rest["run"]}"')
 
 
-def _view_html(trace: dict, b: dict) -> str:
+def _view_html(trace: dict, b: StepBundle) -> str:
     graph = (
         '<div id="graph-box" class="cfsm-graph-box"><div class="cfsm-graph-tools"><button '
         'data-z="in" title="zoom in">+</button><button data-z="out" title="zoom out">\u2212'
@@ -400,10 +395,10 @@ def _view_html(trace: dict, b: dict) -> str:
         'download="fsm.svg" href="#">download SVG</a></div><div id="fsm-graph" '
         'title="drag to pan, wheel to zoom; drag the lower right corner to resize"></div></div>'
         + LEGEND
-        if b["layouts"]
+        if b.layouts
         else f'<div id="fsm-graph" class="cfsm-muted cfsm-nograph">{esc(_no_graph(trace))}</div>'
     )
-    live = b.get("live", False)
+    live = b.live
     tour = (
         '<div class="cfsm-tour-start"><a href="#" data-tour-start id="tour-run">Tour this run'
         "</a> (a choice, a chain, a jump, a re-tokenization)</div>"
@@ -412,13 +407,13 @@ def _view_html(trace: dict, b: dict) -> str:
     )
     strip = "" if live else f'<div id="strip-html">{token_strip(trace)}</div>'
     return (
-        f'<div id="step-view" data-step="-1" data-run="{b["run"]}" data-steps="{b["n"]}"'
+        f'<div id="step-view" data-step="-1" data-run="{b.run}" data-steps="{b.n}"'
         f"{' data-live' if live else ''}>{tour}"
         '<div id="caption" class="cfsm-caption"></div>'
         '<div class="cfsm-row"><div class="cfsm-col-graph">'
         '<div id="graph-where" class="cfsm-muted"></div><div id="schema-outline"></div>'
         '<div id="graph-note" '
-        f'class="cfsm-muted">{esc(b["note"])}</div>{graph}</div><div '
+        f'class="cfsm-muted"></div>{graph}</div><div '
         f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div><div '
         f'id="allowed-html"></div></div></div>{strip}'
         '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" '

@@ -134,8 +134,9 @@ def test_character_preset_run_and_scrub(page, app_url):
     first = page.evaluate(
         "JSON.parse(document.querySelector('#step-view script.cfsm-bundle').textContent)"
     )
-    assert first["pending"] and first["layouts"][first["steps"][6]["L"]] is None
-    assert first["masks"][first["steps"][6]["m"]] is None
+    # (the wire form: the steps as columns, viz/bundle_shape.py)
+    assert first["pending"] and first["layouts"][first["steps"]["layout"][6]] is None
+    assert first["masks"][first["steps"]["mask"][6]] is None
     page.screenshot(path=str(ARTIFACTS / "step-view-initial.png"), full_page=True)
     assert "\u2713 valid: matches the regex" in page.locator("#summary").inner_text()
     assert page.locator("#output-valid").inner_text().startswith("\u2713 valid")
@@ -205,7 +206,7 @@ def test_character_preset_run_and_scrub(page, app_url):
     pick = """() => {
         const r = document.querySelector('#fsm-graph').getBoundingClientRect();
         const B = JSON.parse(document.querySelector('#step-view script.cfsm-bundle').textContent);
-        const stops = new Set(B.steps.slice(0, 6).map((e) => e.el));  // an earlier position's
+        const stops = new Set(B.steps.element.slice(0, 6));  // an earlier position's
         return [...document.querySelectorAll('#fsm-graph svg g.node.path')].find((g) => {
           const b = g.getBoundingClientRect();
           return stops.has(g.id) && b.left >= r.left && b.right <= r.right && b.top >= r.top
@@ -232,7 +233,7 @@ def test_character_preset_run_and_scrub(page, app_url):
     passed = page.evaluate(
         """() => {
         const B = JSON.parse(document.querySelector('#step-view script.cfsm-bundle').textContent);
-        const stops = new Set(B.steps.map((e) => e.el));
+        const stops = new Set(B.steps.element);
         const drawn = [...document.querySelectorAll('#fsm-graph svg g.node.path')];
         const ids = drawn.map((g) => g.id).filter((id) => id.startsWith('s') && !stops.has(id));
         return ids[0] || null; }"""

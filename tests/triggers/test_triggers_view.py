@@ -79,17 +79,17 @@ def test_free_steps_say_the_grammar_is_inactive_and_call_steps_mark_their_state(
     call = [k for k, s in enumerate(tr["steps"]) if s["segment"] == 1]
     assert free and call
     for k in free:
-        e = b["steps"][k]
-        assert e["sn"].startswith("No constraint here") and e["nf"]
-        assert not e.get("el")
-        assert e["m"] is None  # no mask recorded: nothing was masked
+        e = b.steps[k]
+        assert e.segment_note.startswith("No constraint here") and e.no_mask
+        assert not e.element
+        assert e.mask is None  # no mask recorded: nothing was masked
         assert "no constraint in this segment" in caption(tr, k)
     for k in call:
-        e = b["steps"][k]
-        assert "sn" not in e and e["m"] in b["masks"]
-        assert e["el"] == view.element(where[k][0]) and e["el"]
+        e = b.steps[k]
+        assert e.segment_note is None and e.mask in b.masks
+        assert e.element == view.element(where[k][0]) and e.element
     # the call's jumps light up edges of the automaton; jumps outside it light nothing
-    for j, edges in zip(tr["jumps"], b["jumps"], strict=True):
+    for j, edges in zip(tr["jumps"], b.jumps, strict=True):
         inside = tr["segments"][1]["char_start"] <= j["char_start"] < tr["segments"][1]["char_end"]
         assert bool(edges) == inside, j["string"]
 

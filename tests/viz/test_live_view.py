@@ -59,15 +59,15 @@ def test_the_live_view_shows_what_the_finished_view_shows_at_that_step(engine):
     done = step_bundle(trace)
     for k, snap in snaps.items():
         live = step_bundle(snap, live=True)
-        assert live["live"] and live["base"] == k and live["n"] == k + 1
-        (e,) = live["steps"]
-        f = done["steps"][k]
-        for key in ("el", "state", "ptr", "m", "k", "a", "text", "o"):
-            assert e.get(key) == f.get(key), (k, key, e.get(key), f.get(key))
-        assert e["c"] == f["c"]  # the same caption
+        assert live.live and live.n == k + 1
+        (e,) = live.steps
+        f = done.steps[k]
+        for key in ("element", "state", "pointer", "mask", "token_id", "allowed", "offset"):
+            assert getattr(e, key) == getattr(f, key), (k, key)
+        assert e.caption == f.caption  # the same caption
         # one layout drawn (the one this step needs) and only this step's mask sent
-        assert live["layouts"][e["L"]] is not None
-        assert set(live["masks"]) == {e["m"]}
+        assert live.layouts[e.layout] is not None
+        assert set(live.masks) == {e.mask}
         html = live_view_html(snap)
         assert "data-live" in html and "data-tour-start" not in html
         assert 'id="strip-html"' not in html  # the page streams the tokens above it

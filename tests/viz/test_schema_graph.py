@@ -29,16 +29,16 @@ def test_every_position_of_a_schema_run_names_its_pointer(engine, name):
     )
     b = step_bundle(tr)
     places = places_along(tr["text"], json.loads(p["text"]))  # read from the output itself
-    for e in b["steps"]:
-        where = places[e["o"]]
-        assert e["at"] == place_words(where) and e["ptr"] == where["pointer"]
-    mid = [e["at"] for e in b["steps"][1:-1]]
+    for e in b.steps:
+        where = places[e.offset]
+        assert e.place == place_words(where) and e.pointer == where["pointer"]
+    mid = [e.place for e in b.steps[1:-1]]
     assert any("/properties/" in a for a in mid)
     # the outline lists the pointers the output wrote, in order, each character counted once
-    written = [r[0] for r in b["outline"]]
+    written = [r[0] for r in b.outline]
     assert written[0] == "/" and len(set(written)) == len(written)
-    assert sum(sum(r[1:]) for r in b["outline"]) == len(tr["text"])
-    labels = [t for svg in b["layouts"] for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    assert sum(sum(r[1:]) for r in b.outline) == len(tr["text"])
+    labels = [t for svg in b.layouts for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
     assert any(re.fullmatch(r"/properties/\w+", t) for t in labels)  # a cluster's label
     assert not [t for t in labels if "\\x" in t or "\\u00" in t or t.endswith("\u2026")]
 
@@ -98,16 +98,16 @@ def test_a_run_with_free_keys_places_every_position_as_the_scanner_reads_it(engi
     text = tr["text"]
     assert '"labels":{"' in text  # the model wrote at least one free key
     shown = []
-    for e in step_bundle(tr)["steps"]:  # what the page shows at each step
-        assert resolve(LABELLED, e["ptr"])[0], e["ptr"]
-        assert e["at"].startswith(f"in {e['ptr']}"), e["at"]
-        part = e["at"].rsplit(": ", 1)[1]
-        sc = scan_json(text, e["o"])
+    for e in step_bundle(tr).steps:  # what the page shows at each step
+        assert resolve(LABELLED, e.pointer)[0], e.pointer
+        assert e.place.startswith(f"in {e.pointer}"), e.place
+        part = e.place.rsplit(": ", 1)[1]
+        sc = scan_json(text, e.offset)
         if sc.in_str:
-            assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
+            assert part.startswith("key" if sc.str_is_key else "string value"), (e.offset, part)
         else:
-            assert not part.startswith(("key", "string value")), (e["o"], part)
-        shown.append(e["at"])
+            assert not part.startswith(("key", "string value")), (e.offset, part)
+        shown.append(e.place)
     free = "in /properties/labels/additionalProperties (key "
     assert any(a.startswith(free) for a in shown), shown
 
@@ -218,21 +218,21 @@ def test_the_step_view_follows_the_output_past_where_the_automaton_left_it():
     tr = _trace_past_the_automaton(schema, text)
     assert len(tr["automaton"]["path"]) - 1 <= text.index("description")
     b = step_bundle(tr)
-    for e in b["steps"]:
-        sc = scan_json(text, e["o"])
+    for e in b.steps:
+        sc = scan_json(text, e.offset)
         if sc.in_str:
-            assert e["at"].endswith(": key" if sc.str_is_key else ": string value"), e
-        assert resolve(schema, e["ptr"])[0], e["ptr"]
+            assert e.place.endswith(": key" if sc.str_is_key else ": string value"), e
+        assert resolve(schema, e.pointer)[0], e.pointer
     start = text.index("a long")
-    value = next(e for e in b["steps"] if start < e["o"] < start + 10)  # inside the value
-    assert value["at"] == (
+    value = next(e for e in b.steps if start < e.offset < start + 10)  # inside the value
+    assert value.place == (
         'in /properties/metadata (key "description", not in the schema): string value'
     )
-    assert value["pos"].startswith("the output left the drawn automaton at character")
-    rows = [r[0] for r in b["outline"]]
+    assert value.position.startswith("the output left the drawn automaton at character")
+    rows = [r[0] for r in b.outline]
     assert "/properties/metadata/properties/labels/additionalProperties" in rows
     assert all(resolve(schema, r)[0] for r in rows)
-    assert sum(sum(r[1:]) for r in b["outline"]) == len(text)  # every character, once
+    assert sum(sum(r[1:]) for r in b.outline) == len(text)  # every character, once
 
 
 def test_the_summary_names_the_objects_the_backend_read_as_open():
@@ -286,13 +286,13 @@ def test_an_llguidance_run_with_open_objects_is_placed_where_its_text_is(engine)
     )
     tr = engine.generate(req)
     text = tr["text"]
-    for e in step_bundle(tr)["steps"]:
-        assert resolve(kube, e["ptr"])[0], e["ptr"]
-        part = e["at"].rsplit(": ", 1)[1]
-        sc = scan_json(text, e["o"])
+    for e in step_bundle(tr).steps:
+        assert resolve(kube, e.pointer)[0], e.pointer
+        part = e.place.rsplit(": ", 1)[1]
+        sc = scan_json(text, e.offset)
         if sc.in_str:
-            assert part.startswith("key" if sc.str_is_key else "string value"), (e["o"], part)
+            assert part.startswith("key" if sc.str_is_key else "string value"), (e.offset, part)
         else:
-            assert not part.startswith(("key", "string value")), (e["o"], part)
+            assert not part.startswith(("key", "string value")), (e.offset, part)
     line = open_objects_line(tr)
     assert line.startswith("**Open objects**: llguidance read `/`, `/properties/metadata`")

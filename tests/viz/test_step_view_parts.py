@@ -31,30 +31,31 @@ def _trace() -> dict:
 def test_the_first_part_holds_what_position_0_draws_and_the_rest_the_others():
     full = step_bundle(_trace())
     first, rest = split_bundle(full)
-    L0, m0 = full["steps"][0]["L"], full["steps"][0]["m"]
-    assert len(set(e["L"] for e in full["steps"])) > 1  # a run with several layouts
-    assert first["layouts"][L0] == full["layouts"][L0]
-    assert all(x is None for i, x in enumerate(first["layouts"]) if i != L0)
-    assert first["masks"][m0] == full["masks"][m0]
-    assert first["pending"] and rest["run"] == full["run"]
+    L0, m0 = full.steps[0].layout, full.steps[0].mask
+    assert len(set(e.layout for e in full.steps)) > 1  # a run with several layouts
+    assert first.layouts[L0] == full.layouts[L0]
+    assert all(x is None for i, x in enumerate(first.layouts) if i != L0)
+    assert first.masks[m0] == full.masks[m0]
+    assert first.pending and rest["run"] == full.run
     # the two parts together are the whole bundle
-    merged = list(first["layouts"])
+    merged = list(first.layouts)
     for i, x in rest["layouts"].items():
         merged[int(i)] = x
-    assert merged == full["layouts"]
-    assert {**{k: v for k, v in first["masks"].items() if v is not None}, **rest["masks"]} == full[
-        "masks"
-    ]
-    assert {k: v for k, v in first.items() if k not in ("layouts", "masks", "pending")} == {
-        k: v for k, v in full.items() if k not in ("layouts", "masks")
+    assert merged == full.layouts
+    assert {**{k: v for k, v in first.masks.items() if v is not None}, **rest["masks"]} == (
+        full.masks
+    )
+    assert {k: v for k, v in vars(first).items() if k not in ("layouts", "masks", "pending")} == {
+        k: v for k, v in vars(full).items() if k not in ("layouts", "masks", "pending")
     }
+    assert not full.pending
 
 
 def test_a_run_with_one_layout_and_mask_has_nothing_pending():
     trace = synthetic_trace("(yes|no)", steps=1)
     first, rest = split_bundle(step_bundle(trace))
-    assert not first["pending"] and not rest["layouts"]
-    assert None not in first["layouts"]
+    assert not first.pending and not rest["layouts"]
+    assert None not in first.layouts
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,8 @@ def test_a_later_layout_is_drawn_once_the_rest_of_the_bundle_arrives(blank_page)
     page, trace = blank_page, _trace()
     view, rest = step_view_parts(trace)
     b = json.loads(view.split('class="cfsm-bundle">')[1].split("</script>")[0])
-    k = next(i for i, e in enumerate(b["steps"]) if b["layouts"][e["L"]] is None)
+    # the wire form: the steps as columns (viz/bundle_shape.py)
+    k = next(i for i, L in enumerate(b["steps"]["layout"]) if b["layouts"][L] is None)
     page.set_content(
         f"<html><head>{head_html()}</head><body><div id='step-view-host'>{view}</div>"
         "<div id='step-view-rest'></div></body></html>"
@@ -99,7 +101,7 @@ def test_a_later_layout_is_drawn_once_the_rest_of_the_bundle_arrives(blank_page)
     assert page.locator("#graph-loading").is_visible()
     assert page.locator("#fsm-graph svg").count() == 0
     assert page.locator("#graph-where").inner_text() == ""  # no state named for a missing graph
-    assert page.locator("#mask-loading").count() == (b["masks"].get(b["steps"][k]["m"]) is None)
+    assert page.locator("#mask-loading").count() == (b["masks"].get(b["steps"]["mask"][k]) is None)
     # the rest of a different run changes nothing
     other = rest.replace(f'data-run="{b["run"]}"', 'data-run="another"')
     page.evaluate("(h) => { document.querySelector('#step-view-rest').innerHTML = h; }", other)

@@ -115,18 +115,18 @@ def test_focus_layouts_always_draw_the_current_element_and_stub_what_is_outside(
 @pytest.mark.model
 def test_every_position_of_a_real_run_has_its_current_element_drawn(trace):
     b = step_bundle(trace)
-    assert len(b["steps"]) == len(trace["steps"]) + 1  # the end is a position too
+    assert len(b.steps) == len(trace["steps"]) + 1  # the end is a position too
     view = graph_view(trace["automaton"])
     for k, (state, _off) in enumerate(positions(trace)):
-        e = b["steps"][k]
-        assert e["el"] == view.element(state)
-        assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
+        e = b.steps[k]
+        assert e.element == view.element(state)
+        assert f'<g id="{e.element}" class=' in b.layouts[e.layout]
     # step 0 starts where the automaton starts, or inside the chain the initial jump took
     s0 = trace["steps"][0]
-    assert b["steps"][0]["state"] == s0["char_state"]
-    assert b["steps"][-1]["state"] == trace["automaton"]["path"][-1]
+    assert b.steps[0].state == s0["char_state"]
+    assert b.steps[-1].state == trace["automaton"]["path"][-1]
     # the initial jump is marked at step 0
-    assert b["steps"][0]["J"] >= 1 and b["jumps"][0]
+    assert b.steps[0].jumps_done >= 1 and b.jumps[0]
 
 
 @pytest.mark.model
@@ -278,18 +278,18 @@ def test_version_1_traces_still_load_and_render(trace):
         up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
     )
     old, new = step_bundle(up), step_bundle(trace)
-    assert old["layouts"] == new["layouts"]
-    for a, b in zip(old["steps"], new["steps"], strict=True):
-        assert (a["el"], a["L"], a["t"], a["J"], a["c"]) == (
-            b["el"],
-            b["L"],
-            b["t"],
-            b["J"],
-            b["c"],
+    assert old.layouts == new.layouts
+    for a, b in zip(old.steps, new.steps, strict=True):
+        assert (a.element, a.layout, a.trail_index, a.jumps_done, a.caption) == (
+            b.element,
+            b.layout,
+            b.trail_index,
+            b.jumps_done,
+            b.caption,
         )
-        assert [r[0] for r in a.get("s", [])] == [r[0] for r in b.get("s", [])] and all(
-            r[2] is None for r in a.get("s", [])
-        )
+        assert [r[0] for r in a.allowed_sample or []] == [
+            r[0] for r in b.allowed_sample or []
+        ] and all(r[2] is None for r in a.allowed_sample or [])
 
 
 @pytest.mark.model
@@ -304,7 +304,7 @@ def test_version_2_traces_load_with_no_skipped_jumps(trace):
         and up["jump_skips"] == []
         and up["totals"]["jumps_skipped"] == 0
     )
-    assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
+    assert step_bundle(up).steps == step_bundle(trace).steps
 
 
 @pytest.mark.model
@@ -314,7 +314,7 @@ def test_version_3_traces_load_as_one_segment(trace):
     v3 = {k: v for k, v in trace.items() if k != "segments"}
     up = validate_trace(json.dumps({**v3, "version": 3}))
     assert up["version"] == TRACE_VERSION and up["segments"] == []
-    assert step_bundle(up)["steps"] == step_bundle(trace)["steps"]
+    assert step_bundle(up).steps == step_bundle(trace).steps
 
 
 @pytest.mark.model
@@ -363,14 +363,14 @@ def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, step
     )
     assert len(tr["steps"]) == steps
     b = step_bundle(json.loads(json.dumps(tr)))
-    assert len(b["steps"]) == steps + 1
-    end = b["steps"][-1]
-    assert "Decoding ended" in end["c"] and end["state"] == tr["automaton"]["path"][-1]
-    assert end["J"] == len(tr["jumps"]) and end["t"] == len(b["trail"])
-    for e in b["steps"]:
-        assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
+    assert len(b.steps) == steps + 1
+    end = b.steps[-1]
+    assert "Decoding ended" in end.caption and end.state == tr["automaton"]["path"][-1]
+    assert end.jumps_done == len(tr["jumps"]) and end.trail_index == len(b.trail)
+    for e in b.steps:
+        assert f'<g id="{e.element}" class=' in b.layouts[e.layout]
     if steps == 0:
-        assert "forced the whole output" in end["c"] and visible(tr["text"]) in end["c"]
+        assert "forced the whole output" in end.caption and visible(tr["text"]) in end.caption
 
 
 @pytest.mark.model
@@ -387,7 +387,7 @@ def test_a_cancelled_run_has_a_view(engine):
     )
     assert tr["totals"]["reason"] == "cancelled"
     b = step_bundle(json.loads(json.dumps(tr)))
-    assert len(b["steps"]) == len(tr["steps"]) + 1 and "cancelled" in b["steps"][-1]["c"]
+    assert len(b.steps) == len(tr["steps"]) + 1 and "cancelled" in b.steps[-1].caption
 
 
 def _preset_run(engine, name: str, max_new_tokens: int) -> dict:
@@ -419,8 +419,8 @@ def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
     # the allowed list and the top-k spell a byte token as the strip does: `<E6 97>`
     from viz.step_bundle import step_bundle
 
-    listed = [row[0] for st in step_bundle(tr)["steps"] for row in st.get("top", [])] + [
-        row[1] for st in step_bundle(tr)["steps"] for row in st.get("s", [])
+    listed = [row[0] for st in step_bundle(tr).steps for row in st.top or []] + [
+        row[1] for st in step_bundle(tr).steps for row in st.allowed_sample or []
     ]
     byte_runs = [t for t in listed if t.startswith("<") and t.endswith(">")]
     assert byte_runs and all("\u2423" not in t for t in byte_runs), byte_runs[:5]
@@ -432,17 +432,14 @@ def test_whole_automaton_is_drawn_when_small_and_refused_with_a_reason_when_larg
 
     small = synthetic_trace(r"[a-z]{1,80}", steps=5)  # 81 states: focus views unless whole is asked
     focus = step_bundle(small)
-    assert (
-        all(layout.count('class="node"') < 40 for layout in focus["layouts"])
-        and focus["note"] == ""
-    )
+    assert all(layout.count('class="node"') < 40 for layout in focus.layouts) and focus.note == ""
     whole = step_bundle(small, whole=True)
-    assert len(whole["layouts"]) == 1 and whole["note"] == ""
-    assert whole["layouts"][0].count('class="node"') >= 81
+    assert len(whole.layouts) == 1 and whole.note == ""
+    assert whole.layouts[0].count('class="node"') >= 81
     big = synthetic_trace(r"[a-z]{1,600}", steps=5)
     b = step_bundle(big, whole=True)
-    assert f"the limit is {WHOLE_LIMIT}" in b["note"] and "601 states" in b["note"]
-    assert all(layout.count('class="node"') < 80 for layout in b["layouts"])
+    assert f"the limit is {WHOLE_LIMIT}" in b.note and "601 states" in b.note
+    assert all(layout.count('class="node"') < 80 for layout in b.layouts)
 
 
 def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
@@ -453,10 +450,10 @@ def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
 
     tr = synthetic_trace(presets()["SGLang character (regex)"]["text"], steps=120)
     b = step_bundle(tr)
-    assert len(b["layouts"]) > 1 and len(set(b["layouts"])) == len(b["layouts"])
-    assert len(b["layouts"]) < len(b["steps"]) / 2
-    for e in b["steps"]:
-        assert f'<g id="{e["el"]}" class=' in b["layouts"][e["L"]]
+    assert len(b.layouts) > 1 and len(set(b.layouts)) == len(b.layouts)
+    assert len(b.layouts) < len(b.steps) / 2
+    for e in b.steps:
+        assert f'<g id="{e.element}" class=' in b.layouts[e.layout]
 
 
 @pytest.mark.model
@@ -567,9 +564,9 @@ def test_a_kept_token_outside_the_models_top_k_has_no_raw_share_not_zero(trace):
     """Top-k raw vs masked: a token the mask keeps that the model's own top-k does not
     hold has no recorded raw probability; it must not read '0%' beside a large masked
     share (IPv4 showed '0% -> 71%')."""
-    for k, st in enumerate(step_bundle(trace)["steps"][: len(trace["steps"])]):
+    for k, st in enumerate(step_bundle(trace).steps[: len(trace["steps"])]):
         raw_ids = {i for i, _t, _p in trace["steps"][k].get("top_raw", [])}
-        for _text, tid, raw, _masked in st.get("top", []):
+        for _text, tid, raw, _masked in st.top or []:
             assert (raw is None) == (tid not in raw_ids), (k, tid, raw)
 
 

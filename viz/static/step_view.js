@@ -32,12 +32,20 @@ window.cfsm = (() => {
     B = data ? JSON.parse(data.textContent) : null;
     L = -1; svg = null;
     if (!B) return;
+    B.steps = rowsOf(B.steps);
+    const note = $("#graph-note"); if (note) note.textContent = B.note;
     chars = Array.from(B.text);
     chipEls = Array.from(el.querySelectorAll("#token-strip .cfsm-chip[data-step]")).map((c) => [c, parseInt(c.dataset.step, 10)]);
     tour = null; passed = null; tourCentre = null;
     show(B.live ? 0 : sliderValue());  // a live view follows the run: its last step
     mergeRest();
     if (window.cfsmTourPending && B.n > 0 && !B.live) { window.cfsmTourPending = false; startTour(); }
+  }
+  // The steps come as columns, each field's name once (viz/bundle_shape.py declares them):
+  // one object per position again, {caption, offset, element, ...}
+  function rowsOf(cols) {
+    const names = Object.keys(cols), n = names.length ? cols[names[0]].length : 0;
+    return Array.from({length: n}, (_, k) => Object.fromEntries(names.map((f) => [f, cols[f][k]])));
   }
   // A finished run's view comes with what its first position draws; the other layouts and
   // masks come last, in a hidden host (viz.step_bundle.split_bundle), and are merged here.
@@ -90,7 +98,7 @@ window.cfsm = (() => {
       const r = t.getBoundingClientRect();
       return [m.a * r.left + m.e, m.d * r.top + m.f, m.a * r.right + m.e, m.d * r.bottom + m.f];
     });
-    const e = B.steps[cur], el = e && e.el && svg.getElementById(e.el), fr = el && el.getBoundingClientRect();
+    const e = B.steps[cur], el = e && e.element && svg.getElementById(e.element), fr = el && el.getBoundingClientRect();
     focusBox = fr && fr.width ? [m.a * fr.left + m.e, m.d * fr.top + m.f, m.a * fr.right + m.e, m.d * fr.bottom + m.f] : null;
     const g = (svg.querySelector("g.graph") || svg).getBBox();
     const x0 = Math.min(base[0], g.x + shift[0], ...boxes.map((b) => b[0])) - PAD;
@@ -129,7 +137,7 @@ window.cfsm = (() => {
     place(lo, c[0], c[1]);
   }
   function focusCentre() {
-    const e = B.steps[cur] || {}, ids = [e.el, ...B.trail.slice(Math.max(0, (e.t || 0) - 4), (e.t || 0) + 4)];
+    const e = B.steps[cur] || {}, ids = [e.element, ...B.trail.slice(Math.max(0, (e.trail_index || 0) - 4), (e.trail_index || 0) + 4)];
     let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
     for (const id of ids) {
       const g = id && svg.getElementById(id);
@@ -216,7 +224,7 @@ window.cfsm = (() => {
     if (!cw || !ch || (cw === lastSize[0] && ch === lastSize[1] && !blind)) return;
     if (blind || !vb || !lastSize[0]) {
       boxes = null; home();
-      const e = B.steps[cur]; if (e && e.el) centreOn(e.el, true);
+      const e = B.steps[cur]; if (e && e.element) centreOn(e.element, true);
       return;
     }
     place(lastSize[0] / vb[2], vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
@@ -254,15 +262,15 @@ window.cfsm = (() => {
   function mark(e) {
     svg.querySelectorAll(".current,.path,.jumped,.hint").forEach((x) => x.classList.remove("current", "path", "jumped", "hint"));
     const add = (id, c) => { const g = svg.getElementById(id); if (g) g.classList.add(c); };
-    for (let i = 0; i < e.t; i++) add(B.trail[i], "path");
-    for (let i = 0; i < e.J; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
-    if (e.el) add(e.el, "current");
-    $("#graph-where").innerHTML = e.sn ? `<span id="grammar-inactive">${esc(e.sn)}</span>` :
-      (e.el ? `Current state <b>${esc(e.state)}</b>${e.at ? ` <span id="graph-place">${esc(e.at)}</span>` : ""}${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
+    for (let i = 0; i < e.trail_index; i++) add(B.trail[i], "path");
+    for (let i = 0; i < e.jumps_done; i++) B.jumps[i].forEach((id) => add(id, "jumped"));
+    if (e.element) add(e.element, "current");
+    $("#graph-where").innerHTML = e.segment_note ? `<span id="grammar-inactive">${esc(e.segment_note)}</span>` :
+      (e.element ? `Current state <b>${esc(e.state)}</b>${e.place ? ` <span id="graph-place">${esc(e.place)}</span>` : ""}${e.position ? " \u2014 " + esc(e.position) : ""}` : "") + passedHtml(cur);
     outline(e);
     // the tour's chain stop: the first of the jump's edges this layout draws
     if (!(tourCentre && tourCentre[0] === cur && tourCentre[1].some((id) => centreOn(id, false))))
-      centreOn(e.el, true);
+      centreOn(e.element, true);
   }
   function outline(e) {
     // a schema run: the pointers in writing order, the current one marked, each shaded by
@@ -272,38 +280,38 @@ window.cfsm = (() => {
     host.innerHTML = `<div class="cfsm-muted">Schema outline: where the output is, and how much of each part the model chose</div>` +
       B.outline.map(([ptr, model, forced, jumped]) => {
         const all = Math.max(1, model + forced + jumped), auto = (forced + jumped) / all;
-        return `<div class="cfsm-orow${ptr === e.ptr ? " current" : ""}" data-ptr="${esc(ptr)}">` +
+        return `<div class="cfsm-orow${ptr === e.pointer ? " current" : ""}" data-ptr="${esc(ptr)}">` +
           `<code>${esc(ptr)}</code><span class="cfsm-obar" title="${esc(model)} chosen, ${esc(forced)} forced, ${esc(jumped)} jumped">` +
           `<span style="width:${(100 * jumped / all).toFixed(0)}%" class="j"></span><span style="width:${(100 * forced / all).toFixed(0)}%" class="f"></span></span>` +
           `<span class="cfsm-muted">${(100 * auto).toFixed(0)}% forced or jumped</span></div>`;
       }).join("");
   }
   function allowedHtml(e) {
-    if (e.a === undefined) return "";
-    const list = e.s || [], byProb = list.some((r) => r[2] !== null && r[2] !== undefined);
+    if (e.allowed === null || e.allowed === undefined) return "";  // the end: no step
+    const list = e.allowed_sample || [], byProb = list.some((r) => r[2] !== null && r[2] !== undefined);
     const rows = list.map(([id, text, p, nxt, el]) =>
-      `<div class="cfsm-arow"><span class="cfsm-tok${id === e.k ? " new" : ""}" title="id ${esc(id)}">${esc(text)}</span>` +
+      `<div class="cfsm-arow"><span class="cfsm-tok${id === e.token_id ? " new" : ""}" title="id ${esc(id)}">${esc(text)}</span>` +
       `<span class="cfsm-p">${pct(p)}</span>` + (nxt === null || nxt === undefined ? "" :
       `<a class="cfsm-state" data-el="${esc(el)}" href="#">\u2192 state ${esc(nxt)}</a>`) + "</div>").join("");
     const more = e.free ? `<div class="cfsm-muted">No constraint: every token is allowed.</div>` :
-      e.nf ? `<div class="cfsm-muted">No constraint in this segment: every token is allowed, except the stop while thinking and tokens that would run past a trigger.</div>` :
-      e.a > list.length ? `<div class="cfsm-muted">\u2026 and ${esc((e.a - list.length).toLocaleString())} more${byProb ? ", less likely" : ""}</div>` : "";
+      e.no_mask ? `<div class="cfsm-muted">No constraint in this segment: every token is allowed, except the stop while thinking and tokens that would run past a trigger.</div>` :
+      e.allowed > list.length ? `<div class="cfsm-muted">\u2026 and ${esc((e.allowed - list.length).toLocaleString())} more${byProb ? ", less likely" : ""}</div>` : "";
     const how = B.replay ? "the engine's token and its alternatives first (its own probabilities), then by id" :
       byProb ? "most likely first (probability after masking)" : "by token id (this trace predates probabilities)";
-    return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())}` +
+    return `<div class="cfsm-panel" id="allowed-panel"><h4>Allowed tokens: ${esc(e.allowed.toLocaleString())} / ${esc(B.vocab.toLocaleString())}` +
       ` <span class="cfsm-muted">${list.length ? how : ""}</span></h4>${rows}${more}</div>`;
   }
   function maskHtml(e) {
-    if (e.nf) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted" id="mask-none">No constraint in this segment: nothing is masked (${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} allowed).</div>`;
-    if (B.pending && B.masks[e.m] === null) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted cfsm-loading" id="mask-loading">Loading this step's mask \u2026</div>`;
-    if (e.m === undefined || e.m === null || !B.masks[e.m]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
+    if (e.no_mask) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted" id="mask-none">No constraint in this segment: nothing is masked (${esc(e.allowed.toLocaleString())} / ${esc(B.vocab.toLocaleString())} allowed).</div>`;
+    if (B.pending && B.masks[e.mask] === null) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted cfsm-loading" id="mask-loading">Loading this step's mask \u2026</div>`;
+    if (e.mask === undefined || e.mask === null || !B.masks[e.mask]) return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a></h4><div class="cfsm-muted">No mask at this position.</div>`;
     // positions as shares of the picture, which the page may draw smaller than 2 px per id
-    const w = B.maskWidth, rows = Math.ceil(B.vocab / w), k = Number(e.k) || 0;
+    const w = B.mask_width, rows = Math.ceil(B.vocab / w), k = Number(e.token_id) || 0;
     const spot = (id, r) => `left:calc(${(100 * (id % w + 0.5) / w).toFixed(3)}% - ${r}px);` +
       `top:calc(${(100 * (Math.floor(id / w) + 0.5) / rows).toFixed(3)}% - ${r}px)`;
-    const list = e.s || [];
+    const list = e.allowed_sample || [];
     // a handful of allowed ids are 2 px dots on a grey field: ring each one and name it
-    const few = !e.free && e.a > 0 && e.a <= FEW_ALLOWED && list.length === e.a;
+    const few = !e.free && e.allowed > 0 && e.allowed <= FEW_ALLOWED && list.length === e.allowed;
     // adjacent ids (a run on one row of the picture, such as the digits) share one
     // stretched ring: single rings 2 px apart merged into one blob
     const runs = [];
@@ -316,10 +324,10 @@ window.cfsm = (() => {
       `<span class="cfsm-allowed-ring" title="id ${esc(a)}" style="${spot(a, 7)}"></span>` :
       `<span class="cfsm-allowed-ring run" title="ids ${esc(a)}-${esc(b)}" style="${spot(a, 7)};` +
       `width:calc(${(100 * (b - a) / w).toFixed(3)}% + 10px);border-radius:7px"></span>`).join("");
-    const legend = few ? `<div class="cfsm-muted" id="mask-few">The ${esc(e.a)} allowed id${e.a === 1 ? "" : "s"}, ringed: ` +
+    const legend = few ? `<div class="cfsm-muted" id="mask-few">The ${esc(e.allowed)} allowed id${e.allowed === 1 ? "" : "s"}, ringed: ` +
       list.map((r) => `${esc(r[0])} <span class="cfsm-tok">${esc(r[1])}</span>`).join(", ") + "</div>" : "";
-    return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${esc(e.a.toLocaleString())} / ${esc(B.vocab.toLocaleString())} (chosen id ${esc(k)})</h4>` +
-      `<div class="cfsm-mask" title="row = id / ${w}, column = id % ${w}"><img id="mask-img" src="${B.masks[e.m]}" width="${2 * w}">` +
+    return `<h4>Allowed-token <a class="cfsm-g" href="#g-mask">mask</a>: ${esc(e.allowed.toLocaleString())} / ${esc(B.vocab.toLocaleString())} (chosen id ${esc(k)})</h4>` +
+      `<div class="cfsm-mask" title="row = id / ${w}, column = id % ${w}"><img id="mask-img" src="${B.masks[e.mask]}" width="${2 * w}">` +
       rings + `<span class="cfsm-chosen" style="${spot(k, 6)}"></span></div>${legend}<div class="cfsm-muted" id="mask-hover">blue = allowed; hover for ids</div>`;
   }
   function topHtml(e) {
@@ -328,7 +336,7 @@ window.cfsm = (() => {
       (raw === null ? `<span class="cfsm-p cfsm-muted" title="not among the model's own top-k: its share is not recorded">below top-k</span>` :
       `<span class="bar raw" style="width:${(Number(raw) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(raw)}</span>`) +
       `<span class="bar msk" style="width:${(Number(m) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(m)}</span></div>`).join("");
-    return `<h4>Top-k: model (grey) vs after the mask (blue) \u00b7 <a class="cfsm-g" href="#g-feasible-mass">feasible mass</a> ${pct(e.mass)}</h4>${rows}`;
+    return `<h4>Top-k: model (grey) vs after the mask (blue) \u00b7 <a class="cfsm-g" href="#g-feasible-mass">feasible mass</a> ${pct(e.feasible_mass)}</h4>${rows}`;
   }
   function show(k) {
     if (!B || !root) return;
@@ -338,14 +346,14 @@ window.cfsm = (() => {
     cur = k;
     const lead = B.live ? `<b>Decoding \u2026</b> the view follows the run (scrub it once the run ends). ` :
       k === B.n ? `<b>End of the run.</b> ` : "";
-    $("#caption").innerHTML = lead + e.c;
+    $("#caption").innerHTML = lead + e.caption;
     if (B.layouts.length) {
-      if (e.L !== L) setLayout(e.L);
+      if (e.layout !== L) setLayout(e.layout);
       if (svg) mark(e);
     }
     const out = $("#output-text");
-    if (out) { out.querySelector(".done").textContent = chars.slice(0, e.o).join(""); out.querySelector(".rest").textContent = chars.slice(e.o).join(""); }
-    $("#jump-html").innerHTML = e.j || `<div class="cfsm-panel" id="jump-panel"><h4><a class="cfsm-g" href="#g-jump">Jump-forward</a></h4><div class="cfsm-muted">${esc(B.noJump)}</div></div>`;
+    if (out) { out.querySelector(".done").textContent = chars.slice(0, e.offset).join(""); out.querySelector(".rest").textContent = chars.slice(e.offset).join(""); }
+    $("#jump-html").innerHTML = e.jump_html || `<div class="cfsm-panel" id="jump-panel"><h4><a class="cfsm-g" href="#g-jump">Jump-forward</a></h4><div class="cfsm-muted">${esc(B.no_jump)}</div></div>`;
     $("#allowed-html").innerHTML = allowedHtml(e);
     $("#mask-panel").innerHTML = maskHtml(e);
     $("#topk-panel").innerHTML = topHtml(e);
@@ -357,7 +365,7 @@ window.cfsm = (() => {
   function stepOf(id) {
     const i = B.trail.indexOf(id);
     if (i < 0) return -1;
-    return B.steps.findIndex((e) => e.t > i);
+    return B.steps.findIndex((e) => e.trail_index > i);
   }
   function setSlider(k) {
     show(k);
@@ -368,7 +376,7 @@ window.cfsm = (() => {
     const z = ev.target.closest("[data-z]");
     if (z) { ev.preventDefault(); if (!svg) return; const a = z.dataset.z;
       if (a === "in") zoom(1 / 1.3); else if (a === "out") zoom(1.3);
-      else if (a === "fit") fit(); else if (a === "full") toggleFull(); else centreOn(B.steps[cur].el, false);
+      else if (a === "fit") fit(); else if (a === "full") toggleFull(); else centreOn(B.steps[cur].element, false);
       return; }
     const st = ev.target.closest("a.cfsm-state");
     if (st) {
@@ -396,11 +404,11 @@ window.cfsm = (() => {
   function tourStops() {
     const stops = [], find = (f) => B.steps.findIndex(f);
     // a model's own choice (not a re-decided boundary), then a jump made after a step
-    const choice = find((e) => e.a > 1 && !e.free && !e.j && !/back-off|re-decided/.test(e.c));
+    const choice = find((e) => e.allowed > 1 && !e.free && !e.jump_html && !/back-off|re-decided/.test(e.caption));
     if (choice >= 0) stops.push([choice, "#allowed-html", "A choice",
       "Several tokens fit the constraint here (listed under Allowed tokens; the mask below shows every one). " +
       "The tokens that do not fit are masked out, and the model's probabilities pick among the rest."]);
-    const jump = Math.max(find((e, k) => k > 0 && e.j), find((e) => e.j));
+    const jump = Math.max(find((e, k) => k > 0 && e.jump_html), find((e) => e.jump_html));
     if (jump >= 0) {
       stops.push([jump, "#fsm-graph", "A chain",
         "After this step's token the automaton has exactly one way forward for a while: such a run " +
@@ -410,7 +418,7 @@ window.cfsm = (() => {
         "The chain's text is forced, so it is appended without asking the model (jump-forward): one " +
         "forward pass reads all of it, instead of one pass per token."]);
     }
-    const retok = find((e) => e.j && e.j.includes("cfsm-tok changed"));
+    const retok = find((e) => e.jump_html && e.jump_html.includes("cfsm-tok changed"));
     if (retok >= 0) stops.push([retok, "#jump-html", "A re-tokenization",
       "After a jump the output is split into tokens again, as the model's tokenizer would split the " +
       "whole text. Tokens in red changed, so the model's cache is cut back to just before them."]);
@@ -432,7 +440,7 @@ window.cfsm = (() => {
       const [k, sel, title] = tour.stops[tour.i];
       // the chain stop: the jumped chain in the middle of the panel, not only the state
       // (mark() reads this when the slider's step is drawn, whenever that happens)
-      const chain = title === "A chain" ? (B.jumps[(B.steps[k].J || 0) - 1] || []) : [];
+      const chain = title === "A chain" ? (B.jumps[(B.steps[k].jumps_done || 0) - 1] || []) : [];
       tourCentre = chain.length ? [k, chain] : null;
       setSlider(k);
       const el = $(sel); if (el) { el.classList.add("tour-focus"); el.scrollIntoView({block: "nearest"}); }
@@ -475,7 +483,7 @@ window.cfsm = (() => {
   // (kept for its position: the slider's own change event draws that position once more)
   function passedNote(g, k) {
     const e = B.steps[k];
-    passed = g.id.startsWith("s") && e.el !== g.id ? {k, id: g.id} : null;
+    passed = g.id.startsWith("s") && e.element !== g.id ? {k, id: g.id} : null;
     if (passed) show(k);
   }
   function passedHtml(k) {
@@ -490,7 +498,7 @@ window.cfsm = (() => {
     const c = svg.cloneNode(true);
     c.setAttribute("viewBox", (content || base).join(" "));
     const st = document.createElementNS("http://www.w3.org/2000/svg", "style");
-    st.textContent = B.markCss || "";
+    st.textContent = B.mark_css || "";
     c.insertBefore(st, c.firstChild);
     if (blobUrl) URL.revokeObjectURL(blobUrl);
     blobUrl = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(c)], {type: "image/svg+xml"}));
@@ -510,7 +518,7 @@ window.cfsm = (() => {
   function stale() { const el = document.querySelector("#step-view"); if (el) el.classList.add("stale"); pause(); }
   document.addEventListener("mousemove", (ev) => {
     if (ev.target.id !== "mask-img" || !B) return;
-    const r = ev.target.getBoundingClientRect(), w = B.maskWidth;
+    const r = ev.target.getBoundingClientRect(), w = B.mask_width;
     const id = Math.floor((ev.clientY - r.top) / r.height * ev.target.naturalHeight) * w + Math.floor((ev.clientX - r.left) / r.width * w);
     const h = document.querySelector("#mask-hover");
     if (h && id < B.vocab) h.textContent = `token id ${id}`;
