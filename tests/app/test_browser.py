@@ -998,6 +998,34 @@ def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
     page.wait_for_selector("#step-slider", timeout=60_000)
 
 
+# The graph's current element: one, drawn, and wholly inside the graph's panel (the
+# panel may be scrolled off the window: what counts is that the panel shows it).
+_CURRENT_IN_PANEL = """() => {
+  const p = document.querySelector('#fsm-graph'), cs = p ? p.querySelectorAll('svg g.current') : [];
+  const r = p && p.getBoundingClientRect(), c = cs.length === 1 && cs[0].getBoundingClientRect();
+  const inside = !!c && c.width > 0 && c.left >= r.left - 0.5 && c.right <= r.right + 0.5 &&
+    c.top >= r.top - 0.5 && c.bottom <= r.bottom + 0.5;
+  return {n: cs.length, inside, id: cs.length === 1 ? cs[0].id : null,
+          step: document.querySelector('#step-view')?.dataset.step,
+          panel: r && [r.left, r.top, r.right, r.bottom],
+          box: c && [c.left, c.top, c.right, c.bottom],
+          vb: p.querySelector('svg')?.getAttribute('viewBox')};
+}"""
+
+
+def _assert_current_in_panel(page, where: str) -> None:
+    """One `g.current` in the graph, inside its panel (waits for the step to be drawn: a
+    layout may still be on its way when the step is first shown)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"({_CURRENT_IN_PANEL})().inside", timeout=10_000)
+    except PlaywrightTimeout:
+        pass  # the assertion below says what is drawn instead
+    at = page.evaluate(_CURRENT_IN_PANEL)
+    assert at["n"] == 1 and at["inside"], f"{where}: {at}"
+
+
 def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page, app_url):
     """From the intro: the character preset is loaded and run, then the step view stops at
     this run's first choice, chain, jump and re-tokenization, each with its panel marked."""
@@ -1014,6 +1042,7 @@ def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page,
         assert at["y"] >= 0 and at["y"] + at["height"] <= page.viewport_size["height"], at
         k = page.evaluate("document.querySelector('#step-view').dataset.step")
         assert page.locator("#tour-box").get_attribute("data-stop") == str(len(stops) - 1)
+        _assert_current_in_panel(page, stops[-1])  # every stop marks where the run is
         if "A choice" in text:
             assert page.evaluate(focus) == "allowed-html"
             n = int(
@@ -1030,16 +1059,20 @@ def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page,
                 page.locator("#fsm-graph svg g.edge.current, #fsm-graph svg g.node.current").count()
                 == 1
             )
-            # the jumped chain is drawn inside the graph's panel, not off to its side (the
-            # stop's step is drawn once the scrubber's event reaches the view)
+            # the chain this step jumps along is drawn inside the graph's panel, beside the
+            # current state, not off to its side (the stop's step is drawn once the
+            # scrubber's event reaches the view)
             page.wait_for_function(
                 """() => {
-                  const p = document.querySelector('#fsm-graph').getBoundingClientRect();
-                  const c = document.querySelector('#fsm-graph svg g.edge.jumped');
-                  if (!c) return false;
-                  const b = c.getBoundingClientRect();
-                  const x = b.x + b.width / 2, y = b.y + b.height / 2;
-                  return x >= p.left && x <= p.right && y >= p.top && y <= p.bottom;
+                  const v = document.querySelector('#step-view'), p = v.querySelector('#fsm-graph');
+                  const B = JSON.parse(v.querySelector('script.cfsm-bundle').textContent);
+                  const r = p.getBoundingClientRect(), e = B.steps[Number(v.dataset.step)];
+                  return B.jumps[e.J - 1].some((id) => {
+                    const c = p.querySelector(`svg g.edge.jumped[id="${id}"]`);
+                    const b = c && c.getBoundingClientRect();
+                    const x = b && b.x + b.width / 2, y = b && b.y + b.height / 2;
+                    return !!b && x >= r.left && x <= r.right && y >= r.top && y <= r.bottom;
+                  });
                 }""",
                 timeout=10_000,
             )

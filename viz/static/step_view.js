@@ -4,7 +4,7 @@ window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
   let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null, passed = null, cur = -1;
   let tour = null;  // the tour in progress: {stops, i, missing}
-  let tourCentre = null;  // [step, edge ids]: the tour's chain stop centres the graph on one
+  let tourCentre = null;  // [step, edge ids]: the tour's chain stop frames them with the current state
   const zoomed = new WeakSet();
   // The graph's room: labels start at LABEL_PX on screen, "fit" never goes under FIT_PX;
   // the view is placed so that no label is cut at the panel's edge.
@@ -200,6 +200,27 @@ window.cfsm = (() => {
     apply();
     return true;
   }
+  // The drawn ones of `ids` in the panel, together: at the present scale where they fit,
+  // else smaller down to FIT_PX labels; where even that is too small, the view goes as far
+  // towards them as it can with `keep` (the current element) still wholly in it.
+  function frame(ids, keep) {
+    const gs = ids.map((id) => id && svg.getElementById(id)).filter((g) => g);
+    if (!gs.some((g) => g.id !== keep)) return false;
+    if (!measure()) return true;  // a hidden panel: placed when it is shown
+    const box = (g) => { const b = g.getBBox(); return [b.x + shift[0], b.y + shift[1], b.x + b.width + shift[0], b.y + b.height + shift[1]]; };
+    const bs = gs.map(box), u = [0, 1, 2, 3].map((i) => (i < 2 ? Math.min : Math.max)(...bs.map((b) => b[i])));
+    const [cw, ch] = size(), m = 2 * (PAD + minFont);  // a label's height of room each side
+    const k = Math.max(FIT_PX / minFont, Math.min(cw / vb[2], cw / (u[2] - u[0] + m), ch / (u[3] - u[1] + m)));
+    let cx = (u[0] + u[2]) / 2, cy = (u[1] + u[3]) / 2;
+    const c = gs.find((g) => g.id === keep), w = cw / k, h = ch / k;
+    if (c) {  // the view's centre, where the current element stays inside the view
+      const b = box(c), clamp = (v, lo, hi) => lo > hi ? (lo + hi) / 2 : Math.min(Math.max(v, lo), hi);
+      cx = clamp(cx, b[2] + PAD - w / 2, b[0] - PAD + w / 2);
+      cy = clamp(cy, b[3] + PAD - h / 2, b[1] - PAD + h / 2);
+    }
+    place(k, cx, cy);
+    return true;
+  }
   function zoom(f, cx, cy) {
     const button = cx === undefined;
     if (button) { cx = vb[0] + vb[2] / 2; cy = vb[1] + vb[3] / 2; }
@@ -260,8 +281,8 @@ window.cfsm = (() => {
     $("#graph-where").innerHTML = e.sn ? `<span id="grammar-inactive">${esc(e.sn)}</span>` :
       (e.el ? `Current state <b>${esc(e.state)}</b>${e.at ? ` <span id="graph-place">${esc(e.at)}</span>` : ""}${e.pos ? " \u2014 " + esc(e.pos) : ""}` : "") + passedHtml(cur);
     outline(e);
-    // the tour's chain stop: the first of the jump's edges this layout draws
-    if (!(tourCentre && tourCentre[0] === cur && tourCentre[1].some((id) => centreOn(id, false))))
+    // the tour's chain stop: the jumped chain and the current state, both in the panel
+    if (!(tourCentre && tourCentre[0] === cur && frame([e.el, ...tourCentre[1]], e.el)))
       centreOn(e.el, true);
   }
   function outline(e) {
@@ -400,7 +421,15 @@ window.cfsm = (() => {
     if (choice >= 0) stops.push([choice, "#allowed-html", "A choice",
       "Several tokens fit the constraint here (listed under Allowed tokens; the mask below shows every one). " +
       "The tokens that do not fit are masked out, and the model's probabilities pick among the rest."]);
-    const jump = Math.max(find((e, k) => k > 0 && e.j), find((e) => e.j));
+    // the jump after a step's token (not the one before the first step) whose chain starts
+    // nearest after the step's state, so that the two fit the graph's panel together (the
+    // first such jump may follow a long token: ~1000 px from its state at 14 px labels)
+    const gaps = B.steps.map((e, k) => {
+      const c = k > 0 && e.j && B.jumps[(e.J || 0) - 1], i = c ? B.trail.indexOf(c[0], Math.max(0, e.t - 1)) : -1;
+      return i < 0 ? Infinity : i - e.t;
+    });
+    const near = Math.min(...gaps);
+    const jump = near < Infinity ? gaps.indexOf(near) : Math.max(find((e, k) => k > 0 && e.j), find((e) => e.j));
     if (jump >= 0) {
       stops.push([jump, "#fsm-graph", "A chain",
         "After this step's token the automaton has exactly one way forward for a while: such a run " +
