@@ -7,8 +7,10 @@ window.cfsm = (() => {
   let tourCentre = null;  // [step, edge ids]: the tour's chain stop frames them with the current state
   const zoomed = new WeakSet();
   // The graph's room: labels start at LABEL_PX on screen, "fit" never goes under FIT_PX;
-  // the view is placed so that no label is cut at the panel's edge.
-  const LABEL_PX = 14, FIT_PX = 10, PAD = 4;
+  // the view is placed so that no label is cut at the panel's edge. Presentation mode
+  // (static/present.js) draws them larger (`labels`).
+  let LABEL_PX = 14, FIT_PX = 10;
+  const PAD = 4;
   let boxes = null, focusBox = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -108,6 +110,7 @@ window.cfsm = (() => {
   function place(k, cx, cy) {
     const [cw, ch] = size(), w = cw / k, h = ch / k;
     vb = [cx - w / 2, cy - h / 2, w, h];
+    lastSize = [cw, ch];  // the size this view is shaped for
     snap();
     apply();
   }
@@ -188,13 +191,24 @@ window.cfsm = (() => {
     const m = svg.getScreenCTM().inverse();
     return [m.a * ev.clientX + m.c * ev.clientY + m.e, m.b * ev.clientX + m.d * ev.clientY + m.f];
   }
-  function apply() { svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); lastSize = size(); }
+  function apply() { reshape(); svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); }
+  // A panel resized since the view was shaped (presentation mode: a caption of more lines
+  // leaves the graph less height) before the observer says so: the same scale and centre
+  // in the panel's new shape (else `meet` would draw the old shape smaller)
+  function reshape() {
+    const [cw, ch] = size();
+    if (!vb || !lastSize[0] || !cw || !ch || (cw === lastSize[0] && ch === lastSize[1])) return;
+    const k = lastSize[0] / vb[2];
+    vb = [vb[0] + vb[2] / 2 - cw / k / 2, vb[1] + vb[3] / 2 - ch / k / 2, cw / k, ch / k];
+    lastSize = [cw, ch];
+  }
   function centreOn(id, onlyIfHidden) {
     const g = svg && svg.getElementById(id);
     if (!g) return false;
     if (!measure()) return true;  // a hidden panel: placed when it is shown
+    reshape();
     const b = g.getBBox(), cx = b.x + b.width / 2 + shift[0], cy = b.y + b.height / 2 + shift[1];
-    if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) return true;
+    if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) { apply(); return true; }
     vb[0] = cx - vb[2] / 2; vb[1] = cy - vb[3] / 2;
     snap();
     apply();
@@ -207,6 +221,7 @@ window.cfsm = (() => {
     const gs = ids.map((id) => id && svg.getElementById(id)).filter((g) => g);
     if (!gs.some((g) => g.id !== keep)) return false;
     if (!measure()) return true;  // a hidden panel: placed when it is shown
+    reshape();
     const box = (g) => { const b = g.getBBox(); return [b.x + shift[0], b.y + shift[1], b.x + b.width + shift[0], b.y + b.height + shift[1]]; };
     const bs = gs.map(box), u = [0, 1, 2, 3].map((i) => (i < 2 ? Math.min : Math.max)(...bs.map((b) => b[i])));
     const [cw, ch] = size(), m = 2 * (PAD + minFont);  // a label's height of room each side
@@ -222,6 +237,7 @@ window.cfsm = (() => {
     return true;
   }
   function zoom(f, cx, cy) {
+    reshape();
     const button = cx === undefined;
     if (button) { cx = vb[0] + vb[2] / 2; cy = vb[1] + vb[3] / 2; }
     vb = [cx - (cx - vb[0]) * f, cy - (cy - vb[1]) * f, vb[2] * f, vb[3] * f];
@@ -241,6 +257,13 @@ window.cfsm = (() => {
       return;
     }
     place(lastSize[0] / vb[2], vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
+  }
+  // Labels f times their usual size on screen (14 px, fit 10 px): the view placed anew
+  function labels(f) {
+    LABEL_PX = 14 * f; FIT_PX = 10 * f;
+    if (!svg || !B) return;
+    boxes = null; home();
+    const e = B.steps[cur]; if (e && e.el) centreOn(e.el, true);
   }
   function toggleFull() {
     const box = $("#graph-box");
@@ -552,5 +575,5 @@ window.cfsm = (() => {
     pending = true;
     requestAnimationFrame(() => { pending = false; attach(); });
   }).observe(document.documentElement, {childList: true, subtree: true});
-  return {show, play, pause, stale, setSlider, attach};
+  return {show, play, pause, stale, setSlider, attach, labels};
 })();
