@@ -81,6 +81,7 @@ class Playground:
     scrub: Any
     play: Any
     pause: Any
+    present: Any
     collapse: Any
     whole: Any
     view: Any
@@ -285,7 +286,7 @@ def _run_settings(modes, backends, wss) -> dict:
 
 def _step_view() -> dict:
     w: dict = {}
-    with gr.Row():
+    with gr.Row(elem_id="step-controls"):
         w["scrub"] = gr.Slider(
             0,
             1,
@@ -296,10 +297,13 @@ def _step_view() -> dict:
             interactive=False,
             scale=4,
         )
-        with gr.Column(scale=1, min_width=160):
+        with gr.Column(scale=1, min_width=160, elem_id="step-buttons"):
             w["play"] = gr.Button("\u25b6 Play", size="sm", elem_id="play")
             w["pause"] = gr.Button("\u23f8 Pause", size="sm", elem_id="pause")
-        with gr.Column(scale=1, min_width=160):
+            # for a projector: the caption, the token strip and the graph only, in large
+            # type (viz/static/present.js); Esc or this button leaves
+            w["present"] = gr.Button("Presentation", size="sm", elem_id="present")
+        with gr.Column(scale=1, min_width=160, elem_id="view-options"):
             w["collapse"] = gr.Checkbox(True, label="Collapse chains", elem_id="collapse")
             w["whole"] = gr.Checkbox(False, label="Whole automaton", elem_id="whole")
             w["raw"] = gr.Checkbox(

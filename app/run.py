@@ -319,6 +319,7 @@ def wire_run(ui: Playground, hub: EngineHub) -> None:
     ui.scrub.change(None, [ui.scrub], None, js="(k) => { window.cfsm && window.cfsm.show(k); }")
     ui.play.click(None, js="() => { window.cfsm && window.cfsm.play(); }")
     ui.pause.click(None, js="() => { window.cfsm && window.cfsm.pause(); }")
+    ui.present.click(None, js="() => { window.cfsmPresent && window.cfsmPresent.toggle(); }")
 
     def relayout(trace, collapse_v, whole_v, raw_v):
         return step_view_html(trace, collapse_v, whole_v, raw_v) if trace else gr.skip()

@@ -47,6 +47,7 @@ from .panels import (
     token_strip,
 )
 from .plots import decode_mask
+from .present import PRESENT_CSS
 from .segments import segment_note
 from .text import esc, visible
 
@@ -432,5 +433,9 @@ def empty_view(message: str) -> str:
 def head_html() -> str:
     """What the page's <head> needs for the step view: its CSS and its script."""
 
-    js = (Path(__file__).parent / "static" / "step_view.js").read_text(encoding="utf-8")
-    return f"<style>{CSS}{MARK_CSS}</style><script>{js}</script>"
+    static = Path(__file__).parent / "static"
+    js = "".join(
+        f"<script>{(static / name).read_text(encoding='utf-8')}</script>"
+        for name in ("step_view.js", "present.js")  # presentation mode: viz/present.py
+    )
+    return f"<style>{CSS}{MARK_CSS}{PRESENT_CSS}</style>{js}"

@@ -999,6 +999,34 @@ def test_stop_while_decoding_leaves_a_screen_that_says_so(page, app_url):
     page.wait_for_selector("#step-slider", timeout=60_000)
 
 
+# The graph's current element: one, drawn, and wholly inside the graph's panel (the
+# panel may be scrolled off the window: what counts is that the panel shows it).
+_CURRENT_IN_PANEL = """() => {
+  const p = document.querySelector('#fsm-graph'), cs = p ? p.querySelectorAll('svg g.current') : [];
+  const r = p && p.getBoundingClientRect(), c = cs.length === 1 && cs[0].getBoundingClientRect();
+  const inside = !!c && c.width > 0 && c.left >= r.left - 0.5 && c.right <= r.right + 0.5 &&
+    c.top >= r.top - 0.5 && c.bottom <= r.bottom + 0.5;
+  return {n: cs.length, inside, id: cs.length === 1 ? cs[0].id : null,
+          step: document.querySelector('#step-view')?.dataset.step,
+          panel: r && [r.left, r.top, r.right, r.bottom],
+          box: c && [c.left, c.top, c.right, c.bottom],
+          vb: p.querySelector('svg')?.getAttribute('viewBox')};
+}"""
+
+
+def _assert_current_in_panel(page, where: str) -> None:
+    """One `g.current` in the graph, inside its panel (waits for the step to be drawn: a
+    layout may still be on its way when the step is first shown)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"({_CURRENT_IN_PANEL})().inside", timeout=10_000)
+    except PlaywrightTimeout:
+        pass  # the assertion below says what is drawn instead
+    at = page.evaluate(_CURRENT_IN_PANEL)
+    assert at["n"] == 1 and at["inside"], f"{where}: {at}"
+
+
 def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page, app_url):
     """From the intro: the character preset is loaded and run, then the step view stops at
     this run's first choice, chain, jump and re-tokenization, each with its panel marked."""
@@ -1015,6 +1043,7 @@ def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page,
         assert at["y"] >= 0 and at["y"] + at["height"] <= page.viewport_size["height"], at
         k = page.evaluate("document.querySelector('#step-view').dataset.step")
         assert page.locator("#tour-box").get_attribute("data-stop") == str(len(stops) - 1)
+        _assert_current_in_panel(page, stops[-1])  # every stop marks where the run is
         if "A choice" in text:
             assert page.evaluate(focus) == "allowed-html"
             n = int(
@@ -1031,16 +1060,20 @@ def test_the_intro_tour_walks_a_choice_a_chain_a_jump_and_a_retokenization(page,
                 page.locator("#fsm-graph svg g.edge.current, #fsm-graph svg g.node.current").count()
                 == 1
             )
-            # the jumped chain is drawn inside the graph's panel, not off to its side (the
-            # stop's step is drawn once the scrubber's event reaches the view)
+            # the chain this step jumps along is drawn inside the graph's panel, beside the
+            # current state, not off to its side (the stop's step is drawn once the
+            # scrubber's event reaches the view)
             page.wait_for_function(
                 """() => {
-                  const p = document.querySelector('#fsm-graph').getBoundingClientRect();
-                  const c = document.querySelector('#fsm-graph svg g.edge.jumped');
-                  if (!c) return false;
-                  const b = c.getBoundingClientRect();
-                  const x = b.x + b.width / 2, y = b.y + b.height / 2;
-                  return x >= p.left && x <= p.right && y >= p.top && y <= p.bottom;
+                  const v = document.querySelector('#step-view'), p = v.querySelector('#fsm-graph');
+                  const B = JSON.parse(v.querySelector('script.cfsm-bundle').textContent);
+                  const r = p.getBoundingClientRect(), k = Number(v.dataset.step);
+                  return B.jumps[B.steps.jumps_done[k] - 1].some((id) => {
+                    const c = p.querySelector(`svg g.edge.jumped[id="${id}"]`);
+                    const b = c && c.getBoundingClientRect();
+                    const x = b && b.x + b.width / 2, y = b && b.y + b.height / 2;
+                    return !!b && x >= r.left && x <= r.right && y >= r.top && y <= r.bottom;
+                  });
                 }""",
                 timeout=10_000,
             )
@@ -1574,3 +1607,119 @@ def test_the_step_view_follows_a_run_while_it_decodes(page, app_url):
     current = page.locator("#fsm-graph svg g.current")
     assert current.get_attribute("id") == live[-1]["current"][0]
     page.locator("#mode input[value=jump]").check()  # the preset's own mode, for later tests
+
+
+# --- presentation mode (#46 item 4): the caption, the token strip and the graph, large
+
+# What a projector shows: the mode, the type's size, what is hidden and what is not, a
+# sideways scrollbar, the graph's labels (_LABELS) and its current element (_CURRENT_IN_PANEL).
+_PRESENTED = f"""() => {{
+  const vis = (s) => {{ const e = document.querySelector(s); return !!e && e.checkVisibility(); }};
+  const px = (s) => {{
+    const e = document.querySelector(s); return e && parseFloat(getComputedStyle(e).fontSize); }};
+  const d = document.documentElement, v = document.querySelector('#step-view');
+  return {{on: document.body.classList.contains('cfsm-present'), step: v && v.dataset.step,
+    caption: px('#caption'), chip: px('#step-view #token-strip .cfsm-chip[data-step]'),
+    live_chip: px('#live-strip .cfsm-chip[data-step]'),
+    live_strip: !!document.querySelector('#live-strip .cfsm-chip') && vis('#live-strip .cfsm-chip'),
+    seen: ['#regex-input', '#run', '#stat-cards-host', '#timeline-plot', '#allowed-html',
+           '#mask-panel', '#topk-panel', '#glossary', '#whole', '#preset'].filter(vis),
+    unseen: ['#caption', '#fsm-graph', '#step-slider', '#play', '#present'].filter((s) => !vis(s)),
+    sideways: d.scrollWidth > d.clientWidth,
+    labels: ({_LABELS})(), current: ({_CURRENT_IN_PANEL})()}};
+}}"""
+
+
+def _presented(page, finished: bool = True) -> dict:
+    """The page in presentation mode, once its graph is placed: fails with what it shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    ok = "(a) => a.on && a.labels.min >= 20 - 0.05 && a.current.inside && !a.labels.cut.length"
+    try:
+        page.wait_for_function(f"({ok})(({_PRESENTED})())", timeout=10_000)
+    except PlaywrightTimeout:
+        pass  # the assertions below say what is shown instead
+    at = page.evaluate(_PRESENTED)
+    assert at["on"] and at["unseen"] == [] and at["seen"] == [], at
+    assert at["caption"] >= 24 and not at["sideways"], at
+    assert not finished or at["chip"] >= 24, at
+    graph = at["labels"]
+    assert graph["min"] >= 20 - 0.05 and graph["seen"] >= 2 and not graph["cut"], at
+    assert at["current"]["n"] == 1 and at["current"]["inside"], at
+    return at
+
+
+# each live view as it is drawn: whether it was drawn in presentation mode, and how
+PRESENT_LIVE_PROBE = f"""() => {{
+  window.__presented = [];
+  const seen = new Set();
+  let queued = false;
+  const look = () => {{
+    queued = false;
+    const v = document.querySelector('#step-view');
+    if (!v || v.dataset.step !== 'live' || seen.has(v.dataset.run)) return;
+    seen.add(v.dataset.run);
+    window.__presented.push(({_PRESENTED})());
+  }};
+  new MutationObserver(() => {{ if (!queued) {{ queued = true; requestAnimationFrame(look); }} }})
+    .observe(document.body, {{childList: true, subtree: true}});
+}}"""
+
+
+def test_presentation_mode_shows_the_caption_strip_and_graph_in_large_type(page, app_url):
+    """For a projector (1440x900, 1280x720): the caption, the token strip and the graph
+    only, in large type (caption and chips 24 px, graph labels 20 px or more, the current
+    state in the panel), no sideways scrolling; the arrow keys and the slider step; a new
+    run's live and finished views keep the mode; Esc leaves it, inputs back."""
+    _character_run(page)
+    try:
+        page.set_viewport_size({"width": 1440, "height": 900})
+        page.locator("#present").click()
+        at = _presented(page)
+        assert at["step"] == "0", at
+        page.screenshot(path=str(ARTIFACTS / "presentation-1440x900.png"))
+        page.set_viewport_size({"width": 1280, "height": 720})
+        _presented(page)
+        page.keyboard.press("ArrowRight")  # the step, from the keyboard
+        _wait_step(page, 1)
+        page.keyboard.press("ArrowRight")
+        _wait_step(page, 2)
+        page.keyboard.press("ArrowLeft")
+        _wait_step(page, 1)
+        _presented(page)
+        slider = page.locator("#step-slider input[type=range]")  # and from the slider
+        slider.focus()
+        for _ in range(5):
+            slider.press("ArrowRight")
+        _wait_step(page, 6)
+        _presented(page)
+        page.screenshot(path=str(ARTIFACTS / "presentation-1280x720.png"))
+        page.keyboard.press("Escape")
+        page.wait_for_function("!document.body.classList.contains('cfsm-present')")
+        assert page.locator("#regex-input").is_visible() and page.locator("#run").is_visible()
+        assert page.locator("#timeline-plot").is_visible()
+        assert page.evaluate(_LABELS)["min"] < 20  # the graph's own size again
+
+        # a run that arrives while presenting: Run, then Presentation while it decodes
+        page.locator("#mode input[value=masked]").check()  # ~170 steps: a few live views
+        page.evaluate(PRESENT_LIVE_PROBE)
+        old = page.evaluate("document.querySelector('#step-view').dataset.run")
+        page.locator("#run").click()
+        page.locator("#present").click()
+        _wait_new_view(page, old, timeout=240_000)
+        run = page.evaluate("document.querySelector('#step-view').dataset.run")
+        page.wait_for_selector(f'#step-view-rest script[data-run="{run}"]', state="attached")
+        live = [v for v in page.evaluate("window.__presented") if v["on"]]
+        assert live, page.evaluate("window.__presented")
+        for v in live:  # the live views, in the mode and its sizes, the tokens streaming
+            assert v["caption"] >= 24 and v["seen"] == [] and v["unseen"] == [], v
+            assert v["labels"]["min"] >= 20 - 0.05 and v["current"]["inside"], v
+        assert any(v["live_strip"] and v["live_chip"] >= 24 for v in live), live
+        _presented(page)  # the finished run's view, still in the mode
+        page.keyboard.press("Escape")
+        page.wait_for_function("!document.body.classList.contains('cfsm-present')")
+    finally:  # the next tests get the page as it was
+        page.evaluate("window.cfsmPresent.toggle(false)")
+        page.set_viewport_size({"width": 1500, "height": 1100})
+        page.locator("#mode input[value=jump]").check()  # the preset's own mode
+    assert page.locator("#regex-input").is_visible() and page.locator("#run").is_visible()

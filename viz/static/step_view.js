@@ -4,11 +4,13 @@ window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
   let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null, passed = null, cur = -1;
   let tour = null;  // the tour in progress: {stops, i, missing}
-  let tourCentre = null;  // [step, edge ids]: the tour's chain stop centres the graph on one
+  let tourCentre = null;  // [step, edge ids]: the tour's chain stop frames them with the current state
   const zoomed = new WeakSet();
   // The graph's room: labels start at LABEL_PX on screen, "fit" never goes under FIT_PX;
-  // the view is placed so that no label is cut at the panel's edge.
-  const LABEL_PX = 14, FIT_PX = 10, PAD = 4;
+  // the view is placed so that no label is cut at the panel's edge. Presentation mode
+  // (static/present.js) draws them larger (`labels`).
+  let LABEL_PX = 14, FIT_PX = 10;
+  const PAD = 4;
   let boxes = null, focusBox = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
   const $ = (sel) => root && root.querySelector(sel);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -116,6 +118,7 @@ window.cfsm = (() => {
   function place(k, cx, cy) {
     const [cw, ch] = size(), w = cw / k, h = ch / k;
     vb = [cx - w / 2, cy - h / 2, w, h];
+    lastSize = [cw, ch];  // the size this view is shaped for
     snap();
     apply();
   }
@@ -196,19 +199,53 @@ window.cfsm = (() => {
     const m = svg.getScreenCTM().inverse();
     return [m.a * ev.clientX + m.c * ev.clientY + m.e, m.b * ev.clientX + m.d * ev.clientY + m.f];
   }
-  function apply() { svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); lastSize = size(); }
+  function apply() { reshape(); svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); }
+  // A panel resized since the view was shaped (presentation mode: a caption of more lines
+  // leaves the graph less height) before the observer says so: the same scale and centre
+  // in the panel's new shape (else `meet` would draw the old shape smaller)
+  function reshape() {
+    const [cw, ch] = size();
+    if (!vb || !lastSize[0] || !cw || !ch || (cw === lastSize[0] && ch === lastSize[1])) return;
+    const k = lastSize[0] / vb[2];
+    vb = [vb[0] + vb[2] / 2 - cw / k / 2, vb[1] + vb[3] / 2 - ch / k / 2, cw / k, ch / k];
+    lastSize = [cw, ch];
+  }
   function centreOn(id, onlyIfHidden) {
     const g = svg && svg.getElementById(id);
     if (!g) return false;
     if (!measure()) return true;  // a hidden panel: placed when it is shown
+    reshape();
     const b = g.getBBox(), cx = b.x + b.width / 2 + shift[0], cy = b.y + b.height / 2 + shift[1];
-    if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) return true;
+    if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) { apply(); return true; }
     vb[0] = cx - vb[2] / 2; vb[1] = cy - vb[3] / 2;
     snap();
     apply();
     return true;
   }
+  // The drawn ones of `ids` in the panel, together: at the present scale where they fit,
+  // else smaller down to FIT_PX labels; where even that is too small, the view goes as far
+  // towards them as it can with `keep` (the current element) still wholly in it.
+  function frame(ids, keep) {
+    const gs = ids.map((id) => id && svg.getElementById(id)).filter((g) => g);
+    if (!gs.some((g) => g.id !== keep)) return false;
+    if (!measure()) return true;  // a hidden panel: placed when it is shown
+    reshape();
+    const box = (g) => { const b = g.getBBox(); return [b.x + shift[0], b.y + shift[1], b.x + b.width + shift[0], b.y + b.height + shift[1]]; };
+    const bs = gs.map(box), u = [0, 1, 2, 3].map((i) => (i < 2 ? Math.min : Math.max)(...bs.map((b) => b[i])));
+    const [cw, ch] = size(), m = 2 * (PAD + minFont);  // a label's height of room each side
+    const k = Math.max(FIT_PX / minFont, Math.min(cw / vb[2], cw / (u[2] - u[0] + m), ch / (u[3] - u[1] + m)));
+    let cx = (u[0] + u[2]) / 2, cy = (u[1] + u[3]) / 2;
+    const c = gs.find((g) => g.id === keep), w = cw / k, h = ch / k;
+    if (c) {  // the view's centre, where the current element stays inside the view
+      const b = box(c), clamp = (v, lo, hi) => lo > hi ? (lo + hi) / 2 : Math.min(Math.max(v, lo), hi);
+      cx = clamp(cx, b[2] + PAD - w / 2, b[0] - PAD + w / 2);
+      cy = clamp(cy, b[3] + PAD - h / 2, b[1] - PAD + h / 2);
+    }
+    place(k, cx, cy);
+    return true;
+  }
   function zoom(f, cx, cy) {
+    reshape();
     const button = cx === undefined;
     if (button) { cx = vb[0] + vb[2] / 2; cy = vb[1] + vb[3] / 2; }
     vb = [cx - (cx - vb[0]) * f, cy - (cy - vb[1]) * f, vb[2] * f, vb[3] * f];
@@ -228,6 +265,13 @@ window.cfsm = (() => {
       return;
     }
     place(lastSize[0] / vb[2], vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
+  }
+  // Labels f times their usual size on screen (14 px, fit 10 px): the view placed anew
+  function labels(f) {
+    LABEL_PX = 14 * f; FIT_PX = 10 * f;
+    if (!svg || !B) return;
+    boxes = null; home();
+    const e = B.steps[cur]; if (e && e.element) centreOn(e.element, true);
   }
   function toggleFull() {
     const box = $("#graph-box");
@@ -268,8 +312,8 @@ window.cfsm = (() => {
     $("#graph-where").innerHTML = e.segment_note ? `<span id="grammar-inactive">${esc(e.segment_note)}</span>` :
       (e.element ? `Current state <b>${esc(e.state)}</b>${e.place ? ` <span id="graph-place">${esc(e.place)}</span>` : ""}${e.position ? " \u2014 " + esc(e.position) : ""}` : "") + passedHtml(cur);
     outline(e);
-    // the tour's chain stop: the first of the jump's edges this layout draws
-    if (!(tourCentre && tourCentre[0] === cur && tourCentre[1].some((id) => centreOn(id, false))))
+    // the tour's chain stop: the jumped chain and the current state, both in the panel
+    if (!(tourCentre && tourCentre[0] === cur && frame([e.element, ...tourCentre[1]], e.element)))
       centreOn(e.element, true);
   }
   function outline(e) {
@@ -408,7 +452,15 @@ window.cfsm = (() => {
     if (choice >= 0) stops.push([choice, "#allowed-html", "A choice",
       "Several tokens fit the constraint here (listed under Allowed tokens; the mask below shows every one). " +
       "The tokens that do not fit are masked out, and the model's probabilities pick among the rest."]);
-    const jump = Math.max(find((e, k) => k > 0 && e.jump_html), find((e) => e.jump_html));
+    // the jump after a step's token (not the one before the first step) whose chain starts
+    // nearest after the step's state, so that the two fit the graph's panel together (the
+    // first such jump may follow a long token: ~1000 px from its state at 14 px labels)
+    const gaps = B.steps.map((e, k) => {
+      const c = k > 0 && e.jump_html && B.jumps[(e.jumps_done || 0) - 1], i = c ? B.trail.indexOf(c[0], Math.max(0, e.trail_index - 1)) : -1;
+      return i < 0 ? Infinity : i - e.trail_index;
+    });
+    const near = Math.min(...gaps);
+    const jump = near < Infinity ? gaps.indexOf(near) : Math.max(find((e, k) => k > 0 && e.jump_html), find((e) => e.jump_html));
     if (jump >= 0) {
       stops.push([jump, "#fsm-graph", "A chain",
         "After this step's token the automaton has exactly one way forward for a while: such a run " +
@@ -531,5 +583,5 @@ window.cfsm = (() => {
     pending = true;
     requestAnimationFrame(() => { pending = false; attach(); });
   }).observe(document.documentElement, {childList: true, subtree: true});
-  return {show, play, pause, stale, setSlider, attach};
+  return {show, play, pause, stale, setSlider, attach, labels};
 })();
