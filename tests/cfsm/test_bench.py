@@ -468,3 +468,17 @@ def test_bench_busy_every_core_policy_pins_every_kind_and_gives_the_runtime_back
     with thread_policy(eng, "every core"):
         assert [pt.choose(n) for n in (1, 8, 40)] == [4, 4, 4] and not pt.explore
     assert pt.fixed == {"step": 1} and pt.explore
+
+
+@pytest.mark.model
+def test_bench_live_view_follows_each_run_and_changes_no_output(engine):
+    """`cfsm bench live-view` on one pair per mode: every run with the page's listener drew
+    at least one live view, and the outputs with and without it are the same."""
+    from cfsm.bench.live_view import format_table, run
+
+    res = run(engine, 1, log=lambda *a: None)
+    assert [r["mode"] for r in res["rows"]] == ["masked", "jump"]
+    for r in res["rows"]:
+        assert r["same_output"], r
+        assert min(r["views_per_run"]) >= 1, r  # the first step is always drawn
+    assert "| masked |" in format_table(res)
