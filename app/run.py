@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import tempfile
 import threading
@@ -26,6 +27,8 @@ from .checks import error_line
 from .inputs import RESTORED_INPUTS, PageInputs, Row, restore_inputs
 from .layout import NO_RUN, Playground
 from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
+
+log = logging.getLogger(__name__)
 
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 STREAM_EVERY_S = 0.25
@@ -225,13 +228,29 @@ class LiveViews:
         self.snap_s = 0.0
 
     def take(self, ev: StepEvent) -> dict | None:
-        """In the listener: the trace so far when a view is due, else None."""
+        """In the listener: the trace so far when a view is due, else None. A snapshot
+        that fails ends the live views of this run, not the run (the server log says why)."""
         if ev.snapshot is None or time.perf_counter() < self.next_at:
             return None
         t0, self.next_at = time.perf_counter(), float("inf")  # until `shown`
-        trace = ev.snapshot()
+        try:
+            trace = ev.snapshot()
+        except Exception:  # noqa: BLE001 - the run goes on; its finished view still comes
+            log.exception("live step view: the snapshot failed; no more live views this run")
+            return None
         self.snap_s = time.perf_counter() - t0
         return trace
+
+    def draw(self, trace: dict, inp: PageInputs) -> str | None:
+        """The live view of `trace`; None (and no more live views) when drawing fails."""
+        t0 = time.perf_counter()
+        try:
+            view = live_view_html(trace, inp.collapse, inp.whole, inp.raw)
+        except Exception:  # noqa: BLE001 - as in `take`
+            log.exception("live step view: drawing failed; no more live views this run")
+            return None
+        self.shown(time.perf_counter() - t0)
+        return view
 
     def shown(self, build_s: float) -> None:
         self.next_at = time.perf_counter() + max(LIVE_VIEW_EVERY_S, 4 * (self.snap_s + build_s))
@@ -266,10 +285,8 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row, in
         if k == "done":
             break
         if k == "view":
-            t0 = time.perf_counter()
-            view = live_view_html(d, inp.collapse, inp.whole, inp.raw)
-            views.shown(time.perf_counter() - t0)
-            if not handle.event.is_set():
+            view = views.draw(d, inp)
+            if view is not None and not handle.event.is_set():
                 yield out.set(view=view)
             continue
         if k in ("step", "wait"):

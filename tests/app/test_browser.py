@@ -82,11 +82,14 @@ def _wait_step(page, k: int) -> None:
     )
 
 
-def _run_and_wait(page) -> None:
+def _run_and_wait(page, then=None) -> None:
     """Run, and wait for the new run's step view and for its last update (the rest of the
-    view's bundle, with the trace file): a test reading the trace then reads this run's."""
+    view's bundle, with the trace file): a test reading the trace then reads this run's.
+    `then()` is done right after the click (another tab brought to the front, say)."""
     old = page.evaluate("document.querySelector('#step-view')?.dataset.run || ''")
     page.locator("#run").click()
+    if then is not None:
+        then()
     page.wait_for_function(
         f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run && "
         f"v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
@@ -1534,16 +1537,7 @@ def test_graph_drawn_in_its_panel_after_a_run_that_ended_in_another_tab(page, ap
     """A run that finishes while the Compare tab is in front: back on the Playground the
     graph is placed in its panel (labels at 14 px, the current state in view, none cut)."""
     _character_run(page)
-    old = page.evaluate("document.querySelector('#step-view').dataset.run")
-    page.locator("#run").click()
-    page.get_by_role("tab", name="Compare").click()
-    page.wait_for_function(
-        f"(() => {{ const v = document.querySelector('#step-view'); return v && v.dataset.run "
-        f"&& v.dataset.run !== '{old}' && v.dataset.step === '0'; }})()",
-        timeout=240_000,
-    )
-    run = page.evaluate("document.querySelector('#step-view').dataset.run")
-    page.wait_for_selector(f'#step-view-rest script[data-run="{run}"]', state="attached")
+    _run_and_wait(page, then=lambda: page.get_by_role("tab", name="Compare").click())
     assert not page.locator("#fsm-graph").is_visible()  # it ended out of sight
     page.get_by_role("tab", name="Playground").click()
     page.locator("#fsm-graph").scroll_into_view_if_needed()

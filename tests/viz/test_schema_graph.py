@@ -170,13 +170,7 @@ def _trace_past_the_automaton(schema: dict, text: str, spec: bool = False) -> di
     dfa = build_char_dfa(c.regex())
     auto = automaton_json(dfa)
     auto["places"] = places_for_view(dfa, c.text)
-    path = [dfa.initial]
-    for ch in text:
-        nxt = dfa.step(path[-1], ch)
-        if nxt is None:
-            break
-        path.append(nxt)
-    auto["path"] = path
+    auto["path"] = dfa.path(text)
     chunks = [text[i : i + 4] for i in range(0, len(text), 4)]
     steps = [
         {"token_id": 1, "token_text": t, "char_offset": 4 * k, "allowed": 2, "origin": "model"}
