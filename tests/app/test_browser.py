@@ -1140,7 +1140,13 @@ def test_a_tool_call_in_free_text_shows_its_segments_trigger_and_inactive_gramma
     box.press("Enter")
     _run_and_wait(page)
     trace = _trace_of_last_run(page, app_url)
-    assert trace["valid"] and trace["segments"][1]["kind"] == "constrained", trace["validation"]
+    # the limit typed above reached the run (a run that stopped at the limit once, in a
+    # full-file run, could not be told from a model that never closed its call)
+    assert trace["request"]["max_new_tokens"] == 200, trace["request"]
+    assert trace["valid"] and trace["segments"][1]["kind"] == "constrained", (
+        trace["validation"],
+        trace["text"],
+    )
     labels = page.locator("#step-view #token-strip .cfsm-seg-label").all_inner_texts()
     assert labels[:3] == ["text", "tool call \u2713", "tool call end"], labels
     trig = page.locator("#step-view #token-strip .cfsm-chip.trigger")
