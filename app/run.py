@@ -85,7 +85,7 @@ def draw_timeline(trace: dict):
 
 
 STOP_OUTPUTS = Row(
-    "stop_msg", "view", "summary", "cards", "live", "timeline", "view_rest", "dl_trace"
+    "stop_msg", "view", "summary", "cards", "live", "timeline", "view_rest", "dl_trace", "scrub"
 )
 
 
@@ -117,8 +117,18 @@ def stopped_view(line: str, trace, collapse: bool, whole: bool, raw: bool) -> di
     view = step_view_html(trace, collapse, whole, raw) if trace else empty_view(NO_RUN)
     below = " The view and figures below are the previous run's." if trace else ""
     return dict(
-        stop_msg=line, view=view, summary=f"**{line}**{below}", cards=_cards_of(trace), live=""
+        stop_msg=line,
+        view=view,
+        summary=f"**{line}**{below}",
+        cards=_cards_of(trace),
+        live="",
+        scrub=_scrub_of(trace),
     )
+
+
+def _scrub_of(trace: dict | None) -> gr.Slider:
+    """The scrubber over the run the view shows again (a new run had locked it at 0)."""
+    return scrub_slider(len(trace["steps"]) if trace else 0)
 
 
 def _cards_of(trace: dict | None) -> str:
@@ -152,6 +162,7 @@ def run_streamer(ui, hub: EngineHub):
                 summary="Loading the model \u2026",
                 live="",
                 view=empty_view("Decoding \u2026 the step view shows its first step soon."),
+                scrub=scrub_slider(0),  # locked at 0 while the view follows the run
             )
             eng = hub.get(check_page_model(inp.model))
             for c in eng.compile_targets(req):
@@ -196,6 +207,7 @@ def run_streamer(ui, hub: EngineHub):
                 summary=previous_run_note(prev),
                 cards=_cards_of(prev),
                 live="",
+                scrub=_scrub_of(prev),
                 view=step_view_html(prev, inp.collapse, inp.whole, inp.raw)
                 if prev
                 else empty_view(NO_RUN),

@@ -1566,6 +1566,7 @@ LIVE_PROBE = """() => {
       steps: Number(v.dataset.steps),
       current: Array.from(v.querySelectorAll('#fsm-graph svg g.current')).map((g) => g.id),
       caption: v.querySelector('#caption').innerText,
+      locked: !!document.querySelector('#step-slider input[type=range]')?.disabled,
     });
   };
   new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(look); } })
@@ -1598,9 +1599,11 @@ def test_the_step_view_follows_a_run_while_it_decodes(page, app_url):
     assert counts == sorted(set(counts)) and counts[0] >= 1 and counts[-1] < n, (counts, n)
     for v in live:
         assert v["caption"].startswith("Decoding"), v
+        assert v["locked"], v  # the scrubber waits for the finished run
         assert v["current"] == [_expected_element(trace, v["steps"] - 1)], (v, n)
     # the finished run's view: every step, scrubbable, no longer live
     assert page.evaluate("document.querySelector('#step-view').dataset.steps") == str(n)
+    assert not page.locator("#step-slider input[type=range]").is_disabled()
     k = counts[-1] - 1
     page.evaluate(f"window.cfsm.setSlider({k})")
     _wait_step(page, k)
