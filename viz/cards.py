@@ -68,10 +68,11 @@ def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
 
 def _saving_card(what: str, against: str, saved: float) -> tuple:
     """A saving as a card that never reads as a negative saving: a loss is named a loss
-    ("104% more decode time"), and a saving that rounds to 0 reads 0%, not -0%."""
+    ("104%" over "more decode time vs masked": "more" said once), and a saving that rounds
+    to 0 reads 0%, not -0%."""
     pct = round(100 * saved)
     if pct < 0:
-        return (f"more {what} {against}", f"{-pct}% more", None)
+        return (f"more {what} {against}", f"{-pct}%", None)
     return (f"{what} saved {against}", f"{pct}%", max(0.0, saved))
 
 

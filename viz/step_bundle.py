@@ -300,8 +300,13 @@ def _jump_edges(trace: dict, view: GraphView, path: list[int]) -> list[list[str]
     return out
 
 
-def _no_graph(trace: dict) -> str:
+def _no_graph(trace: dict, live: bool = False) -> str:
     kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
+    if live and kind != "grammar" and trace.get("mode") != "free":
+        return (  # a run with triggers: its constrained stretch is known at its end
+            "The automaton is drawn when the run ends (this run's constrained stretch is "
+            "placed in the output then)."
+        )
     if kind == "grammar":
         return (
             "No finite automaton to draw: a grammar is context-free (it needs a stack, not a "
@@ -397,7 +402,8 @@ def _view_html(trace: dict, b: StepBundle) -> str:
         'title="drag to pan, wheel to zoom; drag the lower right corner to resize"></div></div>'
         + LEGEND
         if b.layouts
-        else f'<div id="fsm-graph" class="cfsm-muted cfsm-nograph">{esc(_no_graph(trace))}</div>'
+        else '<div id="fsm-graph" class="cfsm-muted cfsm-nograph">'
+        f"{esc(_no_graph(trace, b.live))}</div>"
     )
     live = b.live
     tour = (

@@ -1664,7 +1664,11 @@ PRESENT_LIVE_PROBE = f"""() => {{
     seen.add(v.dataset.run);
     window.__presented.push(({_PRESENTED})());
   }};
-  new MutationObserver(() => {{ if (!queued) {{ queued = true; requestAnimationFrame(look); }} }})
+  // measured in the frame after the one that drew the change: a frame's animation callbacks
+  // run before its layout and its ResizeObservers (which place the graph in a panel whose
+  // size changed), so one frame later is what the user was shown
+  new MutationObserver(() => {{ if (!queued) {{ queued = true;
+    requestAnimationFrame(() => requestAnimationFrame(look)); }} }})
     .observe(document.body, {{childList: true, subtree: true}});
 }}"""
 

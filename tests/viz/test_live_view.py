@@ -71,3 +71,18 @@ def test_the_live_view_shows_what_the_finished_view_shows_at_that_step(engine):
         html = live_view_html(snap)
         assert "data-live" in html and "data-tour-start" not in html
         assert 'id="strip-html"' not in html  # the page streams the tokens above it
+
+
+def test_a_live_view_without_its_automaton_says_when_it_comes_not_that_it_was_not_built():
+    """A run with triggers finds its constrained stretch at its end, so its live view has
+    no automaton yet; the finished view draws it (a walkthrough read "the automaton was
+    not built" beside allowed tokens naming states)."""
+    from cfsm.bench.scrub import synthetic_trace
+    from viz.step_bundle import step_view_html
+
+    trace = synthetic_trace("(yes|no) [0-9]{1,3}", steps=4)
+    trace = {k: v for k, v in trace.items() if k != "automaton"}
+    assert "drawn when the run ends" in live_view_html(trace)
+    assert "was not built" in step_view_html(trace)  # a finished run without one: said so
+    grammar = {**trace, "request": {**trace["request"], "constraint": {"kind": "grammar"}}}
+    assert "context-free" in live_view_html(grammar)
