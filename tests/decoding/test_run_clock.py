@@ -62,7 +62,7 @@ def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
     assert t["run_forward_ms"] >= t["prefill_ms"] + t["run_step_ms"] * one_token - 1
     pct = f"{100 * abs(time_saved(t)):.0f}%"
     label = "decodetimesaved" if time_saved(t) >= -0.005 else "moredecodetime"  # a loss: N% more
-    assert f">{pct}</div><divclass=\"l\">{label}" in stat_cards(t).replace(" ", "")
+    assert f'>{pct}</div><divclass="l">{label}' in stat_cards(t).replace(" ", "")
     assert ">-" not in stat_cards(t)
     line = time_saved_line(t)
     assert pct in line and "this run's clock" in line

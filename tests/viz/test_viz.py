@@ -590,7 +590,7 @@ def test_a_loss_is_never_shown_as_a_negative_saving():
     base = {"output_tokens": 20, "forward_passes": 10, "reason": "length", "tokens_per_s": 5}
     lost = stat_cards({**base, "run_forward_ms": 2040.0, "run_masked_ms": 1000.0})
     assert re.search(r'class="v">104%</div><div class="l">more decode time vs masked', lost)
-    assert "more</div><div class=\"l\">more" not in lost  # "more" said once
+    assert 'more</div><div class="l">more' not in lost  # "more" said once
     tiny = stat_cards({**base, "run_forward_ms": 1001.0, "run_masked_ms": 1000.0})
     assert re.search(r'class="v">0%</div><div class="l">decode time saved vs masked', tiny)
     more_passes = stat_cards({**base, "forward_passes": 25})
