@@ -1283,15 +1283,39 @@ def test_the_replay_tab_draws_llama_servers_tokens_and_its_own_endpoints(
     page.wait_for_selector("#step-slider", timeout=60_000)
 
 
+TEXT_HISTORY = """(s) => {
+  const seen = window.__textsOf = [];
+  const note = () => { const t = document.querySelector(s)?.innerText || '';
+    if (seen[seen.length - 1] !== t) seen.push(t); };
+  note();
+  if (window.__textsObs) window.__textsObs.disconnect();
+  window.__textsObs = new MutationObserver(note);
+  window.__textsObs.observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
+
+
 def _wait_text(page, selector: str, needle: str, old: str = "", timeout: int = 60_000) -> str:
     """Until `selector`'s text holds `needle` and differs from `old` (this click's answer,
-    not the last one); returns it."""
-    page.wait_for_function(
-        "([s, n, o]) => { const t = document.querySelector(s)?.innerText || '';"
-        " return t.includes(n) && t !== o; }",
-        arg=[selector, needle, old],
-        timeout=timeout,
-    )
+    not the last one); returns it. Past `timeout`, fails with every text `selector` had
+    meanwhile and what the page's status lines say (an answer that never came and one
+    that came and went read differently)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.evaluate(TEXT_HISTORY, selector)
+    try:
+        page.wait_for_function(
+            "([s, n, o]) => { const t = document.querySelector(s)?.innerText || '';"
+            " return t.includes(n) && t !== o; }",
+            arg=[selector, needle, old],
+            timeout=timeout,
+        )
+    except PlaywrightTimeout:
+        said = {s: _text(page, s) for s in ("#summary", "#run-error", "#stop-message")}
+        had = page.evaluate("window.__textsOf")
+        raise AssertionError(
+            f"{selector} never held {needle!r} in {timeout / 1000:g} s; it held {had}; "
+            f"the page: {said}"
+        ) from None
     return page.locator(selector).inner_text()
 
 
