@@ -17,7 +17,7 @@ body.cfsm-present #view-options{display:none !important;}
 body.cfsm-present #step-buttons{flex-direction:row !important;align-items:center;\
 flex-wrap:wrap;gap:6px;}
 body.cfsm-present #step-buttons>button{width:auto !important;flex:1 1 auto;}
-body.cfsm-present #present{outline:3px solid #f97316;}
+body.cfsm-present #present{outline:3px solid #f97316;outline-offset:-3px;}
 body.cfsm-present #step-view{display:flex;flex-direction:column;gap:4px;\
 height:var(--cfsm-present-h,80vh);box-sizing:border-box;overflow:hidden;}
 body.cfsm-present #step-view :is(.cfsm-tour-start,#tour-box,.cfsm-col-side,#graph-note,\
