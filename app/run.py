@@ -253,11 +253,13 @@ class LiveViews:
         self.snap_s = time.perf_counter() - t0
         return trace
 
-    def draw(self, trace: dict, inp: PageInputs) -> str | None:
+    def draw(
+        self, trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+    ) -> str | None:
         """The live view of `trace`; None (and no more live views) when drawing fails."""
         t0 = time.perf_counter()
         try:
-            view = live_view_html(trace, inp.collapse, inp.whole, inp.raw)
+            view = live_view_html(trace, collapse, whole, raw)
         except Exception:  # noqa: BLE001 - as in `take`
             log.exception("live step view: drawing failed; no more live views this run")
             return None
@@ -297,7 +299,7 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row, in
         if k == "done":
             break
         if k == "view":
-            view = views.draw(d, inp)
+            view = views.draw(d, inp.collapse, inp.whole, inp.raw)
             if view is not None and not handle.event.is_set():
                 yield out.set(view=view)
             continue

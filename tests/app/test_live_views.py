@@ -5,7 +5,6 @@ snapshot or a drawing that fails ends the live views of that run, never the run.
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 from app.run import LIVE_VIEW_EVERY_S, LiveViews
 from engine.decoding.trace import StepEvent
@@ -48,8 +47,7 @@ def test_a_failing_snapshot_or_drawing_ends_the_live_views_not_the_run(caplog):
 
     views = LiveViews()
     trace = views.take(_event(lambda: {"automaton": {"states": 3}, "steps": [{"token_id": 1}]}))
-    inp = SimpleNamespace(collapse=True, whole=False, raw=False)
     with caplog.at_level(logging.ERROR, logger="app.run"):
-        assert views.draw(trace, inp) is None  # an automaton without its transitions
+        assert views.draw(trace) is None  # an automaton without its transitions
     assert "drawing failed" in caplog.text
     assert views.take(_event(lambda: {})) is None
