@@ -89,6 +89,15 @@ REQUEST_SEQS = N_SEQ_MAX - 2
 STEP_THREADS_SET = os.environ.get("CFSM_STEP_THREADS")
 STEP_THREADS = max(1, int(STEP_THREADS_SET or "1"))
 ADAPT_THREADS = os.environ.get("CFSM_ADAPT_THREADS", "1") != "0"
+# A one-token pass whose attention spans more than this many cells runs on one thread.
+# llama.cpp's CPU flash attention splits such a pass's cells among its threads and sums
+# the parts (it pads the span to 256 cells: from 257 cells on, 512 are split): on 2 threads
+# its logits differed from 1 thread by up to 0.51 (measured on the embedded model, 300 and
+# 600 cells), and from the same token in a batch (passes of 2 or more tokens give each row
+# to one thread). Greedy runs then changed with the machine's load (the thread count is
+# chosen by timing) and with other users' requests: the tools preset wrote 87 tokens on one
+# thread, 77 on two. Below the span, and on one thread, every count and split agrees.
+EXACT_SPAN = 256
 PREFIX_REUSE = os.environ.get("CFSM_PREFIX_REUSE", "1") != "0"
 
 
@@ -140,6 +149,7 @@ class LlamaModel:
             lib.llama_model_free(self.model)
             raise CfsmError("unknown_model", f"llama.cpp could not create a context for {path!r}")
         self.threads = self.threads_now = threads
+        self.placed = 0  # cells filled since the cache was cleared: its span is at most this
         pinned = {"step": min(STEP_THREADS, threads)} if STEP_THREADS_SET else {}
         if not ADAPT_THREADS:
             pinned |= {"short": threads, "long": threads}
@@ -187,15 +197,25 @@ class LlamaModel:
 
     def decode_timed(self, batch, n_tokens: int) -> int:
         """`llama_decode` on the thread count chosen for a pass of `n_tokens` tokens, its
-        time recorded for the next choice. Returns llama.cpp's code."""
-        threads = self.pass_threads.choose(n_tokens)
+        time recorded for the next choice; a one-token pass over a span past EXACT_SPAN on
+        one thread whatever the choice (not recorded: it chose nothing). Returns
+        llama.cpp's code."""
+        self.placed += n_tokens  # an upper bound: cells below a filled one were filled once
+        exact = n_tokens == 1 and self.placed > EXACT_SPAN
+        threads = 1 if exact else self.pass_threads.choose(n_tokens)
         if threads != self.threads_now:
             self.lib.llama_set_n_threads(self.ctx, threads, threads)
             self.threads_now = threads
         t0 = time.perf_counter()
         rc = self.lib.llama_decode(self.ctx, batch)
-        self.pass_threads.record(n_tokens, threads, time.perf_counter() - t0)
+        if not exact:
+            self.pass_threads.record(n_tokens, threads, time.perf_counter() - t0)
         return rc
+
+    def clear(self) -> None:
+        """Empty the KV cache: its span starts from nothing again."""
+        self.lib.llama_memory_clear(self.mem, False)
+        self.placed = 0
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization (no BOS, special tokens parsed), for the check that
@@ -286,10 +306,16 @@ class LlamaCppRunner(Runner):
         return bool(lib.llama_memory_seq_rm(mem, sid, p0, -1))
 
     def _settle(self) -> None:
-        """No request is live: the retired cells can be reused in any order now."""
-        if not self._live:
-            self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
-            self._grave = 0
+        """No request is live: the retired cells can be reused in any order now. Once the
+        cache's span may pass EXACT_SPAN it is emptied, the kept prompt with it, so the next
+        request's steps run on the faster thread count again."""
+        if self._live:
+            return
+        self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
+        self._grave = 0
+        if self.lm.placed > EXACT_SPAN:
+            self.lm.clear()
+            self._prefix = []
 
     def kv_cells_used(self) -> int:
         """Cells held now, counted from above: live requests' resident positions, the kept
@@ -302,7 +328,7 @@ class LlamaCppRunner(Runner):
         """Clear the cache: every live request recomputes its tokens at its next pass."""
         for c in self._live.values():
             c.resident = False
-        self.lm.lib.llama_memory_clear(self.lm.mem, False)
+        self.lm.clear()
         self._prefix, self._grave = [], 0
         self.evictions += 1
 

@@ -15,9 +15,11 @@ median of its last few passes is used, and every other count is tried again afte
 passes of its kind (a few steps in a row, one multi-token pass; later the slower it was),
 so a change in the machine's load is seen within a fraction of a second of steps or a few
 jumps. Medians, not averages: on a busy machine one pass in a few stalls for a whole
-scheduler slice, and an average would chase those. Thread counts never change logits
-on llama.cpp's CPU kernels (each output row is computed by one thread; checked in
-tests/runtimes/test_pass_threads.py), so trying a count costs time only.
+scheduler slice, and an average would chase those. Thread counts change no logits on
+llama.cpp's CPU kernels (each output row is computed by one thread) except in one case the
+runtime keeps off this choice: a one-token pass over more than 256 cells, whose attention
+llama.cpp splits among the threads (`EXACT_SPAN` in llamacpp_runner.py runs it on one
+thread). So trying a count costs time only (checked in tests/runtimes/test_pass_threads.py).
 """
 
 from __future__ import annotations

@@ -136,3 +136,42 @@ def test_thread_counts_change_no_logits_and_the_runner_times_each_kind(engine):
     table = lm.pass_threads.table()
     assert {"1", str(lm.threads)} <= set(table["short"]) and {"step", "long"} <= set(table)
     assert set(runner.pass_threads()) == {"step", "short", "long"}
+
+
+@pytest.mark.model
+def test_a_step_past_the_split_span_gives_one_answer_on_any_count_alone_or_batched(engine):
+    """llama.cpp splits a one-token pass over more than 256 cells among its threads and
+    sums the parts, so a greedy run changed with the count chosen (by timing: the machine's
+    load) and with other users' requests beside it (the tools preset wrote 87 tokens on
+    one thread, 77 on two). Such a step runs on one thread: the same logits whichever
+    count the step is given, alone or beside another request; a short one keeps its
+    count."""
+    import torch
+
+    from engine.runtimes.base import Feed
+    from engine.runtimes.pass_threads import KIND_NAMES
+
+    dec = engine.ensure_model("llamacpp")
+    runner, lm = dec.runner, dec.runner.lm
+    if lm.threads == 1:
+        pytest.skip("one usable CPU: there is one thread count")
+    ids, pinned = list(range(1000, 1400)), dict(lm.pass_threads.fixed)
+
+    def step(threads: int, n: int = 300, beside: bool = False):
+        lm.pass_threads.fixed = dict.fromkeys(KIND_NAMES, threads)
+        a, b = runner.new_cache(), runner.new_cache()
+        try:
+            runner.forward([Feed(a, ids[:n], keep=1)])
+            if beside:
+                runner.forward([Feed(b, ids[:20], keep=1)])
+            feeds = [Feed(a, ids[n : n + 1])] + ([Feed(b, ids[20:21])] if beside else [])
+            return runner.forward(feeds)[0][0], lm.threads_now
+        finally:
+            runner.free(a)
+            runner.free(b)
+            lm.pass_threads.fixed = pinned
+
+    one = step(1)[0]
+    assert torch.equal(one, step(lm.threads)[0])
+    assert torch.equal(one, step(lm.threads, beside=True)[0])
+    assert step(lm.threads, n=100)[1] == lm.threads  # a short span keeps the chosen count
