@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from engine.lazy import lazy_module
 
 from .charclass import class_set, describe, raw_label, union
+from .text import visible
 
 graphviz = lazy_module("graphviz")
 
@@ -81,12 +82,13 @@ class GraphView:
         return f"s{state}"
 
     def position(self, state: int | None) -> str:
-        """Where a hidden state sits in its chain, in words ('' for a drawn state)."""
+        """Where a hidden state sits in its chain, in words ('' for a drawn state); the
+        chain's spaces and newlines shown as on the graph (\u2423, \u21b5)."""
         if state not in self.inside:
             return ""
         i, k = self.inside[state]
-        e = self.edges[i]
-        return f"inside chain \u201c{e['label']}\u201d after {k} of {len(e['label'])} characters"
+        label = self.edges[i]["label"]
+        return f"inside chain \u201c{visible(label)}\u201d after {k} of {len(label)} characters"
 
     def nodes_of(self, el: str) -> list[int]:
         if el.startswith("s"):

@@ -61,7 +61,8 @@ def test_a_state_inside_a_chain_is_shown_as_that_chain_with_its_position():
     inner = chain["states"][3]
     el = view.element(inner)
     assert el.startswith("e") and view.edges[int(el[1:])]["label"] == '{"id": '
-    assert "after 3 of 7 characters" in view.position(inner)
+    # the chain's space shown as on the graph: a reader can count the 7 characters
+    assert view.position(inner) == 'inside chain \u201c{"id":\u2423\u201d after 3 of 7 characters'
     svg = render_svg(dot_source(view))
     assert f'<g id="{el}" class="edge">' in svg
     marked = mark_svg(svg, {el: "current"})
