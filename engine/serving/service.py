@@ -364,6 +364,8 @@ class Engine:
         automaton of its first constraint, walked over the first segment held to it
         (`path_offset` says where that segment starts in the output)."""
         trace.totals.compile_s = round(res.seconds, 4)
+        trace.backend = res.backend or trace.backend  # auto's choice, not "auto"
+        trace.backend_why = res.why + self._also(compiled, res.backend)
         trace.compile = compiled.stats()
         trace.warnings = list(compiled.warnings) + list(self.ctx.vocab.warnings)
         seg = next((s for s in trace.segments if s["kind"] == "constrained"), None)
@@ -373,6 +375,12 @@ class Engine:
         trace.automaton["path"] = res.dfa.path(seg["text"] if seg is not None else "")
         trace.automaton["path_offset"] = seg["char_start"] if seg is not None else 0
         trace.automaton["path_segment"] = seg["index"] if seg is not None else None
+
+    @staticmethod
+    def _also(compiled, first: str | None) -> str:
+        """A triggered run's other constraints where auto chose them another backend."""
+        others = {c.backend for c in getattr(compiled, "compiled", [])[1:]} - {first}
+        return f"; other constraints on {', '.join(sorted(others))}" if others else ""
 
     def close(self) -> None:
         for dec in self.decoders.values():

@@ -129,6 +129,17 @@ def test_tool_calls_are_valid_on_every_backend(engine, backend, impl, mode):
     assert tr["compile"]["triggers"] == ("engine" if impl == "engine" else f"native ({backend})")
 
 
+def test_an_auto_run_with_tools_names_the_backend_auto_chose_and_why(engine):
+    """A triggered run on auto said "auto" and no reason: the page's summary could not say
+    which library held the call to the tool's schema."""
+    from viz.summaries import summary_md
+
+    tr = engine.generate(tools_request("auto", "jump"))
+    assert tr["backend"] in BACKENDS and tr["backend_why"].startswith(tr["backend"] + ":")
+    assert f"with **{tr['backend']}**" in summary_md(tr)
+    assert "Backend chosen by auto" in summary_md(tr)
+
+
 @pytest.mark.parametrize("backend, impl", RUNS)
 @pytest.mark.parametrize("mode", ["jump", "masked"])
 def test_reasoning_then_an_answer_on_every_backend(engine, backend, impl, mode):
