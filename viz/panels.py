@@ -414,19 +414,36 @@ def caption(trace: dict, step: int | None) -> str:
     parts = [_choice_sentence(trace, steps[step], step)]
     for j in jumps_for_step(trace, step):
         when = "Before it" if j.get("step") == -1 else "After it"
-        forced = (
-            f"the automaton had exactly one way forward for {len(j['string'])} characters "
-            f"(a {_g('chain')})"
-            if trace.get("automaton")
-            else f"the grammar allowed exactly one continuation for {len(j['string'])} characters"
-        )  # a grammar's run has no automaton: no chain to point at
         parts.append(
-            f"{when} {forced}, so {_q(j['string'])} was appended without decoding "
+            f"{when} {_why_forced(trace, j)}, so {_q(j['string'])} was appended without decoding "
             f"({_g('jump', 'jump-forward')}); {_g('re-tokenization', 're-tokenizing')} kept "
             f"{j.get('reused_output_tokens', 0)} cached tokens and prefilled "
             f"{j.get('prefilled', 0)} in one pass."
         )
     return " ".join(parts)
+
+
+def _why_forced(trace: dict, j: dict) -> str:
+    """Why a jump's text had one way forward: a tag the run writes (a reasoning marker, a
+    tool call's start), then what the automaton or the grammar allowed."""
+    tag = next(
+        (
+            g
+            for g in segments(trace)
+            if g["kind"] == "tag" and g.get("char_start") == j.get("char_start") and g["text"]
+        ),
+        None,
+    )
+    rest = len(j["string"]) - (
+        len(tag["text"]) if tag and j["string"].startswith(tag["text"]) else 0
+    )
+    if tag and rest == 0:
+        return f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is"
+    lead = f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is and " if tag else ""
+    if trace.get("automaton"):  # a grammar's run has no automaton: no chain to point at
+        chain = _g("chain")
+        return f"{lead}the automaton had exactly one way forward for {rest} characters (a {chain})"
+    return f"{lead}the grammar allowed exactly one continuation for {rest} characters"
 
 
 GLOSSARY = [

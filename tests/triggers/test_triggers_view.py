@@ -113,3 +113,21 @@ def test_the_other_trigger_presets_finish_valid_with_the_embedded_model(engine, 
     assert "constrained" in kinds and all(
         s["valid"] for s in tr["segments"] if s["valid"] is not None
     )
+
+
+def test_a_jumped_reasoning_marker_is_captioned_as_its_tag_not_as_a_chain(engine):
+    """Step 0 of the reasoning preset said "no constraint" and, in the same caption, that
+    "the automaton had exactly one way forward" for the forced <think>. The jump is the
+    tag; a later jump that writes the end tag then the answer's start names both."""
+    from viz.panels import caption
+
+    tr = preset_trace(engine, "Reasoning, then JSON (thinking budget)")
+    start = next(j for j in tr["jumps"] if j["string"] == "<think>")
+    first = caption(tr, max(start["step"], 0))
+    assert "the tag \u201c&lt;think&gt;\u201d (thinking start)" in first
+    assert "automaton" not in first.split("Before it")[-1]
+    end = next(j for j in tr["jumps"] if j["string"].startswith("</think>"))
+    then = caption(tr, end["step"])
+    rest = len(end["string"]) - len("</think>")
+    assert "the tag \u201c&lt;/think&gt;\u201d (thinking end)" in then
+    assert rest == 0 or f"one way forward for {rest} characters" in then
