@@ -89,14 +89,10 @@ REQUEST_SEQS = N_SEQ_MAX - 2
 STEP_THREADS_SET = os.environ.get("CFSM_STEP_THREADS")
 STEP_THREADS = max(1, int(STEP_THREADS_SET or "1"))
 ADAPT_THREADS = os.environ.get("CFSM_ADAPT_THREADS", "1") != "0"
-# A one-token pass whose attention spans more than this many cells runs on one thread.
-# llama.cpp's CPU flash attention splits such a pass's cells among its threads and sums
-# the parts (it pads the span to 256 cells: from 257 cells on, 512 are split): on 2 threads
-# its logits differed from 1 thread by up to 0.51 (measured on the embedded model, 300 and
-# 600 cells), and from the same token in a batch (passes of 2 or more tokens give each row
-# to one thread). Greedy runs then changed with the machine's load (the thread count is
-# chosen by timing) and with other users' requests: the tools preset wrote 87 tokens on one
-# thread, 77 on two. Below the span, and on one thread, every count and split agrees.
+# A one-token pass over more than this many cells runs on one thread: llama.cpp's CPU flash
+# attention splits its cells among the threads (from 257 on) and sums the parts, so on 2
+# threads logits moved by up to 0.51 against 1 thread or a batch, and greedy output changed
+# with the machine's load and other users (the tools preset: 87 tokens on 1 thread, 77 on 2).
 EXACT_SPAN = 256
 PREFIX_REUSE = os.environ.get("CFSM_PREFIX_REUSE", "1") != "0"
 

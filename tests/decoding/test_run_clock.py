@@ -102,10 +102,12 @@ def test_the_model_card_says_which_thread_count_each_kind_of_pass_runs_on_now(en
     info = engine.decoder.model_info()
     if info["runtime"] != "llamacpp":
         pytest.skip("thread counts are chosen on llama.cpp only")
-    pt = engine.decoder.runner.lm.pass_threads
-    now = {k: pt.best(k) for k in ("step", "short", "long")}
+    runner = engine.decoder.runner
+    pt = runner.lm.pass_threads
+    with runner._lock:  # one moment's records: passes record under this lock
+        now = {k: pt.best(k) for k in ("step", "short", "long")}
+        steps = pt.table().get("step")
     assert info["pass_threads"] == now
-    steps = pt.table().get("step")
     if steps:  # the step's choice is the count with the lower recorded time
         assert now["step"] == int(min(steps, key=steps.get))
     assert f"threads now: {now['step']} for a step, {now['short']} for a short pass" in (
