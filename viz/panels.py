@@ -430,13 +430,14 @@ def _why_forced(trace: dict, j: dict) -> str:
         (
             g
             for g in segments(trace)
-            if g["kind"] == "tag" and g.get("char_start") == j.get("char_start") and g["text"]
+            if g["kind"] == "tag"
+            and g.get("char_start") == j.get("char_start")
+            and g["text"]
+            and j["string"].startswith(g["text"])
         ),
         None,
     )
-    rest = len(j["string"]) - (
-        len(tag["text"]) if tag and j["string"].startswith(tag["text"]) else 0
-    )
+    rest = len(j["string"]) - (len(tag["text"]) if tag else 0)
     if tag and rest == 0:
         return f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is"
     lead = f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is and " if tag else ""
