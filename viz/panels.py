@@ -438,9 +438,10 @@ def _why_forced(trace: dict, j: dict) -> str:
         None,
     )
     rest = len(j["string"]) - (len(tag["text"]) if tag else 0)
+    written = f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is" if tag else ""
     if tag and rest == 0:
-        return f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is"
-    lead = f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is and " if tag else ""
+        return written
+    lead = f"{written} and " if tag else ""
     if trace.get("automaton"):  # a grammar's run has no automaton: no chain to point at
         chain = _g("chain")
         return f"{lead}the automaton had exactly one way forward for {rest} characters (a {chain})"
