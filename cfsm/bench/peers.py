@@ -35,6 +35,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from engine.backends import get_backend
 from engine.backends.outlines_backend import token_groups
@@ -177,8 +178,13 @@ class PeerRunner:
         self._server: LlamaServer | None = None
         self.costs: LlamaCosts | None = None
         self.limits: dict[str, float] = {}  # per task: cfsm jump's lower bound, summed
+        # what this bench changes on the engine it is given, given back by close(): the
+        # engine may be shared (tests, a server) and must not keep the bench's settings
+        self._given_back: list[Callable[[], None]] = []
         for rt in CFSM_RUNTIMES.values():  # no cost re-measure inside a timed call
-            engine.ensure_model(rt).remeasure_costs = False
+            dec = engine.ensure_model(rt)
+            self._given_back.append(partial(setattr, dec, "remeasure_costs", dec.remeasure_costs))
+            dec.remeasure_costs = False
 
     # ------------------------------------------------------------------ prompts
     def prompt_ids(self, prompt: str) -> list[int]:
@@ -193,7 +199,12 @@ class PeerRunner:
         count (cfsm's runner through llama_set_n_threads)."""
         llm = self.llm
         self.costs = measure_costs(llm, self.prompt_ids("Hi"))
-        llm.pass_threads.fixed["step"] = self.costs.best_threads
+        fixed = llm.pass_threads.fixed
+        was = fixed.get("step")
+        self._given_back.append(
+            partial(fixed.pop, "step") if was is None else partial(fixed.__setitem__, "step", was)
+        )
+        fixed["step"] = self.costs.best_threads
         return self.costs
 
     def llama_peer(self) -> LlamaCppGrammarPeer:
@@ -210,6 +221,9 @@ class PeerRunner:
         return self._server
 
     def close(self) -> None:
+        """Stops the peers' processes and gives the engine its own settings back."""
+        while self._given_back:
+            self._given_back.pop()()
         if self._llama is not None:
             self._llama.close()
         if self._server is not None:
@@ -400,77 +414,79 @@ def run_peers(
     log: Callable[[str], None] = print,
 ) -> dict:
     runner = PeerRunner(engine, max_new_tokens)
-    costs = runner.measure()
-    log(
-        f"llama.cpp one-token step by threads {costs.step_ms} ms: both sides step on "
-        f"{costs.best_threads}; a {costs.chunk_ms} ms pass of 16 tokens"
-    )
-    if any(s in HTTP_PEERS for s in systems):
-        try:
-            server = runner.llama_server()
-            why = "is not built (scripts/build_llama_server.sh)"
-        except RuntimeError as exc:  # it exited or was not ready at start
-            server, why = None, f"did not start ({exc})"
-        if server is None:
-            systems = [s for s in systems if s not in HTTP_PEERS]
-            log(f"llama-server {why}: its rows are left out")
-    runner.warm_model()
-    rows = []
-    for task in tasks:
-        for system in systems:
-            if task.constraint.kind == "regex" and system in NOT_COMPACT:
-                continue  # a regex has no JSON whitespace: the same grammar as its compact row
-            t0 = time.perf_counter()
-            compiled = runner.compile(system, task)
-            compile_s = time.perf_counter() - t0
-            runner.warm(system, compiled, task)
-            wall, tokens, valid, texts, prefill = 0.0, 0, 0, [], 0.0
-            for prompt in task.prompts:
-                t = time.perf_counter()
-                text, n = runner.generate(system, compiled, task, prompt)
-                wall += time.perf_counter() - t
-                prefill = (
-                    None
-                    if runner.prefill_s is None or prefill is None
-                    else (prefill + runner.prefill_s)
+    try:  # the engine gets its settings back however the bench ends
+        costs = runner.measure()
+        log(
+            f"llama.cpp one-token step by threads {costs.step_ms} ms: both sides step on "
+            f"{costs.best_threads}; a {costs.chunk_ms} ms pass of 16 tokens"
+        )
+        if any(s in HTTP_PEERS for s in systems):
+            try:
+                server = runner.llama_server()
+                why = "is not built (scripts/build_llama_server.sh)"
+            except RuntimeError as exc:  # it exited or was not ready at start
+                server, why = None, f"did not start ({exc})"
+            if server is None:
+                systems = [s for s in systems if s not in HTTP_PEERS]
+                log(f"llama-server {why}: its rows are left out")
+        runner.warm_model()
+        rows = []
+        for task in tasks:
+            for system in systems:
+                if task.constraint.kind == "regex" and system in NOT_COMPACT:
+                    continue  # a regex has no JSON whitespace: the same grammar as its compact row
+                t0 = time.perf_counter()
+                compiled = runner.compile(system, task)
+                compile_s = time.perf_counter() - t0
+                runner.warm(system, compiled, task)
+                wall, tokens, valid, texts, prefill = 0.0, 0, 0, [], 0.0
+                for prompt in task.prompts:
+                    t = time.perf_counter()
+                    text, n = runner.generate(system, compiled, task, prompt)
+                    wall += time.perf_counter() - t
+                    prefill = (
+                        None
+                        if runner.prefill_s is None or prefill is None
+                        else (prefill + runner.prefill_s)
+                    )
+                    tokens += n
+                    valid += task.valid(text)
+                    texts.append(text)
+                chars = sum(len(t) for t in texts)
+                row = {
+                    "system": system,
+                    "task": task.name,
+                    "wall_s": round(wall, 3),
+                    "output_tokens": tokens,
+                    "output_chars": chars,
+                    "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
+                    "ms_per_char": round(1e3 * wall / max(chars, 1), 2),
+                    "compile_s": round(compile_s, 4),
+                    # decoding after each prompt's first pass, per output token (where known)
+                    "decode_ms_per_token": None
+                    if prefill is None
+                    else round(1e3 * (wall - prefill) / max(tokens, 1), 2),
+                    "valid": valid,
+                    "runs": len(task.prompts),
+                    "like_for_like": system not in NOT_COMPACT,
+                    "prefix_reuse": system in LLAMA_PEERS
+                    or system in HTTP_PEERS
+                    or system.endswith("(llama.cpp)"),
+                    "sample": texts[0][:200] if texts else "",
+                    "texts": texts,
+                }
+                rows.append(row)
+                log(
+                    f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile "
+                    f"{compile_s * 1e3:8.1f} ms  valid {valid}/{len(task.prompts)}"
                 )
-                tokens += n
-                valid += task.valid(text)
-                texts.append(text)
-            chars = sum(len(t) for t in texts)
-            row = {
-                "system": system,
-                "task": task.name,
-                "wall_s": round(wall, 3),
-                "output_tokens": tokens,
-                "output_chars": chars,
-                "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
-                "ms_per_char": round(1e3 * wall / max(chars, 1), 2),
-                "compile_s": round(compile_s, 4),
-                # decoding after each prompt's first pass, per output token (where known)
-                "decode_ms_per_token": None
-                if prefill is None
-                else round(1e3 * (wall - prefill) / max(tokens, 1), 2),
-                "valid": valid,
-                "runs": len(task.prompts),
-                "like_for_like": system not in NOT_COMPACT,
-                "prefix_reuse": system in LLAMA_PEERS
-                or system in HTTP_PEERS
-                or system.endswith("(llama.cpp)"),
-                "sample": texts[0][:200] if texts else "",
-                "texts": texts,
-            }
-            rows.append(row)
-            log(
-                f"{task.name:26s} {system:24s} wall {wall:7.2f} s  tokens {tokens:5d}  compile "
-                f"{compile_s * 1e3:8.1f} ms  valid {valid}/{len(task.prompts)}"
-            )
-    speed = (
-        compile_speed(engine, tasks[0].constraint.text)
-        if tasks and tasks[0].constraint.kind == "regex"
-        else None
-    )
-    runner.close()
+        speed = (
+            compile_speed(engine, tasks[0].constraint.text)
+            if tasks and tasks[0].constraint.kind == "regex"
+            else None
+        )
+    finally:
+        runner.close()
     for task, ms in runner.limits.items():
         jump = next(r for r in rows if r["task"] == task and r["system"] == "cfsm jump (llama.cpp)")
         jump["limit_s"] = round(ms / 1e3, 4)  # the ratio is the one of the figures shown

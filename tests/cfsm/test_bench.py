@@ -217,7 +217,13 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     ]
     assert tasks[0].valid("yes") and not tasks[0].valid("yes!") and tasks[1].valid('{"ok":true}')
     assert not tasks[1].valid('{"ok":1}')
+    llm = engine.ensure_model("llamacpp").lm.model
+    before = (dict(llm.pass_threads.fixed), engine.ensure_model("llamacpp").remeasure_costs)
     res = run_peers(engine, tasks, max_new_tokens=16, log=lambda *_: None)
+    # the bench pins the step's thread count for its own runs only: the shared engine
+    # gets its settings back (later runs choose by timing again, and re-measure costs)
+    after = (dict(llm.pass_threads.fixed), engine.ensure_model("llamacpp").remeasure_costs)
+    assert after == before
     systems = [s for s in SYSTEMS if server_binary() or s not in HTTP_PEERS]
     assert [(r["task"], r["system"]) for r in res["rows"]] == [
         (t.name, s)

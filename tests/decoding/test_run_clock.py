@@ -108,9 +108,9 @@ def test_the_model_card_says_which_thread_count_each_kind_of_pass_runs_on_now(en
         now = {k: pt.best(k) for k in ("step", "short", "long")}
         steps = pt.table().get("step")
     assert info["pass_threads"] == now
-    # the step's choice is the count with the lower recorded time, unless pinned (the peers
-    # bench pins it on the engine it measures: cfsm/bench/peers.py, the shared one in tests)
-    if steps and "step" not in pt.fixed:
+    assert "step" not in pt.fixed  # nothing before this test left a pin (peers gives it back)
+    # the step's choice is the count with the lower recorded time
+    if steps:
         assert now["step"] == int(min(steps, key=steps.get))
     assert f"threads now: {now['step']} for a step, {now['short']} for a short pass" in (
         model_card(info)
