@@ -207,8 +207,8 @@ def number(v, lo, hi, default):
 
 
 def text_inputs(kind: str, text: str) -> dict:
-    """The constraint kind, its tab and its text box (the other two boxes keep theirs)."""
-    return {"kind": kind, "ctabs": gr.Tabs(selected=kind), TEXT_BOX[kind]: text}
+    """The constraint kind, its choice and its text box (the other boxes keep theirs)."""
+    return {"kind": kind, "ctabs": kind, TEXT_BOX[kind]: text}
 
 
 def trigger_inputs(

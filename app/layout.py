@@ -37,10 +37,6 @@ class Playground:
     status_timer: Any
     preset: Any
     ctabs: Any
-    tab_rx: Any
-    tab_sch: Any
-    tab_g: Any
-    tab_tools: Any
     tools: Any
     tools_err: Any
     tool_choice: Any
@@ -130,63 +126,80 @@ class Doctor:
     plot: Any
 
 
-# Tabs whose boxes a user types into are rendered with the page (`render_children`):
-# Gradio mounts a hidden tab's contents when it is first shown and resets its boxes to
-# their initial values a few tens of ms later, dropping what was typed or pasted at once.
+# The constraint kinds are a choice (`ctabs`, a radio drawn as tabs) over boxes that Gradio
+# always counts as shown; the page's CSS hides the other kinds' boxes (KIND_CSS). Gradio's
+# own tabs set a tab's contents up again a few frames after the tab is first shown: text
+# typed or pasted in those frames was lost, and the box's change event then fired 25 times
+# a second for as long as the page stayed open (Gradio 6.31).
+KINDS_SHOWN = (("Regex", "regex"), ("JSON schema", "schema"), ("Grammar", "grammar"),
+               ("Tools", "tools"))  # fmt: skip
+KIND_CSS = (
+    ",".join(
+        f"body[data-cfsm-kind]:not([data-cfsm-kind={k}]) #kind-{k}"
+        + ("" if k == "regex" else f",body:not([data-cfsm-kind]) #kind-{k}")
+        for _, k in KINDS_SHOWN
+    )
+    + "{display:none !important;}"
+)
+# shows the chosen kind's boxes (run in the browser at each change of the choice, a
+# preset's and a permalink's included) and hands the kind on to the server
+KIND_JS = "(k) => { document.body.dataset.cfsmKind = k; return k; }"
 
 
 def _constraint_inputs(P: dict, first: str) -> dict:
     w: dict = {}
     w["preset"] = gr.Dropdown([*P, CUSTOM], value=first, label="Preset", elem_id="preset")
-    with gr.Tabs(selected="regex") as w["ctabs"]:
-        with gr.Tab("Regex", id="regex", render_children=True) as w["tab_rx"]:
-            w["rx"] = gr.Textbox(
-                P[first]["text"],
-                label="Regex (full match, Python syntax)",
-                lines=4,
-                elem_id="regex-input",
+    w["ctabs"] = gr.Radio(
+        list(KINDS_SHOWN), value="regex", show_label=False, container=False, elem_id="kind-choice"
+    )
+    with gr.Group(elem_id="kind-regex", elem_classes=["cfsm-kind-box"]):
+        w["rx"] = gr.Textbox(
+            P[first]["text"],
+            label="Regex (full match, Python syntax)",
+            lines=4,
+            elem_id="regex-input",
+        )
+        w["rx_err"] = gr.HTML("", elem_id="regex-error")
+    with gr.Group(elem_id="kind-schema", elem_classes=["cfsm-kind-box"]):
+        w["sch"] = gr.Code(
+            P["Person (JSON schema)"]["text"],
+            language="json",
+            label="JSON schema",
+            elem_id="schema-input",
+        )
+        w["sch_err"] = gr.HTML("", elem_id="schema-error")
+    with gr.Group(elem_id="kind-grammar", elem_classes=["cfsm-kind-box"]):
+        w["gram"] = gr.Textbox(
+            P["Colour (EBNF grammar)"]["text"],
+            lines=4,
+            elem_id="grammar-input",
+            label="Grammar: EBNF for xgrammar, Lark for llguidance",
+        )
+        w["gram_err"] = gr.HTML("", elem_id="grammar-error")
+    with gr.Group(elem_id="kind-tools", elem_classes=["cfsm-kind-box"]):
+        w["tools"] = gr.Code(
+            P[TOOLS_PRESET]["text"],
+            language="json",
+            label="Tools (OpenAI style): free text; a call the model opens with the start "
+            'tag is held to {"name": ..., "arguments": ...} for one of these tools',
+            elem_id="tools-input",
+        )
+        w["tools_err"] = gr.HTML("", elem_id="tools-error")
+        with gr.Row():
+            w["tool_choice"] = gr.Textbox(
+                "auto",
+                label="Tool choice: auto (the model decides), required (calls only), or a "
+                "tool's name",
+                elem_id="tool-choice",
             )
-            w["rx_err"] = gr.HTML("", elem_id="regex-error")
-        with gr.Tab("JSON schema", id="schema", render_children=True) as w["tab_sch"]:
-            w["sch"] = gr.Code(
-                P["Person (JSON schema)"]["text"],
-                language="json",
-                label="JSON schema",
-                elem_id="schema-input",
+            w["tool_start"] = gr.Textbox(
+                P[TOOLS_PRESET]["tool_start"],
+                label="Start tag (the trigger)",
+                elem_id="tool-start",
             )
-            w["sch_err"] = gr.HTML("", elem_id="schema-error")
-        with gr.Tab("Grammar", id="grammar", render_children=True) as w["tab_g"]:
-            w["gram"] = gr.Textbox(
-                P["Colour (EBNF grammar)"]["text"],
-                lines=4,
-                elem_id="grammar-input",
-                label="Grammar: EBNF for xgrammar, Lark for llguidance",
+            w["tool_end"] = gr.Textbox(
+                P[TOOLS_PRESET]["tool_end"], label="End tag", elem_id="tool-end"
             )
-            w["gram_err"] = gr.HTML("", elem_id="grammar-error")
-        with gr.Tab("Tools", id="tools", render_children=True) as w["tab_tools"]:
-            w["tools"] = gr.Code(
-                P[TOOLS_PRESET]["text"],
-                language="json",
-                label="Tools (OpenAI style): free text; a call the model opens with the start "
-                'tag is held to {"name": ..., "arguments": ...} for one of these tools',
-                elem_id="tools-input",
-            )
-            w["tools_err"] = gr.HTML("", elem_id="tools-error")
-            with gr.Row():
-                w["tool_choice"] = gr.Textbox(
-                    "auto",
-                    label="Tool choice: auto (the model decides), required (calls only), or a "
-                    "tool's name",
-                    elem_id="tool-choice",
-                )
-                w["tool_start"] = gr.Textbox(
-                    P[TOOLS_PRESET]["tool_start"],
-                    label="Start tag (the trigger)",
-                    elem_id="tool-start",
-                )
-                w["tool_end"] = gr.Textbox(
-                    P[TOOLS_PRESET]["tool_end"], label="End tag", elem_id="tool-end"
-                )
     w["prompt"] = gr.Textbox(
         P[first]["prompt"], label="Prompt (chat template applied)", lines=3, elem_id="prompt"
     )

@@ -27,7 +27,16 @@ from .inputs import (
     text_inputs,
     trigger_inputs,
 )
-from .layout import CUSTOM, Playground, compare_tab, doctor_tab, playground_tab, replay_tab
+from .layout import (
+    CUSTOM,
+    KIND_CSS,
+    KIND_JS,
+    Playground,
+    compare_tab,
+    doctor_tab,
+    playground_tab,
+    replay_tab,
+)
 from .openai_routes import openai_router
 from .presets import presets
 from .replay import replay_enabled, wire_replay
@@ -51,6 +60,7 @@ APP_CSS = """
 overflow-wrap:normal;hyphens:none;}
 .prose table td{word-break:normal;overflow-wrap:break-word;}
 """
+APP_CSS += KIND_CSS
 
 
 TOUR_PRESET = "SGLang character (regex)"
@@ -106,6 +116,7 @@ def preset_after_edit(P: dict, name: str, field: str, text: str) -> str:
 def _follow_edits(box, preset, P: dict, field: str) -> None:
     """Every change of the box (typing, backspace, paste, cut, a drop, a script) is
     compared with the preset's value: Gradio's `input` event alone missed some."""
+
     box.change(
         lambda text, name: preset_after_edit(P, name, field, text),
         [box, preset],
@@ -148,10 +159,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         queue=False,
     )
     _follow_edits(ui.prompt, ui.preset, P, "prompt")
-    ui.tab_rx.select(lambda: "regex", None, ui.kind, queue=False)
-    ui.tab_sch.select(lambda: "schema", None, ui.kind, queue=False)
-    ui.tab_g.select(lambda: "grammar", None, ui.kind, queue=False)
-    ui.tab_tools.select(lambda: "tools", None, ui.kind, queue=False)
+    ui.ctabs.change(lambda k: k, ui.ctabs, ui.kind, js=KIND_JS, show_progress="hidden", queue=False)
     ui.tools_err.value = tools_check(ui.tools.value)  # the page opens with it checked
     ui.tools.change(
         tools_check,
