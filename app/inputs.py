@@ -25,7 +25,7 @@ PAGE_KINDS = (*KINDS, "tools")
 CHOICES = {"ws": WS, "backend": BACKEND_CHOICES, "mode": MODES, "runtime": RUNTIME_CHOICES}
 RANGES = {"max_new": (1, 512), "temp": (0, 2), "top_p": (0.05, 1), "seed": (0, 2**31)}
 TEXT_BOX = {"regex": "rx", "schema": "sch", "grammar": "gram", "tools": "tools"}
-# the request fields `PageInputs.triggers` reads (the Tools tab's only where it is the tab)
+# the request fields `PageInputs.triggers` reads (the Tools box's only when Tools is chosen)
 TRIGGER_FIELDS = (
     "reasoning",
     "think_budget",
@@ -57,7 +57,7 @@ class Row:
         return Row(*self.names, *other.names)
 
 
-# reasoning and tool calls (engine.triggers): the Tools tab and the reasoning row
+# reasoning and tool calls (engine.triggers): the Tools box and the reasoning row
 TRIGGER_INPUTS = Row(
     "tools", "tool_choice", "tool_start", "tool_end", "reasoning", "think_budget", "trigger_impl"
 )
@@ -122,23 +122,23 @@ class PageInputs:
         return getattr(self, TEXT_BOX.get(self.kind, "rx")) or ""
 
     def constraint(self, ws: str | None = None) -> Constraint:
-        """The constraint in the chosen tab (the Tools tab holds tools, not one)."""
+        """The constraint of the chosen kind (the Tools choice holds tools, not one)."""
         if self.kind == "tools":
             raise CfsmError(
-                "invalid_input", "the Tools tab holds tools, not a regex, schema or grammar"
+                "invalid_input", "the Tools choice holds tools, not a regex, schema or grammar"
             )
         ws = ws or self.ws
         return Constraint.from_inputs(self.kind, self.text(), ws, self.lenient, self.spec)
 
     def run_constraint(self, mode: str | None = None, ws: str | None = None) -> Constraint | None:
-        """A run's constraint: none for free decoding, none from the Tools tab (its tool
+        """A run's constraint: none for free decoding, none from the Tools choice (its tool
         calls are the constraint)."""
         if (mode or self.mode) == "free" or self.kind == "tools":
             return None
         return self.constraint(ws)
 
     def triggers(self) -> dict:
-        """The request fields of the Tools tab (when it is the constraint) and the
+        """The request fields of the Tools box (when it is the chosen kind) and the
         reasoning row."""
         out = {
             "reasoning": bool(self.reasoning),
@@ -214,7 +214,7 @@ def text_inputs(kind: str, text: str) -> dict:
 def trigger_inputs(
     tools=None, choice="auto", start=None, end=None, reasoning=False, budget=0, impl=None
 ):
-    """The Tools tab and reasoning row, by widget name (a preset, an uploaded trace, a
+    """The Tools box and reasoning row, by widget name (a preset, an uploaded trace, a
     permalink); the tags keep their defaults where none is given."""
     out = {
         "tool_choice": choice or "auto",

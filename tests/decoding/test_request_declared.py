@@ -66,7 +66,7 @@ def test_the_page_has_a_control_per_offered_field_and_each_reaches_the_request()
     for name, control in offered_on("page").items():
         assert page[control].default == page_default(name), name
         if name in TRIGGER_FIELDS or name == "mode":
-            continue  # the Tools tab's and the reasoning row's: test_triggers; mode: below
+            continue  # the Tools box's and the reasoning row's: test_triggers; mode: below
         assert getattr(req, name) == page_default(name), name
         moved = PageInputs(kind="regex", rx="(a|b)", **{control: _changed(page_default(name))})
         if name == "runtime":
