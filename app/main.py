@@ -116,7 +116,6 @@ def preset_after_edit(P: dict, name: str, field: str, text: str) -> str:
 def _follow_edits(box, preset, P: dict, field: str) -> None:
     """Every change of the box (typing, backspace, paste, cut, a drop, a script) is
     compared with the preset's value: Gradio's `input` event alone missed some."""
-
     box.change(
         lambda text, name: preset_after_edit(P, name, field, text),
         [box, preset],
