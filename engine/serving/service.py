@@ -273,16 +273,21 @@ class Engine:
                 audit(backend, c)
         return plan, native
 
+    def _annotate_compile(self, trace: Trace, res: CompileResult, compiled, why: str = "") -> None:
+        """What every constrained run's trace says of its compile: the time, the backend
+        (auto's choice, not "auto") and why, the compiled form's stats and warnings."""
+        trace.totals.compile_s = round(res.seconds, 4)
+        trace.backend, trace.backend_why = res.backend or trace.backend, res.why + why
+        trace.compile = compiled.stats()
+        trace.warnings = list(compiled.warnings) + list(self.ctx.vocab.warnings)
+
     def _annotate(self, trace: Trace, req: GenerateRequest, res: CompileResult) -> None:
         """What the compile adds to a trace: its stats, the automaton with the path the
         output took, and the ideal forward-pass count of the output."""
-        trace.totals.compile_s = round(res.seconds, 4)
-        trace.backend, trace.backend_why = res.backend or trace.backend, res.why
+        self._annotate_compile(trace, res, res.compiled)
         if trace.totals.reason == "max_new_tokens":
             u = why_unfinished(req.constraint, trace.text)
             trace.unfinished = u and {**u, "line": unfinished_line(u)}
-        trace.compile = res.compiled.stats()
-        trace.warnings = list(res.compiled.warnings) + list(self.ctx.vocab.warnings)
         if req.constraint is not None and req.constraint.kind == "schema" and res.dfa is not None:
             trace.regex = req.constraint.regex()
         if res.dfa is None:
@@ -363,11 +368,7 @@ class Engine:
         """A triggered run: who found the triggers and every segment's warnings, and the
         automaton of its first constraint, walked over the first segment held to it
         (`path_offset` says where that segment starts in the output)."""
-        trace.totals.compile_s = round(res.seconds, 4)
-        trace.backend = res.backend or trace.backend  # auto's choice, not "auto"
-        trace.backend_why = res.why + self._also(compiled, res.backend)
-        trace.compile = compiled.stats()
-        trace.warnings = list(compiled.warnings) + list(self.ctx.vocab.warnings)
+        self._annotate_compile(trace, res, compiled, self._also(compiled, res.backend))
         seg = next((s for s in trace.segments if s["kind"] == "constrained"), None)
         if res.dfa is None:
             return
