@@ -93,7 +93,7 @@ def wire_api(hub: EngineHub, demo: gr.Blocks) -> None:
             return eng.generate(
                 inp.request(),  # a free run with triggers is refused by name
                 should_stop=client_gone(demo, request),
-            )
+            ).to_json()
         except CfsmError as exc:
             raise gr.Error(f"{exc.kind}: {exc.message}") from None
 

@@ -40,7 +40,7 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
             # prefills the prompt first (else B reuses the prompt A just prefilled and looks
             # many times faster; a free run's prompt is not always the constrained one's)
             eng.generate(replace(reqs[0], max_new_tokens=1))
-            traces = [eng.generate(r) for r in reqs]
+            traces = [eng.generate(r).to_json() for r in reqs]
             a, b = traces
             md = compare_md(a, b, *configs, float(inp.temp), int(inp.seed or 0))
             return "", md, token_strip(a), token_strip(b)

@@ -102,9 +102,9 @@ class ApiRun:
         listen = self.on_text is not None or bool(self.api.stop)  # else no per-step work
         trace = self.eng.generate(self.api.gen, on_event=self.on_event if listen else None,
                                   should_stop=self.stop.is_set)  # fmt: skip
-        if "totals" in trace:  # generate's own compile found _prepare's in the cache
-            trace["totals"]["compile_cached"] = self.compile_cached
-        return trace
+        # generate's own compile found _prepare's in the cache: say whether _prepare's was
+        trace.totals.compile_cached = self.compile_cached
+        return trace.to_json()
 
 
 def _prepare(eng, api: ApiRequest) -> bool:

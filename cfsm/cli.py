@@ -14,6 +14,7 @@ from engine.analysis.check import check_text
 from engine.backends import BACKENDS, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import GenerateRequest, offered_on
+from engine.decoding.trace import Trace
 from engine.errors import CfsmError, internal_error
 from engine.lazy import lazy_module
 from engine.limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_CHARS, MAX_STATES
@@ -154,12 +155,8 @@ def _generate_many(lines, args) -> int:
         try:
             if isinstance(obj, CfsmError):
                 raise obj
-            tr = eng.generate(_request_from(obj, args))
-            return (
-                tr
-                if args.json
-                else {"text": tr["text"], "totals": tr["totals"], "valid": tr["valid"]}
-            )
+            tr = eng.generate(_request_from(obj, args)).to_json()
+            return tr if args.json else {k: tr[k] for k in ("text", "totals", "valid")}
         except Exception as exc:  # noqa: BLE001 - one line's failure is that line's answer
             return line_error(exc)
 
@@ -199,27 +196,30 @@ def cmd_generate(args) -> int:
     finally:
         eng.close()
     if args.json:
-        print(json.dumps(tr, ensure_ascii=False))
+        print(json.dumps(tr.to_json(), ensure_ascii=False))
     else:
-        print(tr["text"])
-        t = tr["totals"]
-        print(
-            f"[{tr['mode']}/{tr['backend']}] {t['output_tokens']} tokens, {t['forward_passes']} "
-            f"forward passes, jumps {t['jumps']}, {t['wall_s']} s, finished={t['finished']} "
-            f"({t['reason']}), valid={tr['valid']} ({tr['validation']})"
-            + (
-                ", spec reading"
-                if ((tr.get("request") or {}).get("constraint") or {}).get("spec")
-                else ""
-            )
-            + (f"\nbackend chosen by auto: {tr['backend_why']}" if tr.get("backend_why") else "")
-            + "".join(f"\nWARNING: {w}" for w in tr.get("warnings") or [])
-            + (f"\nNOTE: {note}" if (note := (tr.get("model") or {}).get("runtime_note")) else "")
-            + (f"\nNOTE: {skipped_jumps_line(tr)}" if skipped_jumps_line(tr) else "")
-            + (f"\nWHY: {tr['unfinished']['line']}" if tr.get("unfinished") else ""),
-            file=sys.stderr,
-        )
+        print(tr.text)
+        print(_summary_line(tr), file=sys.stderr)
     return 0
+
+
+def _summary_line(tr: Trace) -> str:
+    """What `cfsm generate` says of a run on stderr: its figures, then why (auto's choice,
+    what was compiled unenforced, the runtime's note, skipped jumps, why it did not end)."""
+    t, skipped = tr.totals, skipped_jumps_line(tr.to_json())
+    spec = ((tr.request or {}).get("constraint") or {}).get("spec")
+    note = (tr.model or {}).get("runtime_note")
+    return (
+        f"[{tr.mode}/{tr.backend}] {t.output_tokens} tokens, {t.forward_passes} "
+        f"forward passes, jumps {t.jumps}, {t.wall_s} s, finished={t.finished} "
+        f"({t.reason}), valid={tr.valid} ({tr.validation})"
+        + (", spec reading" if spec else "")
+        + (f"\nbackend chosen by auto: {tr.backend_why}" if tr.backend_why else "")
+        + "".join(f"\nWARNING: {w}" for w in tr.warnings)
+        + (f"\nNOTE: {note}" if note else "")
+        + (f"\nNOTE: {skipped}" if skipped else "")
+        + (f"\nWHY: {tr.unfinished['line']}" if tr.unfinished else "")
+    )
 
 
 def cmd_bench(args) -> int:
@@ -334,7 +334,7 @@ def cmd_replay(args) -> int:
     eng = Engine(args.tokenizer, load_weights=False, trust_remote_code=args.trust_remote_code)
     meta = {"endpoint": args.endpoint or "", "model": args.model or "", "prompt": args.prompt,
             "source": source}  # fmt: skip
-    tr = eng.replay(c, resp, meta, args.backend)
+    tr = eng.replay(c, resp, meta, args.backend).to_json()
     if args.trace:
         Path(args.trace).write_text(json.dumps(tr, ensure_ascii=False), encoding="utf-8")
     out = {"text": tr["text"], "valid": tr["valid"], "validation": tr["validation"],

@@ -62,6 +62,9 @@ class StepBundle:
     outline: list[list]  # a schema run's pointers: [pointer, model, forced, jumped]
     mark_css: str  # the marks' CSS, for a downloaded SVG
     steps: list[StepEntry] = field(default_factory=list)
+    # the registered panels' HTML (viz/step_panels.py): name -> one entry per position, as
+    # `steps` ("" hides the panel there)
+    panels: dict[str, list[str]] = field(default_factory=dict)
     live: bool = False  # a decoding run's latest step only (step n - 1)
     pending: bool = False  # layouts or masks still to come (the second part)
 

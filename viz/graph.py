@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import textwrap
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -259,10 +260,58 @@ def _esc_label(s: str, limit: int = 32, words: bool = False) -> str:
     return vis
 
 
-def dot_source(view: GraphView, keep: set[int] | None = None, raw: bool = False) -> str:
+KEYS = "\u2460\u2461\u2462\u2463\u2464\u2465\u2466\u2467\u2468"  # circled 1-9
+KEY_MIN_LEN, KEY_MIN_USES = 12, 3
+
+
+def label_keys(texts: list[str]) -> dict[str, str]:
+    """Long labels repeated along a drawn view (a counted string: 20 states, each edge
+    "any character except control characters, \" and \\") -> a short key each, most used
+    first. Written out once in the view's key box, the run is as wide as its states."""
+    uses: dict[str, int] = {}
+    for t in texts:
+        if len(t) >= KEY_MIN_LEN:
+            uses[t] = uses.get(t, 0) + 1
+    common = sorted((t for t, n in uses.items() if n >= KEY_MIN_USES), key=lambda t: -uses[t])
+    return dict(zip(common, KEYS, strict=False))
+
+
+KEY_WRAP, KEY_LINES = 26, 4  # a key's lines: a phone's graph panel holds 26 characters
+
+
+def _key_lines(text: str, words: bool) -> list[str]:
+    """A key's text in lines short enough for a phone's panel (wrapped at spaces in words,
+    cut in chunks of a raw class, each escaped whole), at most KEY_LINES of them."""
+    if words:
+        parts = textwrap.wrap(text, KEY_WRAP, break_on_hyphens=False) or [""]
+    else:
+        parts = [text[i : i + KEY_WRAP] for i in range(0, len(text), KEY_WRAP)] or [""]
+    if len(parts) > KEY_LINES:
+        parts = parts[:KEY_LINES]
+        parts[-1] = parts[-1][: KEY_WRAP - 1] + "\u2026"
+    return [_esc_label(p, limit=4 * KEY_WRAP, words=words) for p in parts]
+
+
+def _key_box(keys: dict[str, str], words: bool) -> list[str]:
+    """The keys written out, as the drawing's own label above it (a node of its own would
+    stand beside the drawing and widen it). Every cluster sets its own label."""
+    if not keys:
+        return []
+    rows = "".join(
+        "\\l   ".join([f"{k} {first}", *rest]) + "\\l"
+        for t, k in keys.items()
+        for first, *rest in [_key_lines(t, words)]
+    )
+    return [f'label="{rows}"; labelloc=t; labeljust=l; fontsize=11; fontname="Helvetica";']
+
+
+def dot_source(
+    view: GraphView, keep: set[int] | None = None, raw: bool = False, keyed: bool = True
+) -> str:
     """Graphviz source for the view, or for the states in `keep` with a dashed stub per
     drawn state that has neighbours outside. Edges read in words (`raw`: the exact class);
-    hovering an edge shows its exact class either way."""
+    hovering an edge shows its exact class either way. `keyed`: a long label repeated
+    along the view reads as a key (\u2460 ...) explained once in a box (`label_keys`)."""
     lines = [
         "digraph fsm {",
         'rankdir=LR; bgcolor="transparent"; nodesep=0.25; ranksep=0.35;',
@@ -292,6 +341,14 @@ def dot_source(view: GraphView, keep: set[int] | None = None, raw: bool = False)
         if pointer:
             lines.append("}")
     outside: dict[int, int] = {}
+    drawn = [
+        (i, e)
+        for i, e in enumerate(view.edges)
+        if keep is None or (e["from"] in keep and e["to"] in keep)
+    ]
+    shown = [e.get("raw", e["label"]) if raw else e["label"] for _, e in drawn if not e["chain"]]
+    keys = label_keys(shown) if keyed else {}
+    lines += _key_box(keys, words=not raw)
     for i, e in enumerate(view.edges):
         a, b = e["from"], e["to"]
         if keep is not None and (a not in keep or b not in keep):
@@ -306,6 +363,8 @@ def dot_source(view: GraphView, keep: set[int] | None = None, raw: bool = False)
         )
         text = e.get("raw", e["label"]) if raw else e["label"]
         words = not raw and not e["chain"] and e.get("raw", e["label"]) != e["label"]
+        if not e["chain"] and text in keys:
+            text, words = keys[text], True
         tip = _esc_label(e.get("raw", e["label"]), 200)
         lines.append(
             f's{a} -> s{b} [id="e{i}", label="{_esc_label(text, words=words)}", tooltip="{tip}", '

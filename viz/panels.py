@@ -31,7 +31,7 @@ padding:0 3px;margin:1px;display:inline-block;white-space:pre;}
 .cfsm-tok.changed{background:#fee2e2;border:1px solid #ef4444;}
 .cfsm-tok.new{background:#dcfce7;border:1px solid #16a34a;}
 .cfsm-tok.backed{background:#fef3c7;border:1px dashed #d97706;}
-.cfsm-panel h4{margin:4px 0;}
+.cfsm-panel h4{margin:4px 0;overflow-wrap:anywhere;}
 .cfsm-group{margin:2px 0;}
 .cfsm-muted{color:#64748b;font-size:12px;}
 #step-view.stale{opacity:.35;pointer-events:none;filter:grayscale(1);}

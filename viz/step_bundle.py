@@ -49,6 +49,7 @@ from .panels import (
 from .plots import decode_mask
 from .present import PRESENT_CSS
 from .segments import segment_note
+from .step_panels import panel_columns, panel_css, panel_hosts
 from .text import esc, visible
 
 pil_image = lazy_module("PIL.Image")
@@ -283,19 +284,24 @@ def step_bundle(
         outline=schema_outline(trace, places),
         mark_css=MARK_CSS,
         steps=entries,
+        panels=panel_columns(trace, ks, len(trace.get("steps", [])), live),
     )
 
 
 def _jump_edges(trace: dict, view: GraphView, path: list[int]) -> list[list[str]]:
-    """Each jump's edges in the drawn automaton ([] for one outside the drawn path)."""
+    """Each jump's edges in the drawn automaton: the part of its string the drawn path
+    holds ([] for a jump wholly outside it). A triggered run's path starts at its segment,
+    so a jump that writes the tag and then the segment's first characters (tool_choice
+    required: `<tool_call>{"name": "`) lights the edges of those characters."""
     auto, out = trace["automaton"], []
     p0 = int(auto.get("path_offset") or 0)
     for j in trace.get("jumps", []):
-        a = j.get("char_start", 0) - p0  # a triggered run's path starts at its segment
-        if not 0 <= a < len(path):
+        a = j.get("char_start", 0) - p0
+        b = min(a + len(j["string"]), len(path) - 1)
+        if b <= max(a, 0):
             out.append([])
             continue
-        els, _ = trail(view, path[a : a + len(j["string"]) + 1])
+        els, _ = trail(view, path[max(a, 0) : b + 1])
         out.append([e for e in els if e.startswith("e")])
     return out
 
@@ -339,12 +345,19 @@ def split_bundle(b: StepBundle) -> tuple[StepBundle, dict]:
         "run": b.run,
         "layouts": {str(i): x for i, x in enumerate(b.layouts) if i != e0.layout},
         "masks": {k: v for k, v in b.masks.items() if k != e0.mask},
+        "panels": {},
     }
+    pending = bool(rest["layouts"] or rest["masks"])
+    if pending:  # the registered panels past position 0 go too (viz/step_panels.py)
+        rest["panels"] = {k: [None, *col[1:]] for k, col in b.panels.items()}
     first = dataclasses.replace(
         b,
         layouts=[x if i == e0.layout else None for i, x in enumerate(b.layouts)],
         masks={k: (v if k == e0.mask else None) for k, v in b.masks.items()},
-        pending=bool(rest["layouts"] or rest["masks"]),
+        panels={k: col[:1] + [None] * (len(col) - 1) for k, col in b.panels.items()}
+        if pending
+        else b.panels,
+        pending=pending,
     )
     return first, rest
 
@@ -421,8 +434,8 @@ def _view_html(trace: dict, b: StepBundle) -> str:
         '<div id="graph-where" class="cfsm-muted"></div><div id="schema-outline"></div>'
         '<div id="graph-note" '
         f'class="cfsm-muted"></div>{graph}</div><div '
-        f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div><div '
-        f'id="allowed-html"></div></div></div>{strip}'
+        f'class="cfsm-col-side">{output_panel(trace)}<div id="jump-html"></div>{panel_hosts()}'
+        f'<div id="allowed-html"></div></div></div>{strip}'
         '<div class="cfsm-row"><div id="mask-panel" class="cfsm-panel"></div><div id="topk-panel" '
         f'class="cfsm-panel"></div></div>{glossary_html()}{_json_script(b, "cfsm-bundle")}</div>'
     )
@@ -444,4 +457,4 @@ def head_html() -> str:
         f"<script>{(static / name).read_text(encoding='utf-8')}</script>"
         for name in ("step_view.js", "present.js")  # presentation mode: viz/present.py
     )
-    return f"<style>{CSS}{MARK_CSS}{PRESENT_CSS}</style>{js}"
+    return f"<style>{CSS}{MARK_CSS}{PRESENT_CSS}{panel_css()}</style>{js}"

@@ -62,7 +62,7 @@ class _OrdinaryUser:
                     GenerateRequest.from_inputs(prompt, c, max_new_tokens=16, trace_detail=False)
                 )
                 self.runs += 1
-                self.finished += bool(tr["totals"]["finished"] and tr["valid"])
+                self.finished += bool(tr.totals.finished and tr.valid)
             except Exception as exc:  # noqa: BLE001 - counted, the bench goes on
                 self.errors.append(" ".join(str(exc).split())[:200])
 

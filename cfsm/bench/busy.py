@@ -76,7 +76,7 @@ def _cell(eng, c: Constraint, prompt: str, repeats: int, max_new: int) -> dict:
     for _ in range(repeats):
         for mode in ("masked", "jump"):
             req = GenerateRequest(prompt=prompt, constraint=c, mode=mode, max_new_tokens=max_new)
-            t = eng.generate(req)["totals"]
+            t = eng.generate(req).to_json()["totals"]
             walls[mode].append(t["wall_s"])
             if mode == "jump":
                 saved.append(time_saved(t))

@@ -75,7 +75,7 @@ def run_paper_character(
                         temperature=0.0,
                         trace_detail=False,
                     )
-                )
+                ).to_json()
                 t = tr["totals"]
                 pair[mode] = {
                     "forward_passes": t["forward_passes"],

@@ -60,7 +60,7 @@ def run(cells: list[int], n: int = 16, log=print) -> dict:
     eng = Engine(runtime="llamacpp")
     try:
         comp = eng.compile(c, "fsm").compiled
-        alone = [eng.generate(r)["text"] for r in reqs]
+        alone = [eng.generate(r).text for r in reqs]
         out: dict = {"requests": len(reqs), "runs": []}
         for k in cells:
             r = pressure_run(eng, k, reqs, comp)

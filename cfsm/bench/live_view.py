@@ -38,7 +38,7 @@ def _with_views(eng, req) -> tuple[float, int, dict]:
     th.start()
     t0 = time.perf_counter()
     try:
-        trace = eng.generate(req, on_event=listen)
+        trace = eng.generate(req, on_event=listen).to_json()
     finally:
         todo.put(None)
         th.join()
@@ -55,11 +55,11 @@ def run(eng, repeats: int, log=print) -> dict:
     rows = []
     for mode in ("masked", "jump"):
         req = GenerateRequest(prompt=p["prompt"], constraint=c, mode=mode)
-        text = eng.generate(req)["text"]  # untimed: the compile and the index
+        text = eng.generate(req).text  # untimed: the compile and the index
         bare, live, drawn, same = [], [], [], True
         for _ in range(repeats):
             t0 = time.perf_counter()
-            same &= eng.generate(req)["text"] == text
+            same &= eng.generate(req).text == text
             bare.append(time.perf_counter() - t0)
             s, n, trace = _with_views(eng, req)
             live.append(s)

@@ -377,7 +377,7 @@ class PeerRunner:
                 trace_detail=False,
                 runtime=CFSM_RUNTIMES[rt],
             )
-        )
+        ).to_json()
         self.prefill_s = tr["totals"]["prefill_ms"] / 1e3
         if system == "cfsm jump (llama.cpp)" and self.costs and max_new == self.max_new:
             self.limits[task.name] = self.limits.get(task.name, 0.0) + limit_ms(tr, self.costs)

@@ -43,7 +43,9 @@ def replay_task(eng, srv: LlamaServer, task, how: tuple, max_new: int, log) -> d
     for prompt in task.prompts:
         body = request_body(c, prompt, "gguf", "llama-server", max_new, stream=True)
         body = {k: v for k, v in {**body, **override}.items() if v is not None}
-        tr = eng.replay(c, send(srv.url + "/v1", body), {"endpoint": srv.url, "source": "stream"})
+        tr = eng.replay(
+            c, send(srv.url + "/v1", body), {"endpoint": srv.url, "source": "stream"}
+        ).to_json()
         r = tr["replay"]
         ids = [t["id"] for t in tr["tokens"]]
         ideal = ideal_counts(compressed_of(eng.automaton(c)), tr["text"], ids,
@@ -57,7 +59,7 @@ def replay_task(eng, srv: LlamaServer, task, how: tuple, max_new: int, log) -> d
             "ms_per_token": round(r["streamed_ms"] / max(1, r["tokens"]), 2)
             if r["streamed_ms"] else None,
             "valid": tr["valid"], "violations": len(r["violations"]),
-            "cfsm_jump_passes": own["totals"]["forward_passes"],
+            "cfsm_jump_passes": own.totals.forward_passes,
         })  # fmt: skip
         log(f"{task.name}, {label}: {rows[-1]}")
     return _sum(rows)

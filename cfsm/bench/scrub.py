@@ -143,7 +143,7 @@ def character_trace() -> dict:
                 mode="jump",
                 max_new_tokens=256,
             )
-        )
+        ).to_json()
     finally:
         eng.close()
 

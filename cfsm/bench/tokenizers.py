@@ -57,7 +57,7 @@ def _run_family(folder: Path, tasks, max_new_tokens: int) -> dict:
                             max_new_tokens=max_new_tokens,
                             trace_detail=False,
                         )
-                    )
+                    ).to_json()
                     t = tr["totals"]
                     row[mode] += t["forward_passes"]
                     row["invalid"] += tr["valid"] is False and t["finished"]

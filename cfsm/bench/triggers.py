@@ -78,7 +78,7 @@ def _free_baseline(eng, prompt: str, max_new_tokens: int) -> dict:
     tr = eng.generate(
         GenerateRequest.from_inputs(prompt, None, mode="free", max_new_tokens=max_new_tokens)
     )
-    return tr["totals"]
+    return tr.to_json()["totals"]
 
 
 def run_task(eng, items, backend: str, max_new_tokens: int, impl: str = "engine") -> dict:
@@ -96,7 +96,7 @@ def run_task(eng, items, backend: str, max_new_tokens: int, impl: str = "engine"
                 trigger_impl=impl,
                 **fields,
             )
-            tr = eng.generate(req)
+            tr = eng.generate(req).to_json()
             t = tr["totals"]
             passes, wall = passes + t["forward_passes"], wall + t["wall_s"]
             invalid += tr["valid"] is False and t["finished"]

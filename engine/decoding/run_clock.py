@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from .trace import RunClock
 
 if TYPE_CHECKING:
     from .sequence import Sequence
+
+
+def est_forward_ms(self: Sequence) -> float:
+    """The cost model's time for this run's passes as they were made."""
+    c = self.runner.costs
+    return 0.0 if c is None else c.passes_ms(self.n.pass_sizes)
 
 
 def est_masked_ms(self: Sequence) -> float:
@@ -23,7 +30,7 @@ def est_masked_ms(self: Sequence) -> float:
         return 0.0
     prompt = len(self.prompt_ids) - self.n.prompt_cached_tokens  # shared either way
     steps = max(0, len(self.out_ids) - 1) + (1 if self.reason == "eos" else 0)
-    return c.pass_ms(prompt) + c.step_ms * steps
+    return c.passes_ms(Counter({prompt: 1}) + Counter({1: steps}))
 
 
 def run_clock(self: Sequence) -> RunClock:

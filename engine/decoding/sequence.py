@@ -22,7 +22,7 @@ from ..errors import CfsmError
 from ..lazy import lazy_module
 from ..runtimes.base import Feed, Runner
 from .request import GenerateRequest
-from .run_clock import est_masked_ms, run_clock
+from .run_clock import est_forward_ms, est_masked_ms, run_clock
 from .sampling import ALLOWED_SAMPLE, SamplePack, pack_sizes
 from .token_text import TokenText, common_prefix, token_json
 from .trace import (
@@ -148,8 +148,7 @@ class Sequence:
         self.n.forward_s += forward_s
         first = self.n.prefill_ms is None
         shared = self.runner.cached_prefix(self.cache) if first else 0
-        if self.runner.costs is not None:
-            self.n.est_forward_ms += self.runner.costs.pass_ms(len(f.tokens) - shared)
+        self.n.pass_sizes[len(f.tokens) - shared] += 1
         if not first and len(f.tokens) == 1:
             self.n.step_ms.append(forward_s * 1e3)
         elif not first:
@@ -509,6 +508,7 @@ class Sequence:
             finished=self.finished,
             reason=self.reason,
             queue_s=self.t_start - self.t_created,
+            est_forward_ms=est_forward_ms(self),
             est_masked_ms=est_masked_ms(self),
             runtime=self.runner.name,
             run_clock=run_clock(self),

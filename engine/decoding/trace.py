@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -303,6 +304,49 @@ class Trace:
             out["unfinished"] = self.unfinished
         return out
 
+    @classmethod
+    def from_json(cls, obj) -> Trace:
+        """A trace file, a download or `to_json()`'s output, back as the typed object: checked
+        and upgraded by `validate_trace` first (so an older version loads with its defaults,
+        a newer one or a malformed one raises CfsmError invalid_input, naming the field)."""
+        obj = validate_trace(obj)
+        plain = {k: obj[k] for k in _PLAIN_FIELDS if k in obj}
+        try:
+            return cls(
+                request=obj.get("request") or {},
+                model=obj.get("model") or {},
+                backend=obj.get("backend"),
+                prompt_tokens=int(obj.get("prompt_tokens") or 0),
+                masks=obj.get("masks") or {},
+                scheduler=obj.get("scheduler") or {},
+                steps=[_record(StepRecord, x, "steps") for x in obj["steps"]],
+                jumps=[_record(JumpRecord, x, "jumps") for x in obj["jumps"]],
+                jump_skips=[_record(JumpSkip, x, "jump_skips") for x in obj.get("jump_skips", [])],
+                totals=_record(Totals, obj["totals"], "totals"),
+                **plain,
+            )
+        except (TypeError, ValueError) as exc:
+            raise CfsmError("invalid_input", f"not a cfsm trace: {exc}") from exc
+
+
+# the fields from_json copies as they are (the others it builds or defaults itself)
+_BUILT = ("request", "model", "backend", "prompt_tokens", "masks", "scheduler", "steps", "jumps")
+_PLAIN_FIELDS = tuple(
+    k for k in Trace.__dataclass_fields__ if k not in _BUILT + ("jump_skips", "totals")
+)
+
+
+def _record(kind, obj, where: str):
+    """One nested record of a loaded trace; keys this version does not know are dropped
+    (a reader never fails on an addition), a missing required one names where."""
+    if not isinstance(obj, dict):
+        raise CfsmError("invalid_input", f"not a cfsm trace: an entry of {where} is not an object")
+    known = kind.__dataclass_fields__
+    try:
+        return kind(**{k: v for k, v in obj.items() if k in known})
+    except TypeError as exc:
+        raise CfsmError("invalid_input", f"not a cfsm trace: {where}: {exc}") from exc
+
 
 @dataclass
 class Counters:
@@ -313,7 +357,8 @@ class Counters:
     grammar_s: float = 0.0
     prefilled_tokens: int = 0
     prefill_ms: float | None = None
-    est_forward_ms: float = 0.0
+    # new tokens per pass -> passes of that size (the cost model prices them at the end)
+    pass_sizes: Counter[int] = field(default_factory=Counter)
     prompt_cached_tokens: int = 0
     kv_held_passes: int = 0
     recomputed_tokens: int = 0
@@ -372,6 +417,7 @@ class TraceRecorder:
         finished: bool,
         reason: str,
         queue_s: float,
+        est_forward_ms: float = 0.0,
         est_masked_ms: float = 0.0,
         runtime: str = "",
         run_clock: RunClock | None = None,
@@ -405,7 +451,7 @@ class TraceRecorder:
             reason=reason,
             queue_s=round(queue_s, 4),
             jumps_skipped=self.n_skips,
-            est_forward_ms=round(n.est_forward_ms, 3),
+            est_forward_ms=round(est_forward_ms, 3),
             est_masked_ms=round(est_masked_ms, 3),
             runtime=runtime,
             kv_held_passes=n.kv_held_passes,

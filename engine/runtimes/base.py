@@ -11,7 +11,7 @@ import contextlib
 import statistics
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +75,12 @@ class CostModel:
                 return t0 + (t1 - t0) * (k - k0) / (k1 - k0)
         (k0, t0), (k1, t1) = pts[-2], pts[-1]
         return t1 + (t1 - t0) / (k1 - k0) * (k - k1)
+
+    def passes_ms(self, sizes: Mapping[int, int]) -> float:
+        """Estimated ms of passes counted by size ({k: how many}), summed in order of k:
+        two runs with the same passes get the same float to the last bit (a run that
+        jumps nothing then costs exactly its masked twin, not one rounding unit off)."""
+        return sum(self.pass_ms(k) * n for k, n in sorted(sizes.items()))
 
     def to_json(self) -> dict:
         d = asdict(self)  # the dataclass fields only (not _pts)

@@ -144,8 +144,8 @@ class Engine:
                     trace_detail=False,
                 )
                 tr = self.generate(req)
-                if tr["totals"]["finished"]:
-                    outputs.append(tr["text"])
+                if tr.totals.finished:
+                    outputs.append(tr.text)
         costs = None
         if self.decoder is not None and self.decoder.runner.costs is not None:
             costs = {**self.decoder.runner.costs.to_json(), "runtime": self.decoder.runner.name}
@@ -194,9 +194,10 @@ class Engine:
             out["automaton_error"] = res.dfa_error
         return out
 
-    def generate(self, req: GenerateRequest, on_event=None, should_stop=None) -> dict:
-        """Compile (outside any decoding), decode, and return the trace as JSON. With
-        `continuous=True` the request joins the running batch that other callers share."""
+    def generate(self, req: GenerateRequest, on_event=None, should_stop=None) -> Trace:
+        """Compile (outside any decoding), decode, and return the trace (`.to_json()` is the
+        file, the page's download and the API's `cfsm` object). With `continuous=True` the
+        request joins the running batch that other callers share."""
         dec = self.ensure_model(req.runtime)
         res, compiled, cached = None, None, False
         if req.mode != "free":
@@ -212,7 +213,7 @@ class Engine:
             else:
                 self._annotate(trace, req, res)
             trace.totals.compile_cached = cached
-        return trace.to_json()
+        return trace
 
     def compile_request(self, req: GenerateRequest):
         """(the first constraint's compile, what the decoder runs, whether all was cached):
@@ -341,7 +342,7 @@ class Engine:
         trace.automaton = {**cls._automaton_view(constraint, dfa), "path": dfa.path(trace.text)}
 
     def replay(self, constraint: Constraint, response, meta: dict,
-               backend: str = DEFAULT_BACKEND) -> dict:  # fmt: skip
+               backend: str = DEFAULT_BACKEND) -> Trace:  # fmt: skip
         """Another engine's response (with its logprobs) walked through this constraint's
         automaton and masks: a trace of mode "replay" (engine.replay). `meta`: endpoint,
         model, prompt, source. Needs the tokenizer only."""
@@ -362,7 +363,7 @@ class Engine:
             trace.regex = constraint.regex()
         if res.dfa is not None:
             self._draw_automaton(trace, constraint, res.dfa)
-        return trace.to_json()
+        return trace
 
     def _annotate_segments(self, trace: Trace, res: CompileResult, compiled) -> None:
         """A triggered run: who found the triggers and every segment's warnings, and the

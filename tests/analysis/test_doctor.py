@@ -239,7 +239,7 @@ def test_doctor_agrees_with_what_jump_achieves(engine, paper_bench, character_re
         prompt = "Write an order as JSON: id 7, shipped, with a book and a pen."
     tr = engine.generate(
         GenerateRequest(prompt=prompt, constraint=c, mode="jump", max_new_tokens=256)
-    )
+    ).to_json()
     assert tr["totals"]["finished"]
     rep = doc(engine.ctx, c, samples=[tr["text"]])
     assert rep["samples"]["source"] == "model"

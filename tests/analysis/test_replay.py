@@ -30,7 +30,7 @@ def test_every_token_is_placed_and_forced_tokens_match_the_labs_analysis(
     compile_engine, recorded, character_regex
 ):
     c = Constraint.from_inputs("regex", character_regex)
-    tr = compile_engine.replay(c, recorded, {"model": "smollm2", "source": "file"})
+    tr = compile_engine.replay(c, recorded, {"model": "smollm2", "source": "file"}).to_json()
     engine_ids = [p["id"] for p in recorded["choices"][0]["logprobs"]["content"]][:-1]  # EOS
     assert [t["id"] for t in tr["tokens"]] == engine_ids  # its own ids, every one placed
     assert tr["replay"]["ids_from"] == "engine ids" and tr["valid"] is True
@@ -52,7 +52,7 @@ def test_a_token_outside_the_constraint_is_flagged_at_its_step(
 ):
     strict = character_regex.replace("|Hufflepuff)", ")")  # the engine wrote Hufflepuff
     assert strict != character_regex
-    tr = compile_engine.replay(Constraint.from_inputs("regex", strict), recorded, {})
+    tr = compile_engine.replay(Constraint.from_inputs("regex", strict), recorded, {}).to_json()
     (v,) = tr["replay"]["violations"]
     at = v["char_offset"]
     assert tr["text"][at:].startswith(v["text"]) and tr["text"][:at].endswith('"house": "')
@@ -65,7 +65,9 @@ def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(compil
     for a token after the output had left the constraint."""
     from viz.summaries import replay_md
 
-    tr = compile_engine.replay(Constraint.from_inputs("regex", "ab(c|d)efgh"), recorded, {})
+    tr = compile_engine.replay(
+        Constraint.from_inputs("regex", "ab(c|d)efgh"), recorded, {}
+    ).to_json()
     (v,) = tr["replay"]["violations"]
     assert v["step"] == 0 and tr["valid"] is False
     assert tr["validation"].startswith("outside the constraint at step 0")
@@ -115,7 +117,7 @@ def test_responses_without_logprobs_or_with_other_tokenizers(compile_engine):
             }
         ]
     }
-    tr = compile_engine.replay(c, foreign, {})
+    tr = compile_engine.replay(c, foreign, {}).to_json()
     assert tr["replay"]["ids_from"] == "re-tokenized" and tr["text"] == "yes" and tr["valid"]
 
 
@@ -140,7 +142,7 @@ def test_a_live_llama_server_stream_replays_with_every_token_placed(engine, char
                                                      stream=True))  # fmt: skip
     finally:
         srv.close()
-    tr = engine.replay(c, chunks, {"endpoint": srv.url, "source": "stream"})
+    tr = engine.replay(c, chunks, {"endpoint": srv.url, "source": "stream"}).to_json()
     ids = [t["id"] for t in tr["tokens"]]
     streamed = [p["id"] for ch in chunks for p in (ch["choices"][0].get("logprobs") or {})
                 .get("content") or [] if ch.get("choices")]  # fmt: skip
@@ -160,7 +162,7 @@ def test_offsets_count_characters_when_tokens_split_them(compile_engine):
     resp = {"choices": [{"message": {"content": "日本語"}, "logprobs": {"content": [
         {"id": i, "token": "", "bytes": list(tb[i]), "logprob": -0.5, "top_logprobs": []}
         for i in ids]}}]}  # fmt: skip
-    tr = compile_engine.replay(Constraint.from_inputs("regex", "日本(人|国)"), resp, {})
+    tr = compile_engine.replay(Constraint.from_inputs("regex", "日本(人|国)"), resp, {}).to_json()
     (v,) = tr["replay"]["violations"]
     assert v["char_offset"] == 2 and tr["text"] == "日本語"
     assert tr["steps"][v["step"]]["char_offset"] == 2
@@ -243,7 +245,7 @@ def test_replay_captions_on_a_backend_without_character_states(compile_engine, r
     from viz.panels import caption
 
     c = Constraint.from_inputs("regex", character_regex)
-    tr = compile_engine.replay(c, recorded, {}, backend="xgrammar")
+    tr = compile_engine.replay(c, recorded, {}, backend="xgrammar").to_json()
     assert tr["steps"][20]["char_state"] is None and not tr["replay"]["violations"]
     assert "jump-forward would have written it" in caption(tr, 20)
     assert tr["replay"]["forced_tokens"] == 130  # the automaton's analysis, whatever the masks

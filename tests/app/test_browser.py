@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from engine.decoding.trace import TRACE_VERSION
+from viz.graph import KEYS
+from viz.panels import duration_us
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -189,6 +191,10 @@ def test_character_preset_run_and_scrub(page, app_url):
     # the token strip: chips from this run, some jumped
     assert page.locator("#step-view #token-strip .cfsm-chip[data-origin=jump]").count() > 5
     assert "Jump-forward" in page.locator("#jump-panel").inner_text()
+    # the step-cost panel (a registered panel, viz/step_panels.py) reads step 6's own figures
+    cost = page.locator("#step-view [data-panel=step_cost]").inner_text()
+    assert f"forward {duration_us(1000 * trace['steps'][6]['forward_ms'])}" in cost, cost
+    assert f"the mask {duration_us(trace['steps'][6]['mask_us'])} of it" in cost, cost
     cards = page.locator("#stat-cards").inner_text()
     assert "forward passes saved vs masked" in cards
     assert "llama.cpp" in cards and trace["totals"]["runtime"] == "llamacpp"
@@ -253,19 +259,25 @@ def test_character_preset_run_and_scrub(page, app_url):
 
     assert f"(state {positions(trace)[k][0]})" in note
 
-    # edges read in words; the raw toggle draws the exact classes instead
-    words = " ".join(page.locator("#fsm-graph svg g.edge text").all_text_contents())
-    assert "letter, digit, whitespace or underscore" in words and "[\\t" not in words
+    # edges read in words: the class repeated along the run as a key (①) on its edges,
+    # written out once in the key box above the drawing; raw draws the exact classes
+    edges = page.locator("#fsm-graph svg g.edge text").all_text_contents()
+    key = page.locator("#fsm-graph svg g.graph > text").all_text_contents()
+    words = re.search(  # the key's lines (wrapped for a phone's panel) read as one
+        f"([{KEYS}]) letter, digit, whitespace or underscore", " ".join(" ".join(key).split())
+    )
+    assert words and sum(words.group(1) in t for t in edges) >= 3, (key, edges)
+    assert "[\\t" not in " ".join(edges + key)
     run = page.evaluate("document.querySelector('#step-view').dataset.run")
     page.locator("#raw-classes input[type=checkbox]").click()
     page.wait_for_function(
-        "[...document.querySelectorAll('#fsm-graph svg g.edge text')]"
+        "[...document.querySelectorAll('#fsm-graph svg text')]"
         r".some(t => t.textContent.includes('[\\t-\\r'))",  # the class as written: [\t-\r ...]
         timeout=30_000,
     )
     page.locator("#raw-classes input[type=checkbox]").click()  # back to words for the next tests
     page.wait_for_function(  # drawn again before the next test reads the view
-        "[...document.querySelectorAll('#fsm-graph svg g.edge text')]"
+        "[...document.querySelectorAll('#fsm-graph svg text')]"
         ".some(t => t.textContent.includes('letter, digit'))",
         timeout=30_000,
     )
@@ -468,7 +480,7 @@ def test_upload_restores_the_run_and_its_inputs_and_errors_show_beside_the_box(
             mode="masked",
             max_new_tokens=8,
         )
-    )
+    ).to_json()
     good, bad = tmp_path / "run.json", tmp_path / "bad.json"
     good.write_text(json.dumps(tr), encoding="utf-8")
     bad.write_text("{not json", encoding="utf-8")
@@ -991,9 +1003,29 @@ def test_concurrent_api_clients_decode_together(app_url):
     assert max(s["batch_size"] for tr in out.values() for s in tr["steps"]) >= 2
 
 
-def test_app_survives_a_client_that_disconnects_mid_run(app_url):
-    import time
+def _running(url: str) -> float:
+    """The server's own count of requests decoding in its batch (/metrics)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
 
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return next(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "cfsm:num_requests_running"
+    )
+
+
+def _until(ready, what: str, limit_s: float = 60.0) -> None:
+    """Polls `ready` until it holds; past `limit_s` (a hang, not slowness) it fails."""
+    end = time.monotonic() + limit_s
+    while not ready():
+        assert time.monotonic() < end, f"waited {limit_s:.0f} s for {what}"
+        time.sleep(0.05)
+
+
+def test_app_survives_a_client_that_disconnects_mid_run(app_url):
     from gradio_client import Client
 
     c = Client(app_url + "/", verbose=False)
@@ -1009,10 +1041,11 @@ def test_app_survives_a_client_that_disconnects_mid_run(app_url):
         0,
         api_name="/run",
     )
-    time.sleep(1.0)
+    _until(lambda: _running(app_url) == 1, "the run to start decoding")
     job.cancel()
     del c
-    time.sleep(1.0)  # the cancelled run stops at its next step (it had ~100 tokens to go)
+    # the cancelled run leaves the batch at its next step (it had ~100 tokens to go)
+    _until(lambda: _running(app_url) == 0, "the cancelled run to leave the batch")
     fresh = Client(app_url + "/", verbose=False)
     tr = fresh.predict(
         "Say ok.", "regex", "(ok)", "compact", "fsm", "masked", 4, 0.0, 0, api_name="/run"
@@ -1471,6 +1504,76 @@ def test_on_a_phone_the_caption_holds_a_long_jump_string(page):
     assert "identifier_of_the_record" in text.replace("\u2423", " ")
     assert over <= 1
     assert covered == [], covered
+
+
+def test_on_a_phone_the_character_runs_key_and_jump_headings_fit_their_boxes(page):
+    """Walkthrough of 2026-12-06 at 390x844: the graph's key row "① letter, digit,
+    whitespace or underscore" was wider than the panel (cut at both edges), and at step 8
+    the jump panel's heading (50 jumped characters) ran 160 px past its box."""
+    _character_run(page)
+    page.set_viewport_size({"width": 390, "height": 844})
+    seen = {}
+    try:
+        for k in (0, 8):
+            _show_step(page, k)
+            seen[k] = _placed_labels(page) | {
+                "jump_over": page.evaluate(
+                    "Math.max(0, ...[...document.querySelectorAll('#jump-panel h4')]"
+                    ".map((h) => h.scrollWidth - h.clientWidth))"
+                )
+            }
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+    for k, at in seen.items():
+        assert at["cut"] == [] and at["min"] >= 14 - 0.05 and at["current"], (k, at)
+        assert at["jump_over"] <= 1, (k, at)
+    assert seen[8]["seen"] >= 2  # the graph is drawn there, not an empty panel
+
+
+# the current element's label (the element itself where it has none) wholly in the panel
+_CURRENT_LABEL_IN_PANEL = """() => {
+  const p = document.querySelector('#fsm-graph').getBoundingClientRect();
+  const c = document.querySelector('#fsm-graph svg g.current');
+  const b = c && (c.querySelector('text') || c).getBoundingClientRect();
+  return !!b && b.left >= p.left - 0.5 && b.right <= p.right + 0.5 && b.top >= p.top - 0.5
+    && b.bottom <= p.bottom + 0.5;
+}"""
+
+
+def test_a_real_schema_of_54_properties_keeps_the_current_label_and_every_label_whole(page):
+    """Walkthrough of 2026-12-06 (Shipment preset, 1440x900): at step 0 the current element,
+    a chain edge taller than the panel, ran off both its edges with its label out of view;
+    at the end position a label was cut by the panel's left edge."""
+    page.get_by_role("tab", name="Playground").click()
+    _pick_preset(page, "Shipment, 54 properties (real schema: JSONSchemaBench Github_hard/o75565)")
+    page.wait_for_function(
+        "document.querySelector('#schema-input')?.innerText.includes('additional_services')",
+        timeout=10_000,
+    )
+    _run_and_wait(page)
+    last = int(page.locator("#step-slider input[type=range]").get_attribute("max"))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    seen = {}
+    try:
+        for k in (0, last // 2, last):
+            _show_step(page, k)
+            seen[k] = _placed_labels(page) | {"label": page.evaluate(_CURRENT_LABEL_IN_PANEL)}
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+    for k, at in seen.items():
+        assert at["label"] and at["cut"] == [] and at["min"] >= 14 - 0.05, (k, at)
+
+
+def _placed_labels(page) -> dict:
+    """_LABELS once the graph has been placed for the panel's size (or as it stands after
+    10 s: the caller's assertions then say what is shown)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"(({_LABELS})()).cut.length === 0", timeout=10_000)
+    except PlaywrightTimeout:
+        pass
+    return page.evaluate(_LABELS)
 
 
 def _timeline_parts_the_legend_covers(page) -> list[str]:

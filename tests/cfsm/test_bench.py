@@ -386,6 +386,32 @@ def test_the_figures_suite_reads_no_clear_difference_as_agreeing_with_a_tie():
     assert agreement(right) == {"card_agrees": True, "doctor_agrees": True}
 
 
+def test_a_wall_time_difference_within_the_runs_own_spread_is_no_clear_difference():
+    """The date regex (nothing to jump), 6 runs each, measured 2026-12-06: jump's median
+    0.88x of masked's, but its runs spread wider than that; the card's 0% agrees with it.
+    The character preset's runs do not overlap: 2.82x is a verdict, and 0% would not agree."""
+    from cfsm.bench.figures import TOLERANCE, agreement, spread
+
+    masked = [0.13, 0.121, 0.124, 0.124, 0.152, 0.132]
+    jump = [0.122, 0.128, 0.152, 0.137, 0.317, 0.156]
+    noise = max(TOLERANCE, spread(masked), spread(jump))
+    assert noise > 0.12  # the 0.88x ratio below is within it
+    date = {
+        "card_time_saved": 0.0,
+        "compare_masked_over_jump": 0.88,
+        "doctor_ideal_over_masked": 1.0,
+        "wall_noise": noise,
+    }
+    assert agreement(date) == {"card_agrees": True, "doctor_agrees": True}
+    assert agreement(dict(date, wall_noise=TOLERANCE))["card_agrees"] is False
+    masked = [2.878, 2.941, 2.884, 2.837, 2.928, 2.894]
+    jump = [1.048, 1.087, 0.991, 1.038, 1.003, 1.012]
+    noise = max(TOLERANCE, spread(masked), spread(jump))
+    character = dict(date, compare_masked_over_jump=2.82, wall_noise=noise)
+    assert agreement(character)["card_agrees"] is False
+    assert agreement(dict(character, card_time_saved=0.45))["card_agrees"] is True
+
+
 @pytest.mark.usefixtures("jsonschemabench")
 def test_the_doctor_answers_real_schemas_in_one_line_each(compile_engine):
     """`cfsm bench doctor-sample` on a slice: every schema gets a report or a one-line error

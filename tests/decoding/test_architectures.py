@@ -46,11 +46,11 @@ def test_loads_through_the_self_check_and_jumps(arch_engine):
     diffs = eng.lm.self_check["max_logprob_diff"]  # cached and stacked steps vs a fresh prefill
     assert set(diffs) == {"cached step", "stacked batch", "stacked fresh"}
     assert max(diffs.values()) < 1e-2, (arch, diffs)
-    tr = eng.generate(_req(PROMPTS[0]))
+    tr = eng.generate(_req(PROMPTS[0])).to_json()
     assert tr["model"]["architecture"] == arch
     assert tr["valid"] and re.fullmatch(REGEX, tr["text"]), (arch, tr["text"])
     assert tr["totals"]["jumps"] > 0 and tr["totals"]["jumps_skipped"] == 0
-    masked = eng.generate(_req(PROMPTS[0], "masked"))
+    masked = eng.generate(_req(PROMPTS[0], "masked")).to_json()
     assert masked["valid"], arch
     assert tr["totals"]["forward_passes"] < masked["totals"]["forward_passes"], arch
 
@@ -58,7 +58,7 @@ def test_loads_through_the_self_check_and_jumps(arch_engine):
 def test_a_stacked_batch_equals_single_runs(arch_engine):
     arch, eng = arch_engine
     comp = eng.compile(Constraint("regex", REGEX)).compiled
-    single = [eng.generate(_req(p))["text"] for p in PROMPTS]
+    single = [eng.generate(_req(p)).text for p in PROMPTS]
     batch = run_batch(
         eng.ensure_model(), PROMPTS, comp, mode="jump", max_new_tokens=80, healing_tokens=0
     )
@@ -71,11 +71,13 @@ def test_continuous_batching_equals_single_runs(arch_engine):
     arch, eng = arch_engine
     from engine.serving.service import Engine
 
-    single = [eng.generate(_req(p))["text"] for p in PROMPTS]
+    single = [eng.generate(_req(p)).text for p in PROMPTS]
     cont = Engine(eng.model_name, continuous=True)
     try:
         with cf.ThreadPoolExecutor(3) as pool:
-            texts = [t["text"] for t in pool.map(lambda p: cont.generate(_req(p)), PROMPTS)]
+            texts = [
+                t["text"] for t in pool.map(lambda p: cont.generate(_req(p)).to_json(), PROMPTS)
+            ]
     finally:
         cont.close()
     assert texts == single, arch

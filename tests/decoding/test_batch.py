@@ -27,7 +27,7 @@ def test_batch_of_one_equals_the_single_decoder(setup):
     engine, c, comp, prompts = setup
     single = engine.generate(
         GenerateRequest(prompt=prompts[0], constraint=c, mode="jump", healing_tokens=0)
-    )
+    ).to_json()
     r = run_batch(engine.ensure_model(), prompts[:1], comp, mode="jump")
     assert r["texts"][0] == single["text"]
     assert r["finished"] == [True]

@@ -10,7 +10,7 @@ import torch
 from engine.backends import BACKENDS
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
-from engine.decoding.trace import validate_trace
+from engine.decoding.trace import Trace, validate_trace
 from engine.errors import CfsmError
 
 pytestmark = pytest.mark.model
@@ -25,7 +25,7 @@ def close(engine, a, b) -> bool:
 
 
 def gen(engine, prompt, constraint=None, **kw):
-    return engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, **kw))
+    return engine.generate(GenerateRequest(prompt=prompt, constraint=constraint, **kw)).to_json()
 
 
 def test_kv_reuse_after_crop_matches_fresh_prefill(hf_engine):
@@ -117,7 +117,8 @@ def test_character_regex_jump_vs_masked(engine, paper_bench, character_regex):
     for tr in (masked, jump):
         assert tr["totals"]["finished"], tr["totals"]
         assert re.fullmatch(character_regex, tr["text"]), tr["text"]
-        validate_trace(json.loads(json.dumps(tr)))
+        file = json.loads(json.dumps(tr))  # the download: loads back typed, writes the same
+        assert json.loads(json.dumps(Trace.from_json(validate_trace(file)).to_json())) == file
     assert masked["totals"]["jumps"] == 0
     assert jump["totals"]["jumps"] >= 5
     # jump-forward saves most forward passes

@@ -52,7 +52,9 @@ def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
 
     p = presets()["SGLang character (regex)"]
     c = Constraint(p["kind"], p["text"], p["whitespace"])
-    t = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump"))["totals"]
+    t = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump")).to_json()[
+        "totals"
+    ]
     assert t["clock"] == "this run" and t["run_step_ms"] > 0 and t["jumps"] > 0
     one_token = t["forward_passes"] - 1 - t["jumps"]  # the prefill and the jumps aside
     # masked: the prompt's prefill (the initial jump that rode in it taken out) and a step

@@ -32,7 +32,7 @@ from cfsm.bench.batch import run_batch
 regex, prompts = json.loads(sys.argv[1])
 eng = Engine(runtime="transformers")
 c = Constraint("regex", regex)
-texts = [eng.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"] \
+texts = [eng.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40)).text \
 for p in prompts]
 batch = run_batch(eng.ensure_model(), prompts, eng.compile(c, "fsm").compiled, max_new_tokens=40)
 print(json.dumps({"version": transformers.__version__, "check": eng.lm.self_check, "texts": texts,
@@ -64,7 +64,7 @@ def test_oldest_supported_transformers_decodes_like_the_installed_one(engine):
     assert old["check"]["cache_arg"] == "past_key_values"
     c = Constraint("regex", REGEX)
     here = [
-        engine.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40))["text"]
+        engine.generate(GenerateRequest(prompt=p, constraint=c, max_new_tokens=40)).text
         for p in PROMPTS
     ]
     assert old["texts"] == here

@@ -45,10 +45,12 @@ def test_the_decoding_loop_runs_a_request_on_the_added_runtime(toy, hf_engine):
     and decodes a constrained request on it: the trace names the runtime, the output is
     the constraint's and the transformers runtime's (greedy, same weights)."""
     c = Constraint("regex", "(yes|no)")
-    on_toy = hf_engine.generate(GenerateRequest.from_inputs("Is water wet?", c, runtime=toy))
+    on_toy = hf_engine.generate(
+        GenerateRequest.from_inputs("Is water wet?", c, runtime=toy)
+    ).to_json()
     on_hf = hf_engine.generate(
         GenerateRequest.from_inputs("Is water wet?", c, runtime="transformers")
-    )
+    ).to_json()
     assert on_toy["totals"]["runtime"] == "transformers"  # its runner is transformers'
     assert hf_engine.decoders[toy].lm.runtime == toy
     assert on_toy["text"] in ("yes", "no") and on_toy["text"] == on_hf["text"]

@@ -75,7 +75,7 @@ def test_the_embedded_model_decodes_on_llamacpp_by_default(engine, llama):
     assert costs["step_ms"] > 0 and costs["prefill_32_in_steps"] > 1
     tr = engine.generate(
         GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))
-    )
+    ).to_json()
     assert tr["model"]["runtime"] == tr["totals"]["runtime"] == "llamacpp"
     assert tr["text"] in ("yes", "no") and tr["valid"]
     assert tr["totals"]["est_masked_ms"] > 0
@@ -107,9 +107,13 @@ def test_llamacpp_crop_and_batch_give_a_fresh_prefills_logits(llama):
 def test_finished_and_cancelled_requests_give_their_sequence_back(engine, llama):
     free = len(llama.runner._free_ids)
     c = Constraint("regex", r"[a-z ]{50,80}")
-    tr = engine.generate(GenerateRequest.from_inputs("Say something.", c, max_new_tokens=8))
+    tr = engine.generate(
+        GenerateRequest.from_inputs("Say something.", c, max_new_tokens=8)
+    ).to_json()
     assert tr["totals"]["reason"] == "max_new_tokens"
-    tr = engine.generate(GenerateRequest.from_inputs("Say something.", c), should_stop=lambda: True)
+    tr = engine.generate(
+        GenerateRequest.from_inputs("Say something.", c), should_stop=lambda: True
+    ).to_json()
     assert tr["totals"]["reason"] == "cancelled"
     assert len(llama.runner._free_ids) == free
 
@@ -141,7 +145,7 @@ def test_every_backend_decodes_valid_outputs_on_llamacpp(engine, llama, backend)
                 max_new_tokens=60,
                 runtime="llamacpp",
             )
-        )
+        ).to_json()
         assert tr["totals"]["finished"] and tr["valid"], tr["text"]
         jsonschema.validate(json.loads(tr["text"]), PERSON)
         assert tr["totals"]["runtime"] == "llamacpp"
@@ -158,7 +162,7 @@ def test_a_batch_on_llamacpp_equals_single_runs(engine, llama, paper_bench, char
     for p, text in zip(prompts, batch["texts"], strict=True):
         single = engine.generate(
             GenerateRequest(prompt=p, constraint=c, mode="jump", healing_tokens=0)
-        )
+        ).to_json()
         assert single["text"] == text
         assert re.fullmatch(character_regex, text)
 
@@ -178,7 +182,7 @@ def test_a_gguf_path_loads_on_llamacpp(tmp_path):
         assert dec.model_info()["architecture"] == "llama"
         tr = eng.generate(
             GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))
-        )
+        ).to_json()
         assert tr["text"] in ("yes", "no")
     finally:
         eng.close()
@@ -234,14 +238,14 @@ def test_a_rerun_shares_the_prompt_and_decodes_the_same(engine, llama, monkeypat
     c = Constraint("regex", r"(red|green|blue)[a-z ]{0,20}")
     req = GenerateRequest.from_inputs("Name a colour and say why.", c, max_new_tokens=12)
     engine.generate(req)
-    again = engine.generate(req)
+    again = engine.generate(req).to_json()
     t = again["totals"]
     assert t["prompt_cached_tokens"] == t["prompt_tokens"] - 1
     assert t["est_masked_ms"] < llama.runner.costs.pass_ms(t["prompt_tokens"]) + (
         llama.runner.costs.step_ms * t["output_tokens"]
     )  # the masked baseline shares the prompt too
     monkeypatch.setattr(llama.runner, "_reuse", False)
-    fresh = engine.generate(req)
+    fresh = engine.generate(req).to_json()
     assert fresh["totals"]["prompt_cached_tokens"] == 0
     assert again["text"] == fresh["text"] and again["valid"]
     assert [s["prob"] for s in again["steps"]] == [s["prob"] for s in fresh["steps"]]
@@ -254,8 +258,8 @@ def test_a_rerun_that_jumps_first_shares_no_more_than_its_prompt(engine, llama):
     the prompt's (it read '57 of the prompt's 53')."""
     c = Constraint("regex", r'\{"name": "[A-Za-z ]{1,12}"\}')
     req = GenerateRequest.from_inputs("Give a name as JSON.", c, max_new_tokens=12)
-    first = engine.generate(req)["totals"]
-    t = engine.generate(req)["totals"]
+    first = engine.generate(req).to_json()["totals"]
+    t = engine.generate(req).to_json()["totals"]
     assert t["prompt_cached_tokens"] == t["prompt_tokens"]  # the whole prompt, and no more
     # and the second run compiled nothing: its compile card says the time is the cached one's
     from viz.cards import stat_cards
@@ -274,7 +278,7 @@ def test_a_run_that_jumps_nothing_saves_no_time_on_the_cost_model(engine, llama)
     for mode in ("masked", "jump"):
         tr = engine.generate(
             GenerateRequest.from_inputs("When did it happen?", c, mode=mode, max_new_tokens=16)
-        )
+        ).to_json()
         t = tr["totals"]
         assert not tr["jumps"] and tr["valid"], mode
         assert t["est_forward_ms"] == pytest.approx(t["est_masked_ms"], rel=1e-6), mode
@@ -308,7 +312,7 @@ def test_llamacpp_samples_on_one_core_and_leaves_the_callers_threads(engine, lla
         GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)")),
         # a step's event comes from the thread that sampled it
         on_event=lambda kind, ev: kind == "step" and counts.add(torch.get_num_threads()),
-    )
+    ).to_json()
     assert tr["valid"] and counts == {1}
     assert torch.get_num_threads() == before
 
@@ -367,7 +371,7 @@ def test_a_full_cache_makes_requests_wait_and_each_equals_its_single_run(
     assert runner.evictions > evictions, (held, recomputed)
     assert sum(held) > 0 and sum(recomputed) > 0, (held, recomputed)
     for p, s in zip(prompts, seqs, strict=True):
-        alone = engine.generate(GenerateRequest(prompt=p, constraint=c, mode="jump"))
+        alone = engine.generate(GenerateRequest(prompt=p, constraint=c, mode="jump")).to_json()
         text = small_cache.texts.bytes(s.out_ids).decode("utf-8")
         assert text == alone["text"] and re.fullmatch(character_regex, text)
         assert len(s.prompt_ids) + len(s.out_ids) < 512  # each fits alone

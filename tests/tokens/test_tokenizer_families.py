@@ -151,7 +151,7 @@ def test_jump_forward_works_on_every_family(family_models, family, character_reg
                     seed=3,
                     max_new_tokens=400,
                 )
-            )
+            ).to_json()
             for mode in ("masked", "jump")
         }
         token_bytes = eng.ctx.vocab.token_bytes
@@ -185,7 +185,7 @@ def test_a_jump_through_a_special_token_is_skipped_with_its_reason(family_models
             raw_prompt=True,
             max_new_tokens=40,
         )
-        tr = eng.generate(req)
+        tr = eng.generate(req).to_json()
     finally:
         eng.close()
     assert tr["valid"], tr["validation"]

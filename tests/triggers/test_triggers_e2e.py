@@ -124,7 +124,7 @@ def _check_reasoning_trace(tr: dict) -> None:
 @pytest.mark.parametrize("backend, impl", TOOL_RUNS)
 @pytest.mark.parametrize("mode", ["jump", "masked"])
 def test_tool_calls_are_valid_on_every_backend(engine, backend, impl, mode):
-    tr = engine.generate(tools_request(backend, mode, trigger_impl=impl))
+    tr = engine.generate(tools_request(backend, mode, trigger_impl=impl)).to_json()
     _check_tool_trace(tr)
     assert tr["compile"]["triggers"] == ("engine" if impl == "engine" else f"native ({backend})")
 
@@ -134,7 +134,7 @@ def test_an_auto_run_with_tools_names_the_backend_auto_chose_and_why(engine):
     which library held the call to the tool's schema."""
     from viz.summaries import summary_md
 
-    tr = engine.generate(tools_request("auto", "jump"))
+    tr = engine.generate(tools_request("auto", "jump")).to_json()
     assert tr["backend"] in BACKENDS and tr["backend_why"].startswith(tr["backend"] + ":")
     assert f"with **{tr['backend']}**" in summary_md(tr)
     assert "Backend chosen by auto" in summary_md(tr)
@@ -143,7 +143,7 @@ def test_an_auto_run_with_tools_names_the_backend_auto_chose_and_why(engine):
 @pytest.mark.parametrize("backend, impl", RUNS)
 @pytest.mark.parametrize("mode", ["jump", "masked"])
 def test_reasoning_then_an_answer_on_every_backend(engine, backend, impl, mode):
-    tr = engine.generate(reasoning_request(backend, mode, trigger_impl=impl))
+    tr = engine.generate(reasoning_request(backend, mode, trigger_impl=impl)).to_json()
     _check_reasoning_trace(tr)
     free = [s for s in tr["steps"] if s.get("segment") == 1]
     vocab = tr["model"]["vocab_size"]
@@ -190,8 +190,8 @@ def test_native_triggers_write_what_the_engine_layer_writes(engine, backend, mak
     """Greedy, the same model: the library's own trigger machinery and the engine's layer
     hold the same language, so they write the same text, with the same segments."""
     for mode in ("jump", "masked"):
-        native = engine.generate(make(backend, mode, trigger_impl="native"))
-        layer = engine.generate(make(backend, mode, trigger_impl="engine"))
+        native = engine.generate(make(backend, mode, trigger_impl="native")).to_json()
+        layer = engine.generate(make(backend, mode, trigger_impl="engine")).to_json()
         assert native["text"] == layer["text"] and native["valid"]
         kinds = [s["kind"] for s in native["segments"]]
         assert [s["kind"] for s in layer["segments"] if s["label"] != "thinking end"] == kinds
@@ -199,7 +199,7 @@ def test_native_triggers_write_what_the_engine_layer_writes(engine, backend, mak
 
 
 def test_a_named_tool_choice_forces_that_tool_first_then_allows_any(engine):
-    tr = engine.generate(named_request("fsm", "jump"))
+    tr = engine.generate(named_request("fsm", "jump")).to_json()
     assert tr["valid"] and json.loads(tr["segments"][1]["text"])["name"] == "get_time"
     # the automaton drawn is the forced call's: the first constrained segment walks it
     assert tr["automaton"]["path_segment"] == 1 and len(tr["automaton"]["path"]) > 10
@@ -229,18 +229,18 @@ def test_native_triggers_are_refused_by_name_where_a_backend_has_none(engine):
     with pytest.raises(CfsmError) as ei:
         engine.generate(reasoning_request("llguidance", "jump", trigger_impl="native"))
     assert "'llguidance'" in ei.value.message
-    auto = engine.generate(reasoning_request("llguidance", "jump"))
+    auto = engine.generate(reasoning_request("llguidance", "jump")).to_json()
     assert auto["compile"]["triggers"] == "engine" and auto["valid"]
 
 
 def test_jump_forward_runs_inside_the_call_and_not_in_free_text(engine):
-    jump = engine.generate(tools_request("fsm", "jump"))
-    masked = engine.generate(tools_request("fsm", "masked"))
+    jump = engine.generate(tools_request("fsm", "jump")).to_json()
+    masked = engine.generate(tools_request("fsm", "masked")).to_json()
     strings = [j["string"] for j in jump["jumps"]]
     assert strings[0].startswith('<tool_call>{"name": "get_')  # the tag and the body's start
     assert any(s.startswith('", "arguments": {"') for s in strings)
     assert jump["totals"]["forward_passes"] * 3 < masked["totals"]["forward_passes"]
-    reasoning = engine.generate(reasoning_request("fsm", "jump"))
+    reasoning = engine.generate(reasoning_request("fsm", "jump")).to_json()
     think = reasoning["segments"][1]
     # no jump starts inside the free thinking (the budget's forced marker starts at its end)
     assert all(
@@ -254,7 +254,7 @@ def test_batched_triggered_runs_equal_single_runs(engine):
         reasoning_request("fsm", "jump"),
         reasoning_request("xgrammar", "masked"),
     ]
-    single = [engine.generate(r)["text"] for r in reqs]
+    single = [engine.generate(r).text for r in reqs]
     dec = engine.ensure_model()
     seqs = [dec.sequence(r, engine.compile_request(r)[1]) for r in reqs]
     dec.run_many(seqs)

@@ -30,7 +30,7 @@ def _run_with_snapshots(engine, mode: str, preset: str = "SGLang character (rege
     trace = engine.generate(
         GenerateRequest(prompt=p["prompt"], constraint=c, mode=mode, backend="fsm"),
         on_event=listen,
-    )
+    ).to_json()
     return trace, snaps
 
 

@@ -26,7 +26,7 @@ def test_every_position_of_a_schema_run_names_its_pointer(engine, name):
     c = Constraint(p["kind"], p["text"], p["whitespace"])
     tr = engine.generate(
         GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump", max_new_tokens=96)
-    )
+    ).to_json()
     b = step_bundle(tr)
     places = places_along(tr["text"], json.loads(p["text"]))  # read from the output itself
     for e in b.steps:
@@ -94,7 +94,7 @@ def test_a_run_with_free_keys_places_every_position_as_the_scanner_reads_it(engi
         backend="fsm",
         max_new_tokens=80,
     )
-    tr = engine.generate(req)
+    tr = engine.generate(req).to_json()
     text = tr["text"]
     assert '"labels":{"' in text  # the model wrote at least one free key
     shown = []
@@ -138,7 +138,7 @@ def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(c
         for i in ids
     ]
     reply = {"message": {"content": text}, "logprobs": {"content": content}}
-    tr = compile_engine.replay(c, {"choices": [reply]}, {})
+    tr = compile_engine.replay(c, {"choices": [reply]}, {}).to_json()
     assert tr["text"] == text and tr["valid"]
     auto = tr["automaton"]
     view = graph_view(auto)
@@ -278,7 +278,7 @@ def test_an_llguidance_run_with_open_objects_is_placed_where_its_text_is(engine)
         backend="llguidance",
         max_new_tokens=60,
     )
-    tr = engine.generate(req)
+    tr = engine.generate(req).to_json()
     text = tr["text"]
     for e in step_bundle(tr).steps:
         assert resolve(kube, e.pointer)[0], e.pointer

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from cfsm.bench.scrub import CHROMIUM, synthetic_trace
+from viz.panels import duration_us
 from viz.step_bundle import (
     head_html,
     positions,
@@ -45,8 +46,14 @@ def test_the_first_part_holds_what_position_0_draws_and_the_rest_the_others():
     assert {**{k: v for k, v in first.masks.items() if v is not None}, **rest["masks"]} == (
         full.masks
     )
-    assert {k: v for k, v in vars(first).items() if k not in ("layouts", "masks", "pending")} == {
-        k: v for k, v in vars(full).items() if k not in ("layouts", "masks", "pending")
+    # and the registered panels (viz/step_panels.py): position 0 first, the others after
+    assert all(
+        col[0] == full.panels[k][0] and set(col[1:]) == {None} for k, col in first.panels.items()
+    )
+    assert {k: [first.panels[k][0], *col[1:]] for k, col in rest["panels"].items()} == full.panels
+    split = ("layouts", "masks", "panels", "pending")
+    assert {k: v for k, v in vars(first).items() if k not in split} == {
+        k: v for k, v in vars(full).items() if k not in split
     }
     assert not full.pending
 
@@ -54,7 +61,7 @@ def test_the_first_part_holds_what_position_0_draws_and_the_rest_the_others():
 def test_a_run_with_one_layout_and_mask_has_nothing_pending():
     trace = synthetic_trace("(yes|no)", steps=1)
     first, rest = split_bundle(step_bundle(trace))
-    assert not first.pending and not rest["layouts"]
+    assert not first.pending and not rest["layouts"] and not rest["panels"]
     assert None not in first.layouts
 
 
@@ -102,6 +109,7 @@ def test_a_later_layout_is_drawn_once_the_rest_of_the_bundle_arrives(blank_page)
     assert page.locator("#fsm-graph svg").count() == 0
     assert page.locator("#graph-where").inner_text() == ""  # no state named for a missing graph
     assert page.locator("#mask-loading").count() == (b["masks"].get(b["steps"]["mask"][k]) is None)
+    assert page.locator("[data-panel=step_cost]").inner_text() == ""  # on its way too
     # the rest of a different run changes nothing
     other = rest.replace(f'data-run="{b["run"]}"', 'data-run="another"')
     page.evaluate("(h) => { document.querySelector('#step-view-rest').innerHTML = h; }", other)
@@ -116,6 +124,34 @@ def test_a_later_layout_is_drawn_once_the_rest_of_the_bundle_arrives(blank_page)
     assert page.locator("#graph-loading, #mask-loading").count() == 0
     assert page.evaluate("document.querySelector('#mask-img').naturalWidth") == 256
     assert page.evaluate("document.querySelector('#step-view').dataset.step") == str(k)
+    assert _cost_line(trace, k) in page.locator("[data-panel=step_cost]").inner_text()
+
+
+def _cost_line(trace: dict, k: int) -> str:
+    return f"forward {duration_us(1000 * trace['steps'][k]['forward_ms'])}"
+
+
+@pytest.mark.browser
+def test_a_panel_still_on_its_way_is_filled_when_the_rest_arrives(blank_page):
+    """A position whose graph and mask came first, but not its registered panels: the
+    panels are filled in place when the rest arrives (nothing else is drawn again)."""
+    page, trace = blank_page, _trace()
+    view, rest = step_view_parts(trace)
+    b = json.loads(view.split('class="cfsm-bundle">')[1].split("</script>")[0])
+    j = next(i for i, L in enumerate(b["steps"]["layout"]) if i > 0 and b["layouts"][L])
+    page.set_content(
+        f"<html><head>{head_html()}</head><body><div id='step-view-host'>{view}</div>"
+        "<div id='step-view-rest'></div></body></html>"
+    )
+    page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'")
+    assert _cost_line(trace, 0) in page.locator("[data-panel=step_cost]").inner_text()
+    page.evaluate(f"window.cfsm.show({j})")
+    assert page.locator("#graph-loading").count() == 0
+    assert page.locator("[data-panel=step_cost]").inner_text() == ""
+    page.evaluate("(h) => { document.querySelector('#step-view-rest').innerHTML = h; }", rest)
+    page.wait_for_function("document.querySelector('[data-panel=step_cost]').innerText !== ''")
+    assert _cost_line(trace, j) in page.locator("[data-panel=step_cost]").inner_text()
+    assert page.evaluate("document.querySelector('#step-view').dataset.step") == str(j)
 
 
 @pytest.mark.browser

@@ -29,7 +29,7 @@ def trace(engine):
             mode="jump",
             max_new_tokens=30,
         )
-    )
+    ).to_json()
     assert tr["jumps"], "this regex starts with forced text"
     return json.loads(json.dumps(tr))  # exactly what a downloaded trace holds
 
@@ -232,6 +232,22 @@ def test_a_run_that_jumps_nothing_saves_nothing():
     assert saved(output_tokens=30, forward_passes=10, reason="eos") == "68%"
 
 
+def test_tokens_jumped_counts_no_token_a_step_decoded():
+    """The enum preset, 2026-12-06: "Status: inter" jumped, the model chose " " and "v",
+    "iew." jumped; re-tokenized, all 4 final tokens were marked jumped (" interview" holds
+    the model's "v"), and the card read 100% beside "4 tokens in 2 forward passes"."""
+
+    def jumped(**t) -> str:
+        return re.search(
+            r'<div class="v">([^<]*)</div><div class="l">output tokens jumped', stat_cards(t)
+        ).group(1)
+
+    enum = dict(output_tokens=4, forward_passes=2, steps=2, jumped_tokens=4, reason="complete")
+    assert jumped(**enum) == "50%"
+    assert jumped(**dict(enum, jumped_tokens=1)) == "25%"  # fewer marked: that count
+    assert jumped(output_tokens=10, forward_passes=10, steps=10, jumped_tokens=0) == "0%"
+
+
 @pytest.mark.model
 def test_step_view_html_carries_its_bundle(trace):
     html = step_view_html(trace)
@@ -361,7 +377,7 @@ def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, step
         GenerateRequest(
             prompt=prompt, constraint=Constraint("regex", rx), mode="jump", max_new_tokens=20
         )
-    )
+    ).to_json()
     assert len(tr["steps"]) == steps
     b = step_bundle(json.loads(json.dumps(tr)))
     assert len(b.steps) == steps + 1
@@ -385,7 +401,7 @@ def test_a_cancelled_run_has_a_view(engine):
             max_new_tokens=30,
         ),
         should_stop=lambda: calls.append(1) or len(calls) > 3,
-    )
+    ).to_json()
     assert tr["totals"]["reason"] == "cancelled"
     b = step_bundle(json.loads(json.dumps(tr)))
     assert len(b.steps) == len(tr["steps"]) + 1 and "cancelled" in b.steps[-1].caption
@@ -402,7 +418,7 @@ def _preset_run(engine, name: str, max_new_tokens: int) -> dict:
         mode="jump",
         max_new_tokens=max_new_tokens,
     )
-    return engine.generate(req)
+    return engine.generate(req).to_json()
 
 
 @pytest.mark.model
@@ -459,7 +475,9 @@ def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
 
 @pytest.mark.model
 def test_output_offsets_come_from_the_tokens_when_there_is_no_automaton(engine):
-    tr = engine.generate(GenerateRequest(prompt="Say something.", mode="free", max_new_tokens=12))
+    tr = engine.generate(
+        GenerateRequest(prompt="Say something.", mode="free", max_new_tokens=12)
+    ).to_json()
     pos = positions(json.loads(json.dumps(tr)))
     offs = [o for _s, o in pos]
     assert all(s is None for s, _o in pos)
@@ -550,7 +568,7 @@ def test_a_grammar_run_says_why_there_is_no_graph_and_its_jump_names_no_chain(en
             mode="jump",
             max_new_tokens=8,
         )
-    )
+    ).to_json()
     assert tr["jumps"] and tr.get("automaton") is None
     cap = caption(tr, 0)
     assert "the grammar allowed exactly one continuation for 14 characters" in cap
@@ -614,3 +632,37 @@ def test_the_end_of_a_run_is_not_called_a_choice_in_the_jump_panel():
     assert "ended (max_new_tokens: it reached the Max new tokens limit)" in jump_panel(limit, 3)
     assert "the next character is a choice" in jump_panel(t, 1)
     assert "jump-forward is off" in jump_panel({**t, "mode": "masked"}, 3)
+
+
+def test_a_long_class_repeated_along_a_counted_string_reads_as_a_key_written_once():
+    """A string of maxLength 20 is a run of states whose edges all read 'any character
+    except control characters, " and \\': written on every edge, a focus view was about
+    2,900 pt wide. Keyed (\u2460), the class is written once above the drawing, each edge
+    keeps its exact class on hover, and the same view is far narrower."""
+    from engine.regex.dfa import build_char_dfa
+    from engine.serving.service import automaton_json
+    from viz.graph import KEY_WRAP, KEYS
+
+    dfa = build_char_dfa(r'\{"name":"([^"\\\x00-\x1f]|\\["\\/bfnrt]){0,20}","age":[0-9]{1,3}\}')
+    auto = automaton_json(dfa)
+    auto["path"] = dfa.path('{"name":"abcdefghijklmnopq","age":12}')
+    view = graph_view(auto)
+    keeps, _ = plan_focus(view, [view.element(s) for s in auto["path"]])
+    k = max(keeps, key=len)
+    cls = 'any character except control characters, \\" and \\\\'  # as DOT spells it
+    keyed, plain = dot_source(view, k), dot_source(view, k, keyed=False)
+    assert plain.count(f'label="{cls}"') >= 3
+    assert f'label="{KEYS[0]}"' in keyed and f'label="{cls}"' not in keyed
+    # the key, written once above the drawing, in lines a phone's panel holds
+    box = re.search(r'label="((?:[^"\\]|\\.)*)"; labelloc=t', keyed).group(1)
+    lines = [x.strip() for x in box.split("\\l") if x.strip()]
+    assert " ".join(lines).count(f"{KEYS[0]} {cls}") == 1, lines
+    assert max(len(x.replace('\\"', '"')) for x in lines) <= KEY_WRAP + 2, lines
+    assert keyed.count('tooltip="[^\\\\x00-\\\\x1f\\"\\\\\\\\]"') == plain.count(
+        'tooltip="[^\\\\x00-\\\\x1f\\"\\\\\\\\]"'
+    )  # every edge keeps its exact class on hover
+
+    def width(dot: str) -> float:
+        return float(re.search(r'<svg width="([\d.]+)pt"', render_svg(dot)).group(1))
+
+    assert width(keyed) < 0.7 * width(plain), (width(keyed), width(plain))

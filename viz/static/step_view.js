@@ -3,16 +3,16 @@
 window.cfsm = (() => {
   let B = null, root = null, L = -1, svg = null, vb = null, base = null, shift = [0, 0], chars = [];
   let chipEls = [], playing = null, moved = false, loaded = null, blobUrl = null, drag = null, passed = null, cur = -1;
-  let tour = null;  // the tour in progress: {stops, i, missing}
-  let tourCentre = null;  // [step, edge ids]: the tour's chain stop frames them with the current state
+  // the tour in progress ({stops, i, missing}); its chain stop's [step, edge ids], framed with the current state
+  let tour = null, tourCentre = null;
   const zoomed = new WeakSet();
   // The graph's room: labels start at LABEL_PX on screen, "fit" never goes under FIT_PX;
   // the view is placed so that no label is cut at the panel's edge. Presentation mode
   // (static/present.js) draws them larger (`labels`).
-  let LABEL_PX = 14, FIT_PX = 10;
-  const PAD = 4;
-  let boxes = null, focusBox = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
+  let LABEL_PX = 14, FIT_PX = 10; const PAD = 4;
+  let boxes = null, focusBox = null, focusLabel = null, content = null, minFont = 10, blind = false, lastSize = [0, 0];
   const $ = (sel) => root && root.querySelector(sel);
+  const union = (bs) => [0, 1, 2, 3].map((i) => (i < 2 ? Math.min : Math.max)(...bs.map((b) => b[i])));  // [x0, y0, x1, y1] boxes
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
   const FEW_ALLOWED = 16;  // at most this many allowed ids are ringed and listed under the mask
   // as viz.panels.share: one decimal near either end, so 99.7% stands beside 0.3%
@@ -32,8 +32,7 @@ window.cfsm = (() => {
     if (el !== root) el.addEventListener("click", onClick);
     root = el; loaded = key;
     B = data ? JSON.parse(data.textContent) : null;
-    L = -1; svg = null;
-    if (!B) return;
+    L = -1; svg = null; if (!B) return;
     B.steps = rowsOf(B.steps);
     const note = $("#graph-note"); if (note) note.textContent = B.note;
     chars = Array.from(B.text);
@@ -58,8 +57,10 @@ window.cfsm = (() => {
     const R = JSON.parse(d.textContent);
     for (const [i, x] of Object.entries(R.layouts)) B.layouts[Number(i)] = x;
     Object.assign(B.masks, R.masks);
+    for (const [name, col] of Object.entries(R.panels || {})) col.forEach((x, i) => { if (x !== null) B.panels[name][i] = x; });
     B.pending = false;
     if (root.querySelector(".cfsm-loading")) show(cur);  // a position that waited for them
+    else showPanels(cur);
   }
   function setLayout(i) {
     const host = $("#fsm-graph");
@@ -92,16 +93,12 @@ window.cfsm = (() => {
     if (!svg || !$("#fsm-graph").clientWidth) { blind = true; return false; }
     // the boxes drawn on screen, back in the viewBox's units: a fallback font's glyphs
     // (the visible space, the return) reach past the box getBBox gives
-    // measured at the labels' default size: Chrome lays text out at its size on screen
-    const k0 = LABEL_PX / minFont, [cw, ch] = size();
-    svg.setAttribute("viewBox", `${base[0]} ${base[1]} ${cw / k0} ${ch / k0}`);
-    const m = svg.getScreenCTM().inverse();
-    boxes = Array.from(svg.querySelectorAll("text"), (t) => {
-      const r = t.getBoundingClientRect();
-      return [m.a * r.left + m.e, m.d * r.top + m.f, m.a * r.right + m.e, m.d * r.bottom + m.f];
-    });
-    const e = B.steps[cur], el = e && e.element && svg.getElementById(e.element), fr = el && el.getBoundingClientRect();
-    focusBox = fr && fr.width ? [m.a * fr.left + m.e, m.d * fr.top + m.f, m.a * fr.right + m.e, m.d * fr.bottom + m.f] : null;
+    const m = unitsAtLabelSize(), unit = (t) => { const r = t.getBoundingClientRect();
+      return [m.a * r.left + m.e, m.d * r.top + m.f, m.a * r.right + m.e, m.d * r.bottom + m.f]; };
+    boxes = Array.from(svg.querySelectorAll("text"), unit);
+    const e = B.steps[cur], el = e && e.element && svg.getElementById(e.element), fb = el && unit(el);
+    focusBox = fb && fb[2] > fb[0] ? fb : null;
+    focusLabel = el && el.querySelector("text") ? union(Array.from(el.querySelectorAll("text"), unit)) : focusBox;  // a long edge keeps its label in view
     const g = (svg.querySelector("g.graph") || svg).getBBox();
     const x0 = Math.min(base[0], g.x + shift[0], ...boxes.map((b) => b[0])) - PAD;
     const y0 = Math.min(base[1], g.y + shift[1], ...boxes.map((b) => b[1])) - PAD;
@@ -172,7 +169,8 @@ window.cfsm = (() => {
     // the labels that could be cut by a view moved by up to half its size
     const fits = boxes.filter((b) => b[2] - b[0] < w - 2 * PAD && b[3] - b[1] < h - 2 * PAD &&
       b[2] > x - w / 2 && b[0] < x + 1.5 * w && b[3] > y - h / 2 && b[1] < y + 1.5 * h);
-    const f = focusBox;  // the current element stays wholly in view
+    // the current element stays wholly in view; one larger than the view (a long edge), its label
+    const f = focusBox && (focusBox[2] - focusBox[0] > w - 2 * PAD || focusBox[3] - focusBox[1] > h - 2 * PAD) ? focusLabel : focusBox;
     const cuts = (x0, y0) => {
       let n = f && (f[0] < x0 || f[2] > x0 + w || f[1] < y0 || f[3] > y0 + h) ? 1000 : 0;
       for (const b of fits) if (b[2] + M > x0 && b[0] - M < x0 + w && b[3] + M > y0 && b[1] - M < y0 + h &&
@@ -192,11 +190,14 @@ window.cfsm = (() => {
     }
     return best;
   }
-  function toSvg(ev) {
-    // measured at the labels' default size: Chrome lays text out at its size on screen
+  // screen to viewBox units, measured at the labels' default size (Chrome lays text out at its size on screen)
+  function unitsAtLabelSize() {
     const k0 = LABEL_PX / minFont, [cw, ch] = size();
     svg.setAttribute("viewBox", `${base[0]} ${base[1]} ${cw / k0} ${ch / k0}`);
-    const m = svg.getScreenCTM().inverse();
+    return svg.getScreenCTM().inverse();
+  }
+  function toSvg(ev) {
+    const m = unitsAtLabelSize();
     return [m.a * ev.clientX + m.c * ev.clientY + m.e, m.b * ev.clientX + m.d * ev.clientY + m.f];
   }
   function apply() { reshape(); svg.setAttribute("viewBox", vb.map((x) => x.toFixed(1)).join(" ")); }
@@ -215,9 +216,16 @@ window.cfsm = (() => {
     if (!g) return false;
     if (!measure()) return true;  // a hidden panel: placed when it is shown
     reshape();
-    const b = g.getBBox(), cx = b.x + b.width / 2 + shift[0], cy = b.y + b.height / 2 + shift[1];
-    if (onlyIfHidden && cx > vb[0] + vb[2] * 0.1 && cx < vb[0] + vb[2] * 0.9 && cy > vb[1] && cy < vb[1] + vb[3]) { apply(); return true; }
-    vb[0] = cx - vb[2] / 2; vb[1] = cy - vb[3] / 2;
+    let b = g.getBBox();  // an element larger than the view (a long edge): its label
+    if ((b.width > vb[2] - 2 * PAD || b.height > vb[3] - 2 * PAD) && g.querySelector("text")) b = g.querySelector("text").getBBox();
+    const x0 = b.x + shift[0], y0 = b.y + shift[1], x1 = x0 + b.width, y1 = y0 + b.height;
+    const cx = (x0 + x1) / 2, cy = (y0 + y1) / 2, [vx, vy, vw, vh] = vb;
+    const seen = onlyIfHidden && cx > vx + vw * 0.1 && cx < vx + vw * 0.9 && cy > vy && cy < vy + vh;
+    if (seen && x0 >= vx && x1 <= vx + vw && y0 >= vy && y1 <= vy + vh) { snap(); apply(); return true; }
+    // partly cut (a long label at the view's edge): moved just enough; hidden: centred
+    const by = (lo, hi, at, len) => !seen || hi - lo + 2 * PAD > len ? (lo + hi - len) / 2 - at :
+      lo - PAD < at ? lo - PAD - at : hi + PAD > at + len ? hi + PAD - at - len : 0;
+    vb[0] += by(x0, x1, vx, vw); vb[1] += by(y0, y1, vy, vh);
     snap();
     apply();
     return true;
@@ -231,7 +239,7 @@ window.cfsm = (() => {
     if (!measure()) return true;  // a hidden panel: placed when it is shown
     reshape();
     const box = (g) => { const b = g.getBBox(); return [b.x + shift[0], b.y + shift[1], b.x + b.width + shift[0], b.y + b.height + shift[1]]; };
-    const bs = gs.map(box), u = [0, 1, 2, 3].map((i) => (i < 2 ? Math.min : Math.max)(...bs.map((b) => b[i])));
+    const bs = gs.map(box), u = union(bs);
     const [cw, ch] = size(), m = 2 * (PAD + minFont);  // a label's height of room each side
     const k = Math.max(FIT_PX / minFont, Math.min(cw / vb[2], cw / (u[2] - u[0] + m), ch / (u[3] - u[1] + m)));
     let cx = (u[0] + u[2]) / 2, cy = (u[1] + u[3]) / 2;
@@ -382,6 +390,14 @@ window.cfsm = (() => {
       `<span class="bar msk" style="width:${(Number(m) * 120).toFixed(0)}px"></span><span class="cfsm-p">${pct(m)}</span></div>`).join("");
     return `<h4>Top-k: model (grey) vs after the mask (blue) \u00b7 <a class="cfsm-g" href="#g-feasible-mass">feasible mass</a> ${pct(e.feasible_mass)}</h4>${rows}`;
   }
+  // The registered panels (viz/step_panels.py): each one's HTML at position k, "" hides it
+  // (null: still in the bundle's second part, merged by mergeRest).
+  function showPanels(k) {
+    for (const [name, col] of Object.entries(B.panels || {})) {
+      const host = root.querySelector(`[data-panel="${name}"]`);
+      if (host) host.innerHTML = col[k] || "";
+    }
+  }
   function show(k) {
     if (!B || !root) return;
     const t0 = performance.now();
@@ -398,6 +414,7 @@ window.cfsm = (() => {
     const out = $("#output-text");
     if (out) { out.querySelector(".done").textContent = chars.slice(0, e.offset).join(""); out.querySelector(".rest").textContent = chars.slice(e.offset).join(""); }
     $("#jump-html").innerHTML = e.jump_html || `<div class="cfsm-panel" id="jump-panel"><h4><a class="cfsm-g" href="#g-jump">Jump-forward</a></h4><div class="cfsm-muted">${esc(B.no_jump)}</div></div>`;
+    showPanels(k);
     $("#allowed-html").innerHTML = allowedHtml(e);
     $("#mask-panel").innerHTML = maskHtml(e);
     $("#topk-panel").innerHTML = topHtml(e);
@@ -550,12 +567,10 @@ window.cfsm = (() => {
     const c = svg.cloneNode(true);
     c.setAttribute("viewBox", (content || base).join(" "));
     const st = document.createElementNS("http://www.w3.org/2000/svg", "style");
-    st.textContent = B.mark_css || "";
-    c.insertBefore(st, c.firstChild);
+    st.textContent = B.mark_css || ""; c.insertBefore(st, c.firstChild);
     if (blobUrl) URL.revokeObjectURL(blobUrl);
     blobUrl = URL.createObjectURL(new Blob([new XMLSerializer().serializeToString(c)], {type: "image/svg+xml"}));
-    a.href = blobUrl;
-    a.download = `fsm-step-${root.dataset.step}.svg`;
+    a.href = blobUrl; a.download = `fsm-step-${root.dataset.step}.svg`;
   }
   function play() {
     pause();
@@ -579,9 +594,7 @@ window.cfsm = (() => {
   // Gradio mutates the page many times per streamed update: look for a new view once a frame
   let pending = false;
   new MutationObserver(() => {
-    if (pending) return;
-    pending = true;
-    requestAnimationFrame(() => { pending = false; attach(); });
+    if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; attach(); }); }
   }).observe(document.documentElement, {childList: true, subtree: true});
   return {show, play, pause, stale, setSlider, attach, labels};
 })();
