@@ -346,6 +346,14 @@ class GrammarBackend(ABC):
         compiled.warnings = warnings + regex_warnings
         return compiled
 
+    def native_key(self, constraint: Constraint) -> str | None:
+        """What the library's own compile reads of `constraint`, where that is less than
+        the whole of it: constraints with the same key get the same payload, so the compile
+        cache builds it once (schemas that differ only in titles or descriptions lower to
+        one regex). None, the default: the whole constraint, nothing shared. Changes
+        nothing; may raise CfsmError for a constraint that cannot compile."""
+        return None
+
     @abstractmethod
     def compile_native(
         self, constraint: Constraint, ctx: TokenizerContext, dfa: CharDFA | None = None

@@ -208,6 +208,10 @@ class OutlinesBackend(GrammarBackend):
     needs_automaton = True
     compiles_in_worker = True  # its Rust Index build cannot be interrupted
 
+    def native_key(self, constraint: Constraint) -> str | None:
+        """The Index is built from the regex alone (its automaton is loaded beside it)."""
+        return constraint.regex()
+
     def warm(self, ctx: TokenizerContext) -> None:
         ctx.view("outlines+end-marker", lambda: _vocabulary(ctx))
 

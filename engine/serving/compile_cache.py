@@ -9,7 +9,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..backends import BACKENDS, CompiledConstraint, TokenizerContext, get_backend
 from ..backends.choose import AUTO, NEXT_ON, ORDER, none_enforces, why_chosen
@@ -61,6 +63,8 @@ def _result_nbytes(fut: cf.Future) -> int:
     res = fut.result()
     if isinstance(res, CharDFA):
         return dfa_nbytes(res)
+    if res is None or isinstance(res, bytes):  # a worker's payload, shared (`native_key`)
+        return 1024 + len(res or b"")
     # its automaton too: it lives as long as this entry, whatever happens to the automaton's own
     # key (counted twice while both are cached, which errs on the side of evicting)
     return res.compiled.nbytes() + (dfa_nbytes(res.dfa) if res.dfa is not None else 0)
@@ -95,6 +99,7 @@ class CompileCache:
         if self._worker is not None and warm:  # a server: no first compile pays the setup
             self._worker.warm(ctx, [n for n in BACKENDS if get_backend(n).compiles_in_worker])
         self.dfa_builds = 0
+        self.native_compiles = 0  # compiles sent to the workers (shared payloads not counted)
         # compiled-constraint lookups (`submit`) that found an entry, cached or compiling, and
         # that started a compile: the server's /metrics reads them
         self.hits = self.misses = 0
@@ -148,7 +153,17 @@ class CompileCache:
             raise CfsmError("unsupported_feature", "grammars have no finite automaton to show")
         # regexes derived from schemas are long by nature; the state limit governs them
         max_chars = constraint.max_regex_chars
-        key = ("dfa", pattern, max_chars)
+        short = budget < self.timeout_s  # its time limit says nothing of the full budget's
+        return self._once(
+            ("dfa", pattern, max_chars),
+            lambda: self._build_dfa(pattern, max_chars, budget),
+            forget=lambda exc: short and getattr(exc, "kind", "") == "compile_timeout",
+        )
+
+    def _once(self, key: tuple, make: Callable[[], Any], forget: Callable[[BaseException], bool]):
+        """`make()`'s result for `key`, made once for every caller, concurrent or later, and
+        cached (a failure too, as `_cached` keeps it, unless `forget(exc)`); raises what
+        `make` raised."""
         with self._lock:
             fut = self._cached(key)
             owner = fut is None
@@ -158,11 +173,11 @@ class CompileCache:
                 self.lru.put(key, fut)
         if owner:
             try:
-                fut.set_result(self._build_dfa(pattern, max_chars, budget))
-            except BaseException as exc:  # noqa: BLE001
-                if budget < self.timeout_s and getattr(exc, "kind", "") == "compile_timeout":
+                fut.set_result(make())
+            except BaseException as exc:  # noqa: BLE001 - cached, then raised to every caller
+                if forget(exc):
                     with self._lock:
-                        self.lru.pop(key)  # a shortened budget says nothing of the full one
+                        self.lru.pop(key)
                 fut.set_exception(exc)
         return fut.result()
 
@@ -220,10 +235,10 @@ class CompileCache:
         t0 = time.perf_counter()
         impl = get_backend(backend)
         clock = Clock(min(limit_s, self.timeout_s) if limit_s else self.timeout_s)
-        left = clock.left
+        left, whole = clock.left, limit_s is None or limit_s >= self.timeout_s
         dfa, dfa_error, compiled = None, None, None
         if not impl.needs_automaton:
-            compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(clock))
+            compiled = impl.compile(constraint, self.ctx, worker=self._native_runner(clock, whole))
         view_only = compiled is not None and constraint.kind == "schema"
         view_s = min(left(), VIEW_LIMIT_S) if view_only else left()
         if view_only and no_view:  # `auto` saw the automaton fail already: not again
@@ -243,7 +258,7 @@ class CompileCache:
                 dfa_error = f"the FSM view was not built (CFSM_VIEW_LIMIT_S): {exc.message}"
         if compiled is None:
             compiled = impl.compile(
-                constraint, self.ctx, dfa=dfa, worker=self._native_runner(clock)
+                constraint, self.ctx, dfa=dfa, worker=self._native_runner(clock, whole)
             )
         return CompileResult(compiled, dfa, dfa_error, time.perf_counter() - t0, backend)
 
@@ -272,14 +287,36 @@ class CompileCache:
             return res
         raise CfsmError(*none_enforces(constraint.kind, tried))
 
-    def _native_runner(self, clock: Clock):
+    def _native_runner(self, clock: Clock, full: bool):
         """What a backend that compiles in a worker calls: (name, constraint, dfa) ->
         payload, within what `clock` has left when the job starts (the wait for a worker
-        and its setup excluded, for the automaton after it too). None without workers."""
+        and its setup excluded, for the automaton after it too). A payload is shared by the
+        constraints with the same `native_key` (a time limit hit with less than the `full`
+        budget is not). None without workers."""
         if self._worker is None:
             return None
         pool, ctx = self._worker, self.ctx
-        return lambda name, constraint, dfa: pool.compile_native(name, ctx, constraint, dfa, clock)
+
+        def run(name: str, constraint: Constraint, dfa: CharDFA | None) -> bytes | None:
+            def make() -> bytes | None:
+                self.native_compiles += 1
+                return pool.compile_native(name, ctx, constraint, dfa, clock)
+
+            try:
+                what = get_backend(name).native_key(constraint)
+            except CfsmError:
+                what = None  # the compile itself names what is wrong
+            if what is None:
+                return make()
+            # an automaton built first may have used part of the budget
+            short = not full or clock.left() < 0.9 * self.timeout_s
+            return self._once(
+                ("native", name, what, ctx.fingerprint),
+                make,
+                forget=lambda exc: short and getattr(exc, "kind", "") == "compile_timeout",
+            )
+
+        return run
 
     def has(self, constraint: Constraint, backend: str) -> bool:
         """A compiled result is cached for this constraint and backend (getting it

@@ -1,5 +1,6 @@
 """Compiles run in the background and a pathological regex never holds up others."""
 
+import json
 import threading
 import time
 
@@ -119,6 +120,29 @@ def test_same_request_is_compiled_once(cache):
     b = cache.submit(c, "fsm")
     assert a is b
     assert a.result(timeout=30).compiled is b.result().compiled
+
+
+def test_schemas_that_differ_only_in_annotations_share_one_outlines_compile(cache, ctx):
+    """Two schemas that differ only in a title and a description lower to one regex:
+    outlines-core builds its Index once (in a worker) for both. Each compiled constraint
+    is still its own and enforces its schema; a schema of another regex compiles anew."""
+    from engine.analysis.check import check_text
+
+    def schema(title: str, why: str) -> Constraint:
+        n = {"type": "integer", "minimum": 1, "maximum": 99, "description": why}
+        obj = {"title": title, "type": "object", "properties": {"n": n}, "required": ["n"]}
+        return Constraint("schema", json.dumps(obj))
+
+    a, b = schema("A", "how many"), schema("B", "a count")
+    assert a.key != b.key and a.regex() == b.regex()
+    ra, rb = cache.get(a, "outlines"), cache.get(b, "outlines")
+    assert cache.native_compiles == 1
+    assert ra.compiled is not rb.compiled and rb.compiled.constraint is b
+    for r in (ra, rb):
+        assert check_text(r.compiled, r.dfa, ctx, '{"n":42}')["accepted"]
+        assert not check_text(r.compiled, r.dfa, ctx, '{"n":100}')["accepted"]
+    cache.get(Constraint("schema", json.dumps({"type": "boolean"})), "outlines")
+    assert cache.native_compiles == 2
 
 
 def test_page_model_names_are_restricted(tmp_path, monkeypatch):
