@@ -1561,7 +1561,10 @@ def test_a_real_schema_of_54_properties_keeps_the_current_label_and_every_label_
     finally:
         page.set_viewport_size({"width": 1500, "height": 1100})
     for k, at in seen.items():
-        assert at["label"] and at["cut"] == [] and at["min"] >= 14 - 0.05, (k, at)
+        assert at["label"] and at["cut"] + at["states_cut"] == [] and at["min"] >= 14 - 0.05, (
+            k,
+            at,
+        )
 
 
 def _placed_labels(page) -> dict:
@@ -1594,20 +1597,24 @@ def _timeline_parts_the_legend_covers(page) -> list[str]:
 # --- the graph's room (#46 item 4): label sizes on screen, no label cut, resize, full screen
 
 # The graph's labels as drawn: their size on screen (the CTM's scale times the font size),
-# how many are in view, and those cut at the panel's edge (partly in view, partly out).
+# how many are in view, and those cut at the panel's edge (partly in view, partly out);
+# `states_cut`: the states whose circle is cut (the start marker, a dot, not counted).
 _LABELS = """() => {
   const p = document.querySelector('#fsm-graph'), r = p.getBoundingClientRect();
   const ts = [...p.querySelectorAll('svg text')];
   const px = ts.map((t) => t.getScreenCTM().a * parseFloat(t.getAttribute('font-size')));
   const boxes = ts.map((t) => [t.textContent, t.getBoundingClientRect()]);
+  const states = [...p.querySelectorAll('svg g.node')].filter((g) => g.querySelector('text'))
+    .map((g) => [g.querySelector('text').textContent, g.getBoundingClientRect()]);
   const inView = (b) =>
     b.right > r.left && b.left < r.right && b.bottom > r.top && b.top < r.bottom;
-  const cut = boxes.filter(([, b]) => inView(b) && (b.left < r.left - 0.5 || b.right > r.right + 0.5
-    || b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5)).map(([s]) => s);
+  const out = (b) => b.left < r.left - 0.5 || b.right > r.right + 0.5 || b.top < r.top - 0.5
+    || b.bottom > r.bottom + 0.5;
+  const cutOf = (bs) => bs.filter(([, b]) => inView(b) && out(b)).map(([s]) => s);
   const cur = p.querySelector('svg g.current');
   const c = cur && cur.getBoundingClientRect();
-  return {min: Math.min(...px), n: ts.length, seen: boxes.filter(([, b]) => inView(b)).length, cut,
-          w: r.width, h: r.height,
+  return {min: Math.min(...px), n: ts.length, seen: boxes.filter(([, b]) => inView(b)).length,
+          cut: cutOf(boxes), states_cut: cutOf(states), w: r.width, h: r.height,
           current: !!c && c.left >= r.left && c.right <= r.right && c.top >= r.top
             && c.bottom <= r.bottom};
 }"""
@@ -1638,18 +1645,22 @@ def _character_run(page) -> None:
 
 def test_graph_labels_are_14px_fit_keeps_10px_and_none_is_cut(page, app_url):
     """The default view draws labels at 14 px or more; "fit" fits the focus but never
-    below 10 px; no label is left cut at the panel's edge, scrubbing included; the same
-    with the whole automaton (whose fit stays at 10 px, around the current state)."""
+    below 10 px; no label and no state's circle is left cut at the panel's edge, scrubbing
+    included; the same with the whole automaton (whose fit stays at 10 px, around the
+    current state)."""
     _character_run(page)
     at = _graph_labels(page)
-    assert at["min"] >= 14 - 0.05 and at["seen"] >= 3 and not at["cut"], at
+    assert at["min"] >= 14 - 0.05 and at["seen"] >= 3 and not at["cut"] + at["states_cut"], at
     for k in (3, 6, 10, 20):
         page.evaluate(f"window.cfsm.setSlider({k})")
         at = _graph_labels(page)
-        assert at["min"] >= 14 - 0.05 and at["current"] and not at["cut"], (k, at)
+        assert at["min"] >= 14 - 0.05 and at["current"] and not at["cut"] + at["states_cut"], (
+            k,
+            at,
+        )
     page.locator(".cfsm-graph-tools [data-z=fit]").click()
     at = _graph_labels(page)
-    assert at["min"] >= 10 - 0.05 and at["current"] and not at["cut"], at
+    assert at["min"] >= 10 - 0.05 and at["current"] and not at["cut"] + at["states_cut"], at
     page.screenshot(path=str(ARTIFACTS / "graph-fit.png"))
     old = page.evaluate("document.querySelector('#step-view').dataset.run")
     page.locator("#whole input").check()
@@ -1660,10 +1671,11 @@ def test_graph_labels_are_14px_fit_keeps_10px_and_none_is_cut(page, app_url):
     )
     page.evaluate("window.cfsm.setSlider(6)")
     at = _graph_labels(page)
-    assert at["n"] > 45 and at["min"] >= 14 - 0.05 and at["current"] and not at["cut"], at
+    assert at["n"] > 45 and at["min"] >= 14 - 0.05 and at["current"], at
+    assert not at["cut"] + at["states_cut"], at
     page.locator(".cfsm-graph-tools [data-z=fit]").click()
     at = _graph_labels(page)
-    assert at["min"] >= 10 - 0.05 and at["current"] and not at["cut"], at
+    assert at["min"] >= 10 - 0.05 and at["current"] and not at["cut"] + at["states_cut"], at
     page.screenshot(path=str(ARTIFACTS / "graph-whole-fit.png"))
     page.locator("#whole input").uncheck()
 
@@ -1680,7 +1692,8 @@ def test_graph_panel_resizes_and_goes_full_screen(page, app_url):
     page.mouse.up()
     taller = _graph_labels(page)
     assert taller["h"] >= before["h"] + 150, (before, taller)
-    assert abs(taller["min"] - before["min"]) < 0.05 and not taller["cut"], taller
+    assert abs(taller["min"] - before["min"]) < 0.05, taller
+    assert not taller["cut"] + taller["states_cut"], taller
     assert taller["seen"] >= before["seen"], (before, taller)
     page.locator("#graph-full").click()
     page.wait_for_function(
@@ -1690,14 +1703,16 @@ def test_graph_panel_resizes_and_goes_full_screen(page, app_url):
     full = _graph_labels(page)
     page.screenshot(path=str(ARTIFACTS / "graph-full-screen.png"))
     assert full["w"] >= 1.8 * before["w"] and full["h"] >= taller["h"], (before, full)
-    assert full["min"] >= 14 - 0.05 and full["current"] and not full["cut"], full
+    assert full["min"] >= 14 - 0.05 and full["current"], full
+    assert not full["cut"] + full["states_cut"], full
     assert full["seen"] > taller["seen"], (taller, full)
     page.locator("#graph-full").click()
     page.wait_for_function(
         "!document.fullscreenElement && !document.querySelector('#graph-box.cfsm-full')"
     )
     back = _graph_labels(page)
-    assert abs(back["w"] - before["w"]) < 2 and not back["cut"], (before, back)
+    assert abs(back["w"] - before["w"]) < 2, (before, back)
+    assert not back["cut"] + back["states_cut"], back
     # a browser that refuses full screen: the panel fills the window instead; Esc leaves
     page.evaluate(
         "window._rfs = Element.prototype.requestFullscreen; "
@@ -1726,7 +1741,7 @@ def test_graph_drawn_in_its_panel_after_a_run_that_ended_in_another_tab(page, ap
     page.locator("#fsm-graph").scroll_into_view_if_needed()
     at = _graph_labels(page)
     page.screenshot(path=str(ARTIFACTS / "graph-after-other-tab.png"))
-    assert at["seen"] >= 3 and at["current"] and not at["cut"], at
+    assert at["seen"] >= 3 and at["current"] and not at["cut"] + at["states_cut"], at
     assert at["min"] >= 14 - 0.05, at
 
 

@@ -85,9 +85,9 @@ window.cfsm = (() => {
     panZoom(host);
     home();
   }
-  // The labels' boxes and the drawing's extent as the browser draws them (its fonts are
-  // wider than Graphviz's estimate: a label may stick out of the viewBox Graphviz wrote).
-  // Only a shown panel can be measured: a hidden one waits (`blind`) for the observer.
+  // The labels' and states' boxes and the drawing's extent as the browser draws them (its
+  // fonts are wider than Graphviz's estimate: a label may stick out of the viewBox Graphviz
+  // wrote). Only a shown panel can be measured: a hidden one waits (`blind`) for the observer.
   function measure() {
     if (boxes) return true;
     if (!svg || !$("#fsm-graph").clientWidth) { blind = true; return false; }
@@ -95,7 +95,9 @@ window.cfsm = (() => {
     // (the visible space, the return) reach past the box getBBox gives
     const m = unitsAtLabelSize(), unit = (t) => { const r = t.getBoundingClientRect();
       return [m.a * r.left + m.e, m.d * r.top + m.f, m.a * r.right + m.e, m.d * r.bottom + m.f]; };
-    boxes = Array.from(svg.querySelectorAll("text"), unit);
+    // a state's circle is wider than its label: kept whole too, after every label
+    const states = [...svg.querySelectorAll("g.node")].filter((g) => g.querySelector("text"));  // not the start dot
+    boxes = [...Array.from(svg.querySelectorAll("text"), (t) => [...unit(t), 1000]), ...states.map((g) => [...unit(g), 1])];
     const e = B.steps[cur], el = e && e.element && svg.getElementById(e.element), fb = el && unit(el);
     focusBox = fb && fb[2] > fb[0] ? fb : null;
     focusLabel = el && el.querySelector("text") ? union(Array.from(el.querySelectorAll("text"), unit)) : focusBox;  // a long edge keeps its label in view
@@ -116,8 +118,7 @@ window.cfsm = (() => {
     const [cw, ch] = size(), w = cw / k, h = ch / k;
     vb = [cx - w / 2, cy - h / 2, w, h];
     lastSize = [cw, ch];  // the size this view is shaped for
-    snap();
-    apply();
+    snap(); apply();
   }
   // The default view: labels at LABEL_PX (larger where the whole fits, up to 1.5 times),
   // the whole drawing where it fits, else centred on the current element.
@@ -163,18 +164,17 @@ window.cfsm = (() => {
     }
     vb = [best[0], best[1], best[3], best[4]];
   }
-  // [x, y, labels cut] of the best place for a w x h view near (x, y)
+  // [x, y, what is cut there: 1000 a label, 1 a state's circle] of the best place for a w x h view near (x, y)
   function snapAt(x, y, w, h) {
-    const M = 1;  // a label closer than this to the edge counts as cut
-    // the labels that could be cut by a view moved by up to half its size
+    const M = 1;  // a box closer than this to the edge counts as cut; those a view moved by up to half its size could cut:
     const fits = boxes.filter((b) => b[2] - b[0] < w - 2 * PAD && b[3] - b[1] < h - 2 * PAD &&
       b[2] > x - w / 2 && b[0] < x + 1.5 * w && b[3] > y - h / 2 && b[1] < y + 1.5 * h);
     // the current element stays wholly in view; one larger than the view (a long edge), its label
     const f = focusBox && (focusBox[2] - focusBox[0] > w - 2 * PAD || focusBox[3] - focusBox[1] > h - 2 * PAD) ? focusLabel : focusBox;
     const cuts = (x0, y0) => {
-      let n = f && (f[0] < x0 || f[2] > x0 + w || f[1] < y0 || f[3] > y0 + h) ? 1000 : 0;
+      let n = f && (f[0] < x0 || f[2] > x0 + w || f[1] < y0 || f[3] > y0 + h) ? 1e6 : 0;
       for (const b of fits) if (b[2] + M > x0 && b[0] - M < x0 + w && b[3] + M > y0 && b[1] - M < y0 + h &&
-        (b[0] - M < x0 || b[2] + M > x0 + w || b[1] - M < y0 || b[3] + M > y0 + h)) n++;
+        (b[0] - M < x0 || b[2] + M > x0 + w || b[1] - M < y0 || b[3] + M > y0 + h)) n += b[4];
       return n;
     };
     const now = cuts(x, y);
