@@ -273,7 +273,9 @@ def test_a_rerun_that_jumps_first_shares_no_more_than_its_prompt(engine, llama):
 def test_a_run_that_jumps_nothing_saves_no_time_on_the_cost_model(engine, llama):
     """The date preset's regex jumps nothing (every character is a choice): the cost
     model's time for the run equals its time for the same output decoded masked (the
-    page said '5% decode time saved' beside 0 jumps and 0% passes saved)."""
+    page said '5% decode time saved' beside 0 jumps and 0% passes saved). Equal to the last
+    bit: both are priced from the same pass counts (summed pass by pass, a float could
+    round to 316.458 against 316.459, CI of stop 53)."""
     c = Constraint("regex", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])")
     for mode in ("masked", "jump"):
         tr = engine.generate(
@@ -281,7 +283,7 @@ def test_a_run_that_jumps_nothing_saves_no_time_on_the_cost_model(engine, llama)
         ).to_json()
         t = tr["totals"]
         assert not tr["jumps"] and tr["valid"], mode
-        assert t["est_forward_ms"] == pytest.approx(t["est_masked_ms"], rel=1e-6), mode
+        assert t["est_forward_ms"] == t["est_masked_ms"] > 0, mode
 
 
 def test_one_thread_torch_ops_stay_in_their_thread_and_end_with_the_context():
