@@ -5,8 +5,6 @@ and the two runs set side by side, outputs as text with their first difference m
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from viz.panels import token_strip
 from viz.summaries import compare_md
 
@@ -36,12 +34,9 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
                     )
                 )
                 configs.append(f"{m} / {b} / {w}")
-            # each side starts from the same cache state: A's own request, cut to one token,
-            # prefills the prompt first (else B reuses the prompt A just prefilled and looks
-            # many times faster; a free run's prompt is not always the constrained one's)
-            eng.generate(replace(reqs[0], max_new_tokens=1))
-            traces = [eng.generate(r).to_json() for r in reqs]
-            a, b = traces
+            # each side from the same cache state (a free run's prompt is not always the
+            # constrained one's)
+            a, b = (t.to_json() for t in eng.side_by_side(*reqs))
             md = compare_md(a, b, *configs, float(inp.temp), int(inp.seed or 0))
             return "", md, token_strip(a), token_strip(b)
         except BaseException as exc:  # noqa: BLE001

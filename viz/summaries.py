@@ -408,13 +408,14 @@ def _unexplained_ratio(ta: dict, tb: dict, speed: float) -> str:
 
 def _cache_caveat(ta: dict, tb: dict) -> str:
     """The sides took different shares of their prompt from the cache (another request ran
-    between them on a shared server): their prefill times are not alike."""
+    between them on a shared server, or llama.cpp emptied its cache, which it does once
+    its cells since the last emptying pass 256): their prefill times are not alike."""
     ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
     if abs(ca - cb) <= 1:  # a first jump's feed may share the prompt's last token too
         return ""
     return (
-        f"A took {ca} prompt tokens from the cache and B {cb} (another request ran between "
-        "them), so their prefills cost differently"
+        f"A took {ca} prompt tokens from the cache and B {cb} (the cache held the prompt "
+        "for one side only), so their prefills cost differently"
     )
 
 

@@ -10,6 +10,7 @@ from . import (
     bitmask,
     busy,
     check_requests,
+    compare,
     conformance,
     decode,
     doctor_sample,
@@ -53,6 +54,7 @@ SUITES: dict[str, Suite] = {
         busy.SUITE,
         api.SUITE,
         replay.SUITE,
+        compare.SUITE,
     )
 }
 DEFAULT_SUITE = "paper-character"

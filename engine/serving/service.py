@@ -3,6 +3,7 @@ benchmark and the app."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -214,6 +215,17 @@ class Engine:
                 self._annotate(trace, req, res)
             trace.totals.compile_cached = cached
         return trace
+
+    def side_by_side(self, a: GenerateRequest, b: GenerateRequest) -> tuple[Trace, Trace]:
+        """A, then B, each from the same cache state: before each, its own request cut to
+        one token prefills its prompt (else B reuses the prompt A just prefilled and looks
+        many times faster, or, where the runtime emptied its cache after A's long run, the
+        other way round). What Compare and `cfsm bench compare` run."""
+        out = []
+        for req in (a, b):
+            self.generate(dataclasses.replace(req, max_new_tokens=1))
+            out.append(self.generate(req))
+        return out[0], out[1]
 
     def compile_request(self, req: GenerateRequest):
         """(the first constraint's compile, what the decoder runs, whether all was cached):

@@ -620,9 +620,9 @@ def _compare_and_check(page) -> None:
     assert "masked / fsm" in table and "jump / fsm" in table
     m = re.search(r"B is ([0-9.]+)x (faster|slower)", table)
     assert m, table
-    # both sides start from the same cache state: the prompt prefilled once before both
+    # both sides start from the same cache state: the prompt prefilled before each
     # (masked re-feeds the prompt's last token for its logits; a first jump's feed need
-    # not); where another request ran between them, the verdict says so
+    # not); where the cache held it for one side only, the verdict says so
     cached = re.search(r"prompt tokens from the cache\s+(\d+)\s+(\d+)", table)
     a_c, b_c = int(cached.group(1)), int(cached.group(2))
     assert abs(a_c - b_c) <= 1 or "their prefills cost differently" in table, table

@@ -514,3 +514,38 @@ def test_bench_live_view_follows_each_run_and_changes_no_output(engine):
         assert r["same_output"], r
         assert min(r["views_per_run"]) >= 1, r  # the first step is always drawn
     assert "| masked |" in format_table(res)
+
+
+def test_compare_bench_reads_a_verdict_against_the_pass_counts():
+    """`cfsm bench compare`'s reading: wall time and passes pointing the same way agree;
+    pointing apart, the verdict must say why ('…, but …') or the row is unexplained; equal
+    passes agree only within the ratio the page lets pass unremarked."""
+    from cfsm.bench.compare import reading
+
+    def t(wall: float, passes: int) -> dict:
+        return {"wall_s": wall, "forward_passes": passes}
+
+    plain = "B is 2.00x faster than A in wall time, with 3.00x fewer forward passes."
+    assert reading(t(2.0, 30), t(1.0, 10), plain) == "agrees"
+    assert reading(t(1.0, 30), t(2.0, 10), plain) == "unexplained"  # slower with fewer
+    assert reading(t(1.0, 30), t(2.0, 10), plain[:-1] + ", but A did not finish.") == ("explained")
+    assert reading(t(1.2, 10), t(1.0, 10), plain) == "agrees"
+    assert reading(t(4.0, 10), t(1.0, 10), plain) == "unexplained"  # 4x on equal passes
+
+
+@pytest.mark.model
+def test_compare_bench_runs_plain_presets_as_compare_does_and_skips_triggered_ones(engine):
+    from cfsm.bench.compare import READINGS, format_table, run_compare
+
+    res = run_compare(engine, 8, ["Enum with shared", "Date (regex)", "Tool calls"], log=print)
+    assert [r["preset"] for r in res["rows"]] == [
+        "Date (regex)",
+        "Enum with shared prefixes (regex)",
+    ]
+    assert res["skipped"] == ["Tool calls, auto (tools)", "Tool calls, required (tools)"]
+    for r in res["rows"]:
+        assert re.match(r"B is [0-9.]+x (faster|slower) than A in wall time", r["verdict"]), r
+        assert r["reading"] in READINGS and min(r["passes"]) >= 1
+    enum = res["rows"][1]
+    assert enum["passes"][1] < enum["passes"][0]  # jump skips the forced characters' passes
+    assert sum(res["readings"].values()) == 2 and "skipped" in format_table(res)

@@ -1,0 +1,116 @@
+"""`cfsm bench compare`: does Compare's verdict agree with the pass counts on every preset?
+
+Each preset the page offers as a plain constraint (a regex, a schema, a grammar; the tools
+and reasoning presets need the page's trigger wiring and are listed as skipped) is run as
+Compare runs it: side A masked, side B jump, greedy, each from the same cache state
+(`Engine.side_by_side`), and read by the page's own `compare_md`. A row's reading:
+`agrees` when wall time and forward passes point the same way (equal passes: times within
+the ratio the verdict lets pass unremarked), `explained` when they do not and the verdict
+says why ("…, but …"), `unexplained` when nothing does (a verdict a reader could not
+trust)."""
+
+from __future__ import annotations
+
+from app.presets import presets
+from engine.constraint import Constraint
+from engine.decoding.request import GenerateRequest
+from viz.summaries import UNEXPLAINED_RATIO, compare_md
+
+from .suite import Flag, Suite, tokens_flag, with_engine
+
+READINGS = ("agrees", "explained", "unexplained")
+PLAIN = {"kind", "text", "whitespace", "prompt", "mode", "backend"}  # a preset's plain keys
+
+
+def reading(ta: dict, tb: dict, verdict: str) -> str:
+    """'agrees', 'explained' or 'unexplained' (the module's doc) for A's and B's totals and
+    the verdict line Compare printed."""
+    speed = ta["wall_s"] / max(tb["wall_s"], 1e-9)  # above 1: B faster
+    pa, pb = ta["forward_passes"], tb["forward_passes"]
+    if pa == pb:
+        same = max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO
+    else:
+        same = (speed > 1) == (pa > pb)
+    if same:
+        return "agrees"
+    return "explained" if ", but " in verdict else "unexplained"
+
+
+def compare_preset(eng, name: str, p: dict, max_new: int) -> dict:
+    """One preset through Compare (A masked, B jump): its figures, verdict and reading."""
+    c = Constraint(p["kind"], p["text"], p["whitespace"])
+    backend = p.get("backend") or ""
+    a, b = (
+        GenerateRequest.from_inputs(
+            p["prompt"], c, mode=m, backend=backend, max_new_tokens=max_new, trace_detail=False
+        )
+        for m in ("masked", "jump")
+    )
+    ta, tb = (t.to_json() for t in eng.side_by_side(a, b))
+    cfg = [f"{r.mode} / {r.backend} / {c.whitespace}" for r in (a, b)]
+    verdict = compare_md(ta, tb, *cfg, 0.0, 0).splitlines()[-1].strip("*")
+    A, B = ta["totals"], tb["totals"]
+    return {
+        "preset": name,
+        "passes": [A["forward_passes"], B["forward_passes"]],
+        "wall_s": [A["wall_s"], B["wall_s"]],
+        "same_output": ta["text"] == tb["text"],
+        "verdict": verdict,
+        "reading": reading(A, B, verdict),
+    }
+
+
+def run_compare(eng, max_new: int, only: list[str] | None = None, log=print) -> dict:
+    rows, skipped = [], []
+    for name, p in presets().items():
+        if only and not any(o.lower() in name.lower() for o in only):
+            continue
+        if set(p) - PLAIN or p["kind"] not in ("regex", "schema", "grammar"):
+            skipped.append(name)
+            continue
+        row = compare_preset(eng, name, p, max_new)
+        rows.append(row)
+        log(f"{name[:44]:44s} passes {row['passes']} wall {row['wall_s']} {row['reading']}")
+    counts = {k: sum(r["reading"] == k for r in rows) for k in READINGS}
+    return {"suite": "compare", "max_new_tokens": max_new, "rows": rows, "skipped": skipped,
+            "readings": counts}  # fmt: skip
+
+
+def format_table(res: dict) -> str:
+    lines = [
+        "| preset | passes A / B | wall A / B | verdict | its caveats | reading |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    for r in res["rows"]:
+        (pa, pb), (wa, wb) = r["passes"], r["wall_s"]
+        said, _, why = r["verdict"].rstrip(".").partition(", but ")
+        why = why.removesuffix(": read the ratio with care").split("; ")
+        lines.append(
+            f"| {r['preset']} | {pa} / {pb} | {wa:.2f} / {wb:.2f} s | {said} | "
+            f"{len([w for w in why if w])} | {r['reading']} |"
+        )
+    c = res["readings"]
+    lines.append("")
+    lines.append(
+        f"{c['agrees']} agree, {c['explained']} explained, {c['unexplained']} unexplained; "
+        f"skipped (need the page's triggers): {', '.join(res['skipped']) or 'none'}"
+    )
+    return "\n".join(lines)
+
+
+SUITE = Suite(
+    "compare",
+    "every plain preset through Compare (A masked, B jump): does the verdict agree with "
+    "the pass counts, or say why not?",
+    lambda args, log: with_engine(
+        args,
+        lambda eng: run_compare(
+            eng, args.max_new_tokens, [s for s in (args.presets or "").split(",") if s], log
+        ),
+    ),
+    format_table,
+    (
+        tokens_flag(200),
+        Flag("--presets", {"default": "", "help": "comma-separated parts of preset names"}),
+    ),
+)
