@@ -21,19 +21,7 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
         try:
             inp = PageInputs.read(ui, values)
             eng = hub.get(check_page_model(inp.model))
-            reqs, configs = [], []
-            for m, b, w in ([values[x] for x in side] for side in sides):
-                reqs.append(
-                    inp.request(
-                        with_triggers=m != "free",
-                        mode=m,
-                        backend=b,
-                        constraint=inp.run_constraint(m, w),
-                        runtime="",
-                        trace_detail=False,
-                    )
-                )
-                configs.append(f"{m} / {b} / {w}")
+            reqs, configs = inp.compare_requests([[values[x] for x in side] for side in sides])
             # each side from the same cache state (a free run's prompt is not always the
             # constrained one's)
             a, b = (t.to_json() for t in eng.side_by_side(*reqs))

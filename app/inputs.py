@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine.backends import BACKEND_CHOICES
+from engine.backends import BACKEND_CHOICES, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest, offered_on, page_default
 from engine.errors import CfsmError
@@ -117,6 +117,26 @@ class PageInputs:
         """From Gradio's {component: value} (inputs given as a set)."""
         got = {f.name: getattr(ui, f.name) for f in fields(cls)}
         return cls(**{name: values[c] for name, c in got.items() if c in values})
+
+    @classmethod
+    def from_preset(cls, p: dict) -> PageInputs:
+        """The inputs a fresh page holds once preset `p` is picked (a benchmark's page)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in preset_inputs(p).items() if k in names})
+
+    def compare_requests(self, sides) -> tuple[list[GenerateRequest], list[str]]:
+        """Compare's two requests and their configs ("mode / backend / whitespace"), one
+        per side's (mode, backend, whitespace): the Run's request with those replaced."""
+        reqs, configs = [], []
+        for m, b, w in sides:
+            c = self.run_constraint(m, w)
+            reqs.append(
+                self.request(
+                    m != "free", mode=m, backend=b, constraint=c, runtime="", trace_detail=False
+                )
+            )
+            configs.append(f"{m} / {b} / {w}")
+        return reqs, configs
 
     def text(self) -> str:
         return getattr(self, TEXT_BOX.get(self.kind, "rx")) or ""
@@ -227,6 +247,26 @@ def trigger_inputs(
     if tools:
         out["tools"] = tools
     return out
+
+
+def preset_inputs(p: dict) -> dict:
+    """What picking preset `p` puts on the page, by widget name (other widgets keep theirs)."""
+    triggers = trigger_inputs(
+        None,
+        p.get("tool_choice"),
+        p.get("tool_start"),
+        p.get("tool_end"),
+        p.get("reasoning"),
+        p.get("think_budget"),
+    )
+    return {
+        **text_inputs(p["kind"], p["text"]),
+        **triggers,
+        "prompt": p["prompt"],
+        "ws": p["whitespace"],
+        "mode": p["mode"],
+        "backend": p.get("backend", DEFAULT_BACKEND),
+    }
 
 
 def checked_inputs(raw: dict) -> dict:

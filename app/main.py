@@ -9,7 +9,7 @@ import warnings
 
 import gradio as gr
 
-from engine.backends import AUTO, BACKEND_CHOICES, BACKENDS, DEFAULT_BACKEND
+from engine.backends import AUTO, BACKEND_CHOICES, BACKENDS
 from viz.step_bundle import head_html
 
 from .api import wire_api
@@ -24,8 +24,7 @@ from .inputs import (
     PageInputs,
     Row,
     permalink_inputs,
-    text_inputs,
-    trigger_inputs,
+    preset_inputs,
 )
 from .layout import (
     CUSTOM,
@@ -175,19 +174,7 @@ def _wire_inputs(ui: Playground, P: dict, hub: EngineHub) -> None:
         if not p:
             return PRESET_INPUTS.set()
         return PRESET_INPUTS.set(
-            **text_inputs(p["kind"], p["text"]),
-            **trigger_inputs(
-                None,
-                p.get("tool_choice"),
-                p.get("tool_start"),
-                p.get("tool_end"),
-                p.get("reasoning"),
-                p.get("think_budget"),
-            ),
-            prompt=p["prompt"],
-            ws=p["whitespace"],
-            mode=p["mode"],
-            backend=p.get("backend", DEFAULT_BACKEND),
+            **preset_inputs(p),
             # the box's own check does not run when a preset puts the same text back
             **({"tools_err": tools_check(p["text"])} if p["kind"] == "tools" else {}),
         )

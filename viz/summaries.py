@@ -388,11 +388,20 @@ UNEXPLAINED_RATIO = 3.0  # a wall-time ratio past this with equal passes needs a
 
 
 def _unexplained_ratio(ta: dict, tb: dict, speed: float) -> str:
-    """A wall-time ratio the pass counts do not explain, said so with what does: the
-    prompt one side took from the cache, else the machine's load while it ran."""
+    """A wall-time ratio the pass counts do not explain, said so with what may: the side
+    with fewer passes took longer (its passes cost more each, or the load changed); equal
+    passes and a ratio past UNEXPLAINED_RATIO (the prompt one side took from the cache,
+    else the machine's load while it ran)."""
+    pa, pb = ta["forward_passes"], tb["forward_passes"]
+    if pa != pb:
+        if speed == 1 or (speed > 1) == (pb < pa):
+            return ""
+        return (
+            f"{'B' if pb < pa else 'A'} made fewer forward passes yet took longer: its passes "
+            "cost more each (a jump's prefill of many tokens against the steps it spared), or "
+            "the machine was busier during its run"
+        )
     if max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO:
-        return ""
-    if ta["forward_passes"] != tb["forward_passes"]:
         return ""
     ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
     if ca != cb:
@@ -455,9 +464,10 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         _times(ta["forward_passes"] / max(1, tb["forward_passes"]), "fewer", "more")
         + " forward passes"
     )
-    odd = _unexplained_ratio(ta, tb, speed) or _cache_caveat(ta, tb)
-    if odd:
-        caveats.append(odd)
+    odd, cache = _unexplained_ratio(ta, tb, speed), _cache_caveat(ta, tb)
+    caveats += [odd] if odd else []
+    if cache and "from the cache" not in odd:  # equal passes: `odd` names the cache already
+        caveats.append(cache)
     if a["text"] != b["text"] and {a.get("mode"), b.get("mode")} == {"masked", "jump"}:
         caveats.append(
             "jump-forward re-tokenizes what it jumps and the model then reads those tokens, "

@@ -1,25 +1,24 @@
 """`cfsm bench compare`: does Compare's verdict agree with the pass counts on every preset?
 
-Each preset the page offers as a plain constraint (a regex, a schema, a grammar; the tools
-and reasoning presets need the page's trigger wiring and are listed as skipped) is run as
-Compare runs it: side A masked, side B jump, greedy, each from the same cache state
-(`Engine.side_by_side`), and read by the page's own `compare_md`. A row's reading:
-`agrees` when wall time and forward passes point the same way (equal passes: times within
-the ratio the verdict lets pass unremarked), `explained` when they do not and the verdict
-says why ("…, but …"), `unexplained` when nothing does (a verdict a reader could not
-trust)."""
+Each preset is picked on a fresh page (`PageInputs.from_preset`) and run as Compare runs
+it (`PageInputs.compare_requests`): side A masked, side B jump, on the preset's backend
+and whitespace, each from the same cache state (`Engine.side_by_side`), and read by the
+page's own `compare_md`. A row's reading: `agrees` when wall time and forward passes point
+the same way (equal passes: times within the ratio the verdict lets pass unremarked),
+`explained` when they do not and the verdict says why ("…, but …"), `unexplained` when
+nothing does (a verdict a reader could not trust)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from app.inputs import PageInputs
 from app.presets import presets
-from engine.constraint import Constraint
-from engine.decoding.request import GenerateRequest
 from viz.summaries import UNEXPLAINED_RATIO, compare_md
 
 from .suite import Flag, Suite, tokens_flag, with_engine
 
 READINGS = ("agrees", "explained", "unexplained")
-PLAIN = {"kind", "text", "whitespace", "prompt", "mode", "backend"}  # a preset's plain keys
 
 
 def reading(ta: dict, tb: dict, verdict: str) -> str:
@@ -38,17 +37,11 @@ def reading(ta: dict, tb: dict, verdict: str) -> str:
 
 def compare_preset(eng, name: str, p: dict, max_new: int) -> dict:
     """One preset through Compare (A masked, B jump): its figures, verdict and reading."""
-    c = Constraint(p["kind"], p["text"], p["whitespace"])
-    backend = p.get("backend") or ""
-    a, b = (
-        GenerateRequest.from_inputs(
-            p["prompt"], c, mode=m, backend=backend, max_new_tokens=max_new, trace_detail=False
-        )
-        for m in ("masked", "jump")
-    )
+    inp = dataclasses.replace(PageInputs.from_preset(p), max_new=max_new)
+    (a, b), cfg = inp.compare_requests([(m, inp.backend, inp.ws) for m in ("masked", "jump")])
     ta, tb = (t.to_json() for t in eng.side_by_side(a, b))
-    cfg = [f"{r.mode} / {r.backend} / {c.whitespace}" for r in (a, b)]
-    verdict = compare_md(ta, tb, *cfg, 0.0, 0).splitlines()[-1].strip("*")
+    verdict = compare_md(ta, tb, *cfg, float(inp.temp), int(inp.seed or 0)).splitlines()[-1]
+    verdict = verdict.strip("*")
     A, B = ta["totals"], tb["totals"]
     return {
         "preset": name,
@@ -61,19 +54,15 @@ def compare_preset(eng, name: str, p: dict, max_new: int) -> dict:
 
 
 def run_compare(eng, max_new: int, only: list[str] | None = None, log=print) -> dict:
-    rows, skipped = [], []
+    rows = []
     for name, p in presets().items():
         if only and not any(o.lower() in name.lower() for o in only):
-            continue
-        if set(p) - PLAIN or p["kind"] not in ("regex", "schema", "grammar"):
-            skipped.append(name)
             continue
         row = compare_preset(eng, name, p, max_new)
         rows.append(row)
         log(f"{name[:44]:44s} passes {row['passes']} wall {row['wall_s']} {row['reading']}")
     counts = {k: sum(r["reading"] == k for r in rows) for k in READINGS}
-    return {"suite": "compare", "max_new_tokens": max_new, "rows": rows, "skipped": skipped,
-            "readings": counts}  # fmt: skip
+    return {"suite": "compare", "max_new_tokens": max_new, "rows": rows, "readings": counts}
 
 
 def format_table(res: dict) -> str:
@@ -91,16 +80,13 @@ def format_table(res: dict) -> str:
         )
     c = res["readings"]
     lines.append("")
-    lines.append(
-        f"{c['agrees']} agree, {c['explained']} explained, {c['unexplained']} unexplained; "
-        f"skipped (need the page's triggers): {', '.join(res['skipped']) or 'none'}"
-    )
+    lines.append(f"{c['agrees']} agree, {c['explained']} explained, {c['unexplained']} unexplained")
     return "\n".join(lines)
 
 
 SUITE = Suite(
     "compare",
-    "every plain preset through Compare (A masked, B jump): does the verdict agree with "
+    "every preset through Compare (A masked, B jump): does the verdict agree with "
     "the pass counts, or say why not?",
     lambda args, log: with_engine(
         args,

@@ -57,6 +57,19 @@ def test_compare_explains_a_big_ratio_with_equal_passes():
     assert "A took 8 prompt tokens from the cache and B 53" in md and "with care" in md
 
 
+def test_compare_says_when_the_side_with_fewer_passes_took_longer():
+    """`cfsm bench compare` under load: "B is 1.13x slower than A in wall time, with 1.07x
+    fewer forward passes", and nothing said why (the flexible-whitespace preset)."""
+    a, b = _run("ab", 1.90, 86), _run("ab", 2.15, 80)
+    md = compare_md(a, b, "masked / fsm", "jump / fsm", 0.0, 0)
+    assert "B is 1.13x slower" in md and "B made fewer forward passes yet took longer" in md
+    assert "read the ratio with care" in md
+    md = compare_md(_run("ab", 2.15, 80), _run("ab", 1.90, 86), "A", "B", 0.0, 0)
+    assert "A made fewer forward passes yet took longer" in md
+    agree = compare_md(_run("ab", 2.0, 86), _run("ab", 1.9, 80), "A", "B", 0.0, 0)
+    assert "yet took longer" not in agree and "care" not in agree
+
+
 def test_an_uploaded_trace_restores_its_inputs():
     trace = {
         "backend": "xgrammar",
