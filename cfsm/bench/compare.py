@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from app.inputs import PageInputs
 from app.presets import presets
 from viz.summaries import UNEXPLAINED_RATIO, compare_md
 
@@ -37,6 +36,9 @@ def reading(ta: dict, tb: dict, verdict: str) -> str:
 
 def compare_preset(eng, name: str, p: dict, max_new: int) -> dict:
     """One preset through Compare (A masked, B jump): its figures, verdict and reading."""
+    # app.inputs imports gradio: read when this suite runs, so that `cfsm` stays light
+    from app.inputs import PageInputs
+
     inp = dataclasses.replace(PageInputs.from_preset(p), max_new=max_new)
     (a, b), cfg = inp.compare_requests([(m, inp.backend, inp.ws) for m in ("masked", "jump")])
     ta, tb = (t.to_json() for t in eng.side_by_side(a, b))
