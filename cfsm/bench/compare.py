@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from app.presets import presets
+from engine.errors import CfsmError
 from viz.summaries import UNEXPLAINED_RATIO, compare_md
 
 from .suite import Flag, Suite, tokens_flag, with_engine
@@ -63,6 +64,8 @@ def run_compare(eng, max_new: int, only: list[str] | None = None, log=print) -> 
         row = compare_preset(eng, name, p, max_new)
         rows.append(row)
         log(f"{name[:44]:44s} passes {row['passes']} wall {row['wall_s']} {row['reading']}")
+    if only and not rows:
+        raise CfsmError("invalid_input", f"--presets: {', '.join(only)} names no preset")
     counts = {k: sum(r["reading"] == k for r in rows) for k in READINGS}
     return {"suite": "compare", "max_new_tokens": max_new, "rows": rows, "readings": counts}
 

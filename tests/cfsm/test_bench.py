@@ -9,6 +9,7 @@ from cfsm.bench.decode import paper_items
 from cfsm.bench.jsonschemabench import summarize, walk_instance
 from engine.backends import NATIVE_BACKENDS
 from engine.constraint import Constraint
+from engine.errors import CfsmError
 from engine.schema import reorder_like_schema
 from engine.serving.compile_cache import CompileCache
 
@@ -549,3 +550,5 @@ def test_compare_bench_runs_presets_as_compare_does_tool_calls_included(engine):
         assert r["reading"] in READINGS
         assert 1 <= r["passes"][1] < r["passes"][0], r  # jump skips forced characters' passes
     assert sum(res["readings"].values()) == 2 and "| Tool calls, required" in format_table(res)
+    with pytest.raises(CfsmError, match="--presets: Tool cals names no preset"):
+        run_compare(engine, 16, ["Tool cals"], log=print)
