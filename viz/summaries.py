@@ -387,22 +387,31 @@ def _output_cell(text: str, part: int | None, keep: int = 40, show: int = 60) ->
 UNEXPLAINED_RATIO = 3.0  # a wall-time ratio past this with equal passes needs a reason
 
 
-def _unexplained_ratio(ta: dict, tb: dict, speed: float) -> str:
-    """A wall-time ratio the pass counts do not explain, said so with what may: the side
-    with fewer passes took longer (its passes cost more each, or the load changed); equal
-    passes and a ratio past UNEXPLAINED_RATIO (the prompt one side took from the cache,
-    else the machine's load while it ran)."""
+def passes_agree(ta: dict, tb: dict) -> bool:
+    """Wall time and forward passes tell one story: the faster side made fewer passes (or
+    the times are equal), or, with equal passes, the ratio is within UNEXPLAINED_RATIO.
+    What Compare's verdict explains when false (`cfsm bench compare` reads it too)."""
+    speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
     pa, pb = ta["forward_passes"], tb["forward_passes"]
     if pa != pb:
-        if speed == 1 or (speed > 1) == (pb < pa):
-            return ""
+        return speed == 1 or (speed > 1) == (pb < pa)
+    return max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO
+
+
+def _unexplained_ratio(ta: dict, tb: dict) -> str:
+    """Where the pass counts do not explain the wall times (`passes_agree`), what may: the
+    side with fewer passes took longer (its passes cost more each, or the load changed);
+    equal passes and a ratio past UNEXPLAINED_RATIO (the prompt one side took from the
+    cache, else the machine's load while it ran)."""
+    if passes_agree(ta, tb):
+        return ""
+    pa, pb = ta["forward_passes"], tb["forward_passes"]
+    if pa != pb:
         return (
             f"{'B' if pb < pa else 'A'} made fewer forward passes yet took longer: its passes "
             "cost more each (a jump's prefill of many tokens against the steps it spared), or "
             "the machine was busier during its run"
         )
-    if max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO:
-        return ""
     ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
     if ca != cb:
         return (
@@ -464,7 +473,7 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
         _times(ta["forward_passes"] / max(1, tb["forward_passes"]), "fewer", "more")
         + " forward passes"
     )
-    odd, cache = _unexplained_ratio(ta, tb, speed), _cache_caveat(ta, tb)
+    odd, cache = _unexplained_ratio(ta, tb), _cache_caveat(ta, tb)
     caveats += [odd] if odd else []
     if cache and "from the cache" not in odd:  # equal passes: `odd` names the cache already
         caveats.append(cache)

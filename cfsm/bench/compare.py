@@ -14,7 +14,7 @@ import dataclasses
 
 from app.presets import presets
 from engine.errors import CfsmError
-from viz.summaries import UNEXPLAINED_RATIO, compare_md
+from viz.summaries import compare_md, passes_agree
 
 from .suite import Flag, Suite, tokens_flag, with_engine
 
@@ -24,13 +24,7 @@ READINGS = ("agrees", "explained", "unexplained")
 def reading(ta: dict, tb: dict, verdict: str) -> str:
     """'agrees', 'explained' or 'unexplained' (the module's doc) for A's and B's totals and
     the verdict line Compare printed."""
-    speed = ta["wall_s"] / max(tb["wall_s"], 1e-9)  # above 1: B faster
-    pa, pb = ta["forward_passes"], tb["forward_passes"]
-    if pa == pb:
-        same = max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO
-    else:
-        same = (speed > 1) == (pa > pb)
-    if same:
+    if passes_agree(ta, tb):
         return "agrees"
     return "explained" if ", but " in verdict else "unexplained"
 
