@@ -388,9 +388,8 @@ UNEXPLAINED_RATIO = 3.0  # a wall-time ratio past this with equal passes needs a
 
 
 def passes_agree(ta: dict, tb: dict) -> bool:
-    """Wall time and forward passes tell one story: the faster side made fewer passes (or
-    the times are equal), or, with equal passes, the ratio is within UNEXPLAINED_RATIO.
-    What Compare's verdict explains when false (`cfsm bench compare` reads it too)."""
+    """Wall time and passes tell one story: the faster side made fewer passes (or equal
+    times), or equal passes within UNEXPLAINED_RATIO (else Compare's verdict explains)."""
     speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
     pa, pb = ta["forward_passes"], tb["forward_passes"]
     if pa != pb:
@@ -399,10 +398,9 @@ def passes_agree(ta: dict, tb: dict) -> bool:
 
 
 def _unexplained_ratio(ta: dict, tb: dict) -> str:
-    """Where the pass counts do not explain the wall times (`passes_agree`), what may: the
-    side with fewer passes took longer (its passes cost more each, or the load changed);
-    equal passes and a ratio past UNEXPLAINED_RATIO (the prompt one side took from the
-    cache, else the machine's load while it ran)."""
+    """Where the passes do not explain the wall times (`passes_agree`), what may: the side
+    with fewer passes took longer (costlier passes, or load); equal passes past
+    UNEXPLAINED_RATIO (the prompt one side took from the cache, else the machine's load)."""
     if passes_agree(ta, tb):
         return ""
     pa, pb = ta["forward_passes"], tb["forward_passes"]
