@@ -24,7 +24,7 @@ def wire_compare(ui: Playground, cmp: Compare, hub: EngineHub) -> None:
             reqs, configs = inp.compare_requests([[values[x] for x in side] for side in sides])
             # each side from the same cache state (a free run's prompt is not always the
             # constrained one's)
-            a, b = (t.to_json() for t in eng.side_by_side(*reqs))
+            a, b = eng.side_by_side(*reqs)
             md = compare_md(a, b, *configs, float(inp.temp), int(inp.seed or 0))
             return "", md, token_strip(a), token_strip(b)
         except BaseException as exc:  # noqa: BLE001

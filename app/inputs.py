@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass, fields
-from typing import Any
 
 import gradio as gr
 
 from engine.backends import BACKEND_CHOICES, DEFAULT_BACKEND
 from engine.constraint import KINDS, Constraint
 from engine.decoding.request import TRIGGER_IMPLS, GenerateRequest, offered_on, page_default
+from engine.decoding.trace import Trace
 from engine.errors import CfsmError
 from engine.schema import WHITESPACE_POLICIES as WS
 from engine.triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
@@ -98,7 +98,7 @@ class PageInputs:
     spec: bool = False
     runtime: str = page_default("runtime")
     raw: bool = False  # raw character classes in the graph (a view control)
-    trace: Any = None  # the run shown now (a gr.State): what a failed run puts back
+    trace: Trace | None = None  # the run shown now (a gr.State): what a failed run puts back
     tools: str = page_default("tools")
     tool_choice: str = page_default("tool_choice")
     tool_start: str = page_default("tool_start")
@@ -281,10 +281,10 @@ def checked_inputs(raw: dict) -> dict:
     return out
 
 
-def restore_inputs(trace: dict) -> dict:
+def restore_inputs(trace: Trace) -> dict:
     """An uploaded trace's inputs by widget name (RESTORED_INPUTS); what the trace does
     not say is left out, so that widget keeps its value. The preset becomes 'edited'."""
-    r = trace.get("request") or {}
+    r = trace.request
     c = r.get("constraint") or {}
     out: dict = {
         "lenient": bool(c.get("lenient", False)),
@@ -301,8 +301,8 @@ def restore_inputs(trace: dict) -> dict:
         out["prompt"] = r["prompt"]
     raw = {
         "ws": c.get("whitespace"),
-        "backend": trace.get("backend"),
-        "mode": trace.get("mode"),
+        "backend": trace.backend,
+        "mode": trace.mode,
         "runtime": r.get("runtime") or None,
         "max_new": r.get("max_new_tokens"),
         "temp": r.get("temperature"),

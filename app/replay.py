@@ -97,7 +97,7 @@ def wire_replay(ui: Playground, rp: Replay, hub: EngineHub) -> None:
             meta = {"endpoint": (values[rp.endpoint] or "").strip() if source != "pasted" else "",
                     "model": (values[rp.model] or "").strip(), "prompt": inp.prompt or "",
                     "source": source}  # fmt: skip
-            trace = eng.replay(c, resp, meta, inp.backend).to_json()
+            trace = eng.replay(c, resp, meta, inp.backend)
         except BaseException as exc:  # noqa: BLE001 - one line in the tab, the page goes on
             yield [*rows.set(), error_line(exc), ""]
             return

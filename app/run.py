@@ -18,7 +18,6 @@ from engine.decoding.request import GenerateRequest
 from engine.decoding.trace import StepEvent, Trace, WaitEvent
 from engine.errors import CfsmError
 from viz.cards import stat_cards
-from viz.panels import token_strip
 from viz.plots import timeline
 from viz.step_bundle import empty_view, live_view_html, step_view_html, step_view_parts
 from viz.summaries import live_figures, previous_run_note, summary_md, waiting_line
@@ -58,7 +57,7 @@ def scrub_slider(n_steps: int) -> gr.Slider:
     return gr.Slider(minimum=0, maximum=max(1, n_steps), value=0, step=1, interactive=n_steps > 0)
 
 
-def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) -> tuple[dict, str]:
+def finished_run(trace: Trace, collapse: bool, whole: bool, raw: bool = False) -> tuple[dict, str]:
     """Every output a finished (or uploaded) run updates at once, its step view with what
     position 0 draws; and the view's other layouts and masks, for the handler's last
     update (after the timeline, `draw_timeline`): nothing waits for them but a scrub."""
@@ -67,15 +66,15 @@ def finished_run(trace: dict, collapse: bool, whole: bool, raw: bool = False) ->
         trace=trace,
         error="",
         summary=summary_md(trace),
-        cards=stat_cards(trace["totals"]),
-        scrub=scrub_slider(len(trace["steps"])),
+        cards=stat_cards(trace.totals),
+        scrub=scrub_slider(len(trace.steps)),
         view=view,
         live="",
     )
     return first, rest
 
 
-def draw_timeline(trace: dict):
+def draw_timeline(trace: Trace):
     """The shown run's timeline, sent in the handler's next update, after the one with
     the step view: Plotly draws it in ~80 ms of the browser's main thread, and in one
     update the step view above it waited for that (2 cores: a tenth of the character
@@ -126,22 +125,22 @@ def stopped_view(line: str, trace, collapse: bool, whole: bool, raw: bool) -> di
     )
 
 
-def _scrub_of(trace: dict | None) -> gr.Slider:
+def _scrub_of(trace: Trace | None) -> gr.Slider:
     """The scrubber over the run the view shows again (a new run had locked it at 0)."""
-    return scrub_slider(len(trace["steps"]) if trace else 0)
+    return scrub_slider(len(trace.steps) if trace else 0)
 
 
-def _cards_of(trace: dict | None) -> str:
+def _cards_of(trace: Trace | None) -> str:
     """The cards of the run the view shows (the streamed ones were the stopped run's)."""
-    return stat_cards(trace["totals"]) if trace else ""
+    return stat_cards(trace.totals) if trace else ""
 
 
 def live_update(ev: StepEvent | WaitEvent) -> dict:
     """The outputs a streaming step updates; a wait for KV cells, the status line only."""
     if isinstance(ev, WaitEvent):
         return dict(summary=waiting_line(ev))
-    strip, totals, line = live_figures(ev)
-    return dict(live=token_strip(strip), cards=stat_cards(totals), summary=line)
+    strip, cards, line = live_figures(ev)
+    return dict(live=strip, cards=cards, summary=line)
 
 
 def run_streamer(ui, hub: EngineHub):
@@ -239,7 +238,7 @@ class LiveViews:
         self.next_at = 0.0
         self.snap_s = 0.0
 
-    def take(self, ev: StepEvent) -> dict | None:
+    def take(self, ev: StepEvent) -> Trace | None:
         """In the listener: the trace so far when a view is due, else None. A snapshot
         that fails ends the live views of this run, not the run (the server log says why)."""
         if ev.snapshot is None or time.perf_counter() < self.next_at:
@@ -254,7 +253,7 @@ class LiveViews:
         return trace
 
     def draw(
-        self, trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+        self, trace: Trace, collapse: bool = True, whole: bool = False, raw: bool = False
     ) -> str | None:
         """The live view of `trace`; None (and no more live views) when drawing fails."""
         t0 = time.perf_counter()
@@ -284,7 +283,7 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row, in
     def work():
         try:
             trace = eng.generate(req, on_event=listen, should_stop=handle.event.is_set)
-            box["trace"] = trace.to_json()
+            box["trace"] = trace
         except BaseException as exc:  # noqa: BLE001 - shown in the page
             box["error"] = exc
         finally:
@@ -318,9 +317,9 @@ def _decode_streaming(eng, req: GenerateRequest, handle: RunHandle, out: Row, in
     return box["trace"]
 
 
-def write_trace_file(trace: dict) -> str:
+def write_trace_file(trace: Trace) -> str:
     path = Path(tempfile.mkdtemp(prefix="cfsm-")) / "trace.json"
-    path.write_text(json.dumps(trace, ensure_ascii=False), encoding="utf-8")
+    path.write_text(json.dumps(trace.to_json(), ensure_ascii=False), encoding="utf-8")
     return str(path)
 
 
@@ -375,7 +374,7 @@ def wire_run(ui: Playground, hub: EngineHub) -> None:
                 )
             # typed on the way in: a step or a total missing a field is refused here, by
             # name, not met later as a KeyError in the step view
-            trace = Trace.from_json(p.read_text(encoding="utf-8")).to_json()
+            trace = Trace.from_json(p.read_text(encoding="utf-8"))
         except BaseException as exc:  # noqa: BLE001
             yield upload.set(up_trace=None, up_err=error_line(exc))
             return
@@ -384,7 +383,7 @@ def wire_run(ui: Playground, hub: EngineHub) -> None:
     ui.up_trace.upload(on_upload, [ui.up_trace, ui.collapse, ui.whole, ui.raw], upload.widgets(ui))
 
 
-def show_trace(rows: Row, trace: dict, collapse: bool, whole: bool, raw: bool, **more):
+def show_trace(rows: Row, trace: Trace, collapse: bool, whole: bool, raw: bool, **more):
     """A finished run from elsewhere (an uploaded file, an API request's trace) in the
     step view, its inputs in the boxes; then its timeline and the rest of its view."""
     first, rest = finished_run(trace, collapse, whole, raw)
@@ -406,7 +405,7 @@ def wire_trace_link(ui: Playground, demo: gr.Blocks, hub: EngineHub) -> None:
             yield rows.set(error=error_line(CfsmError(
                 "invalid_input", f"trace {tid!r} is not kept here (the server keeps the last "
                 f"{hub.traces.max_traces} API requests' traces, newest first)")))  # fmt: skip
-        else:
-            yield from show_trace(rows, trace, collapse_v, whole_v, raw_v)
+        else:  # kept as the API returned it (JSON): typed here, for the view
+            yield from show_trace(rows, Trace.from_json(trace), collapse_v, whole_v, raw_v)
 
     demo.load(on_load, [ui.collapse, ui.whole, ui.raw], rows.widgets(ui))

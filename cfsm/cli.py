@@ -206,7 +206,7 @@ def cmd_generate(args) -> int:
 def _summary_line(tr: Trace) -> str:
     """What `cfsm generate` says of a run on stderr: its figures, then why (auto's choice,
     what was compiled unenforced, the runtime's note, skipped jumps, why it did not end)."""
-    t, skipped = tr.totals, skipped_jumps_line(tr.to_json())
+    t, skipped = tr.totals, skipped_jumps_line(tr)
     spec = ((tr.request or {}).get("constraint") or {}).get("spec")
     note = (tr.model or {}).get("runtime_note")
     return (

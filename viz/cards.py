@@ -3,73 +3,86 @@ compile, runtime): value first, each on its own scale; a loss reads as a loss.""
 
 from __future__ import annotations
 
-from engine.decoding.trace import time_saved
+from engine.decoding.trace import Totals
 
 from .text import esc
 
 RUNTIME_NAMES = {"llamacpp": "llama.cpp", "transformers": "transformers (PyTorch)"}
 
 
-def masked_passes(totals: dict) -> int:
+def masked_passes(output_tokens: int, reason: str = "eos") -> int:
     """What masked decoding spends on the same output: one pass per output token (the
     prompt's pass gives the first token's logits), and one more for a stop the model chose
     (`eos`); a run that ends where only EOS is allowed needs none for it. While a run
     streams (no reason yet) the stop is counted."""
-    out = max(1, totals.get("output_tokens", 0))
-    return out + (1 if totals.get("reason", "eos") == "eos" else 0)
+    return max(1, output_tokens) + (1 if reason == "eos" else 0)
 
 
-def replay_cards(totals: dict) -> list[tuple]:
+def replay_cards(totals: Totals) -> list[tuple]:
     """A replay's cards: the other engine's passes, and what jump-forward would save."""
-    n = max(1, totals.get("output_tokens", 0))
-    forced = totals.get("forced_steps", 0)
+    n = max(1, totals.output_tokens)
+    forced = totals.forced_steps
     cards = [
-        ("tokens (one forward pass each)", f"{totals.get('output_tokens', 0)}", None),
+        ("tokens (one forward pass each)", f"{totals.output_tokens}", None),
         ("passes jump-forward would save", f"{100 * forced / n:.0f}%", forced / n),
     ]
-    if totals.get("tokens_per_s"):
-        cards.append(("tokens/s as streamed", f"{totals['tokens_per_s']:.1f}", None))
+    if totals.tokens_per_s:
+        cards.append(("tokens/s as streamed", f"{totals.tokens_per_s:.1f}", None))
     return cards
 
 
-def _jumped_card(totals: dict, out: int) -> tuple:
+def _jumped_card(jumped: int, out: int, steps: int | None) -> tuple:
     """The output tokens no step decoded. A jump's re-tokenization can merge the model's
     last choice into a jumped token (its "v", then "iew." jumped: " interview"), and the
     trace marks that token jumped: counted as such, a run of 4 tokens in 2 passes read
-    "100% jumped". Tokens beyond the steps are what jumps added, net."""
-    jumped = totals.get("jumped_tokens", 0)
-    if totals.get("steps") is not None:
-        jumped = min(jumped, max(0, totals.get("output_tokens", 0) - totals["steps"]))
-    return "output tokens jumped", f"{100 * jumped / out:.0f}%", jumped / out
+    "100% jumped". Tokens beyond the steps are what jumps added, net (`steps` None: a run
+    still streaming, its steps not counted yet)."""
+    if steps is not None:
+        jumped = min(jumped, max(0, out - steps))
+    share = jumped / max(1, out)
+    return "output tokens jumped", f"{100 * share:.0f}%", share
 
 
-def stat_cards(totals: dict, baseline_passes: int | None = None) -> str:
-    """The run's figures as labelled cards: value first, each with its own scale."""
-    if totals.get("reason") == "replay":
-        return _card_row(replay_cards(totals))
-    out = max(1, totals.get("output_tokens", 0))
-    base = baseline_passes or masked_passes(totals)
-    passes = totals.get("forward_passes", 0)
-    cards = [
-        ("tokens/s", f"{totals.get('tokens_per_s') or 0:.1f}", None),
+def _head_cards(per_s: float | None, passes: int, base: int, jumped: tuple) -> list[tuple]:
+    """The three cards a run shows from its first streamed step to its end."""
+    return [
+        ("tokens/s", f"{per_s or 0:.1f}", None),
         _saving_card("forward passes", "vs masked", 1 - passes / base),
-        _jumped_card(totals, out),
+        jumped,
     ]
-    if "grammar_us_per_step" in totals:
-        over = (
-            totals["grammar_us_per_step"] / 1000 / max(1e-9, totals.get("forward_ms_per_pass") or 1)
-        )
-        cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
-    saved = time_saved(totals)
+
+
+def live_cards(output_tokens: int, forward_passes: int, tokens_per_s: float, jumped: int) -> str:
+    """A streaming run's cards: what it has decoded so far, against masked decoding."""
+    base = masked_passes(output_tokens)
+    return _card_row(
+        _head_cards(tokens_per_s, forward_passes, base, _jumped_card(jumped, output_tokens, None))
+    )
+
+
+def stat_cards(totals: Totals) -> str:
+    """The run's figures as labelled cards: value first, each with its own scale."""
+    t = totals
+    if t.reason == "replay":
+        return _card_row(replay_cards(t))
+    base = masked_passes(t.output_tokens, t.reason)
+    cards = _head_cards(
+        t.tokens_per_s,
+        t.forward_passes,
+        base,
+        _jumped_card(t.jumped_tokens, t.output_tokens, t.steps),
+    )
+    over = t.grammar_us_per_step / 1000 / max(1e-9, t.forward_ms_per_pass or 1)
+    cards.append(("grammar time per forward pass", f"{100 * over:.1f}%", min(1.0, over)))
+    saved = t.time_saved()
     if saved is not None:
-        clock = "this run's clock" if totals.get("run_masked_ms") else "this runtime's costs"
+        clock = "this run's clock" if t.run_masked_ms else "this runtime's costs"
         cards.append(_saving_card("decode time", f"vs masked ({clock})", saved))
-    if "compile_s" in totals:
-        # a cached constraint: its once-paid compile time, said so (not this run's)
-        label = "compile (cached: none this run)" if totals.get("compile_cached") else "compile"
-        cards.append((label, f"{1000 * totals['compile_s']:.0f} ms", None))
-    if totals.get("runtime"):
-        cards.append(("runtime", RUNTIME_NAMES.get(totals["runtime"], totals["runtime"]), None))
+    # a cached constraint: its once-paid compile time, said so (not this run's)
+    label = "compile (cached: none this run)" if t.compile_cached else "compile"
+    cards.append((label, f"{1000 * t.compile_s:.0f} ms", None))
+    if t.runtime:
+        cards.append(("runtime", RUNTIME_NAMES.get(t.runtime, t.runtime), None))
     return _card_row(cards)
 
 

@@ -1,11 +1,13 @@
 """HTML panels of the step view: token strip, allowed tokens, jump diff, caption.
-Pure functions of the trace; no engine imports."""
+Pure functions of the typed trace (engine.decoding.trace)."""
 
 from __future__ import annotations
 
 import json
 
-from .segments import segment_label_html, segment_sentence, segments, token_segments, trigger_tokens
+from engine.decoding.trace import JumpRecord, StepRecord, Trace
+
+from .segments import segment_label_html, segment_sentence, token_segments, trigger_tokens
 from .text import esc, visible
 
 ORIGIN_COLOURS = {"model": "#dbeafe", "forced": "#fef3c7", "jump": "#dcfce7"}
@@ -144,15 +146,25 @@ def chip_labels(tokens: list[dict]) -> list[tuple[str, str]]:
     return out
 
 
-def token_strip(trace: dict, step: int | None = None) -> str:
+def token_strip(trace: Trace, step: int | None = None) -> str:
     """One chip per output token coloured by origin; hover shows id, probability, step.
     Tokens that come after the selected step are dimmed (the page moves that on the client).
     A triggered run's segments are labelled, free text and tags look different, and the
     token that wrote a trigger is marked."""
-    steps = trace.get("steps", [])
-    probs = {s["index"]: s.get("prob") for s in steps}
-    tokens = trace.get("tokens", [])
-    segs, seg_of, triggers = segments(trace), token_segments(trace), trigger_tokens(trace)
+    probs = {s.index: s.prob for s in trace.steps}
+    return strip_html(trace.tokens, probs, trace.segments, step)
+
+
+def strip_html(
+    tokens: list[dict],
+    probs: dict[int, float] | None = None,
+    segs: list[dict] | None = None,
+    step: int | None = None,
+) -> str:
+    """The token strip of `tokens` (a streaming run's so far: no probabilities or
+    segments yet)."""
+    probs, segs = probs or {}, segs or []
+    seg_of, triggers = token_segments(tokens, segs), trigger_tokens(segs)
     by_index = {sg["index"]: sg for sg in segs}
     chips = []
     for i, (t, (label, note)) in enumerate(zip(tokens, chip_labels(tokens), strict=True)):
@@ -198,17 +210,16 @@ def _tok_row(tokens: list, marks: dict[int, str]) -> str:
     )
 
 
-def jumps_for_step(trace: dict, step: int | None) -> list[dict]:
+def jumps_for_step(trace: Trace, step: int | None) -> list[JumpRecord]:
     """The jumps shown at this step, in order: at step 0 the initial one (made before the
     first step), then the one made right after this step's token."""
     if step is None:
         return []
-    jumps = trace.get("jumps", [])
-    first = [j for j in jumps if j.get("step") == -1] if step == 0 else []
-    return first + [j for j in jumps if j.get("step") == step][:1]
+    first = [j for j in trace.jumps if j.step == -1] if step == 0 else []
+    return first + [j for j in trace.jumps if j.step == step][:1]
 
 
-def jump_for_step(trace: dict, step: int | None) -> dict | None:
+def jump_for_step(trace: Trace, step: int | None) -> JumpRecord | None:
     """The last jump shown at this step (None when there is none)."""
     js = jumps_for_step(trace, step)
     return js[-1] if js else None
@@ -225,17 +236,16 @@ END_WHY = {
 }
 
 
-def no_jump_text(trace: dict, step: int | None = None) -> str:
+def no_jump_text(trace: Trace, step: int | None = None) -> str:
     """Why a step shows no jump: the mode, the end of the run, or a choice ahead."""
-    if trace.get("mode") == "replay":
+    if trace.mode == "replay":
         return REPLAY_NO_JUMP
-    if trace.get("mode") != "jump":
+    if trace.mode != "jump":
         return (
-            f"Mode is {trace.get('mode')!r}: jump-forward is off, forced text is decoded "
-            "token by token."
+            f"Mode is {trace.mode!r}: jump-forward is off, forced text is decoded token by token."
         )
-    reason = (trace.get("totals") or {}).get("reason")
-    if step is not None and step >= len(trace.get("steps", [])) and reason:
+    reason = trace.totals.reason
+    if step is not None and step >= len(trace.steps) and reason:
         why = END_WHY.get(reason)
         return f"No jump here: the run has ended ({reason}{': ' + why if why else ''})."
     return (
@@ -244,7 +254,7 @@ def no_jump_text(trace: dict, step: int | None = None) -> str:
     )
 
 
-def jump_panel(trace: dict, step: int | None) -> str:
+def jump_panel(trace: Trace, step: int | None) -> str:
     """Each jump-forward string at this step with its re-tokenization diff (step 0 may
     have two: the initial jump and the one after its token)."""
     js = jumps_for_step(trace, step)
@@ -263,23 +273,21 @@ REPLAY_NO_JUMP = (
 )
 
 
-def _one_jump_panel(j: dict, index: int) -> str:
+def _one_jump_panel(j: JumpRecord, index: int) -> str:
     """One jump's part of the jump panel (the first keeps the stable ids)."""
     suffix = "" if index == 0 else f"-{index + 1}"
-    before = j.get("tokens_before", [])
-    after = j.get("tokens_after", [])
-    reused = j.get("reused_output_tokens", 0)
-    n_back = len(j.get("backed_off", []))
+    before, after, reused = j.tokens_before, j.tokens_after, j.reused_output_tokens
+    n_back = len(j.backed_off)
     tail = max(0, reused - 3)
     marks_before = {i - tail: "changed" for i in range(reused, len(before))}
     marks_after = {i - tail: "new" for i in range(reused, len(after))}
     for k in range(n_back):
         marks_after[len(after) - 1 - k - tail] = "backed"
     more = " \u2026" if tail else ""
-    when = "before the first step" if j.get("step") == -1 else f"after step {j.get('step')}"
+    when = "before the first step" if j.step == -1 else f"after step {j.step}"
     body = [
-        f"<h4>Jump-forward {esc(when)}: <code>{esc(visible(j['string']))}</code> "
-        f"({len(j['string'])} chars)</h4>",
+        f"<h4>Jump-forward {esc(when)}: <code>{esc(visible(j.string))}</code> "
+        f"({len(j.string)} chars)</h4>",
         f'<div class="cfsm-what" id="what-happened{suffix}">{esc(what_happened(j))}</div>',
         f'<div class="cfsm-muted">before (last tokens){more}</div>'
         f"<div>{_tok_row(before[tail:], marks_before)}</div>"
@@ -288,9 +296,9 @@ def _one_jump_panel(j: dict, index: int) -> str:
         f'<div class="cfsm-muted">after re-tokenizing the output{more}</div>'
         f"<div>{_tok_row(after[tail:], marks_after)}</div>",
         f'<div class="cfsm-muted">reused KV prefix: {reused} output tokens \u00b7 prefilled in '
-        f"one pass: {j.get('prefilled', 0)} tokens"
+        f"one pass: {j.prefilled} tokens"
         f" \u00b7 re-decided by the model (boundary back-off): {n_back} \u00b7 re-tokenize "
-        f"{duration_us(j.get('retokenize_us', 0))}</div>",
+        f"{duration_us(j.retokenize_us)}</div>",
     ]
     return f'<div class="cfsm-panel" id="jump-panel{suffix}">' + "".join(body) + "</div>"
 
@@ -300,11 +308,11 @@ def plural(k: int, word: str) -> str:
     return f"{k} {word}" + ("" if k == 1 else "es" if word.endswith("s") else "s")
 
 
-def what_happened(j: dict) -> str:
+def what_happened(j: JumpRecord) -> str:
     """A jump in plain words, for a reader who has not met the terms yet."""
-    n, p = len(j["string"]), j.get("prefilled", 0)
-    changed = len(j.get("tokens_before", [])) - j.get("reused_output_tokens", 0)
-    back = len(j.get("backed_off", []))
+    n, p = len(j.string), j.prefilled
+    changed = len(j.tokens_before) - j.reused_output_tokens
+    back = len(j.backed_off)
     out = (
         f"What just happened: the constraint left only one way to go on for "
         f"{plural(n, 'character')}, so they were written without asking the model"
@@ -326,21 +334,23 @@ def what_happened(j: dict) -> str:
     return out.strip()
 
 
-def _replay_sentence(trace: dict, s: dict, step: int, tok: str, allowed: int, vocab: int) -> str:
+def _replay_sentence(
+    trace: Trace, s: StepRecord, step: int, tok: str, allowed: int, vocab: int
+) -> str:
     """A replayed token: what the other engine wrote, against this lab's mask."""
-    first = next(iter((trace.get("replay") or {}).get("violations") or []), None)
+    first = next(iter((trace.replay or {}).get("violations") or []), None)
     if first is not None and first["step"] == step:
         return (f"Step {step}: the engine wrote {tok}, outside the constraint: it is not among "
                 f"the {allowed:,} tokens the mask allows here.")  # fmt: skip
     if first is not None and step > first["step"]:
         return f"Step {step}: the engine wrote {tok}, after its output had left the constraint."
-    if s["origin"] == "forced":
+    if s.origin == "forced":
         fit = f"{allowed:,} token fits" if allowed == 1 else f"{allowed:,} tokens fit"
         return (f"Step {step}: every character of {tok} was fixed by the constraint ({fit} "
                 "it): jump-forward would have written it without a forward pass; "
                 "this engine spent one.")  # fmt: skip
     return (f"Step {step}: a choice: the constraint allows {allowed:,} of {vocab:,} tokens and "
-            f"the engine wrote {tok} (p={s.get('prob', 0):.2f} by its own logprobs).")  # fmt: skip
+            f"the engine wrote {tok} (p={s.prob:.2f} by its own logprobs).")  # fmt: skip
 
 
 def _g(term: str, text: str | None = None) -> str:
@@ -352,30 +362,30 @@ def _q(text: str) -> str:
     return "\u201c" + esc(visible(text)) + "\u201d"
 
 
-def _choice_sentence(trace: dict, s: dict, step: int) -> str:
-    tok, allowed = _q(s["token_text"]), s.get("allowed", 0)
-    vocab = trace.get("model", {}).get("vocab_size", 0)
-    mass = s.get("feasible_mass", 1.0)
-    if trace.get("mode") == "free":
-        return f"Step {step}: no constraint; the model picked {tok} (p={s.get('prob', 0):.2f})."
-    in_segment = segment_sentence(trace, s, step)
+def _choice_sentence(trace: Trace, s: StepRecord, step: int) -> str:
+    tok, allowed = _q(s.token_text), s.allowed
+    vocab = trace.model.get("vocab_size", 0)
+    mass = s.feasible_mass
+    if trace.mode == "free":
+        return f"Step {step}: no constraint; the model picked {tok} (p={s.prob:.2f})."
+    in_segment = segment_sentence(trace.segments, s, step)
     if in_segment is not None:
         return in_segment
-    if trace.get("mode") == "replay":
+    if trace.mode == "replay":
         return _replay_sentence(trace, s, step, tok, allowed, vocab)
-    if s["origin"] == "forced":
+    if s.origin == "forced":
         return (
             f"Step {step}: only one token fits the constraint here, so {tok} is forced \u2014 the "
             "model still needs a forward pass to read it."
         )
-    if "verifies" in s:
+    if s.verifies is not None:
         kept = (
             " and kept it."
-            if s.get("verified")
+            if s.verified
             else f" and chose {tok} instead (healing the token boundary)."
         )
         return (
-            f"Step {step}: the jumped text ended in {_q(s['verifies'][1])}, which a longer token "
+            f"Step {step}: the jumped text ended in {_q(s.verifies[1])}, which a longer token "
             f"could extend, so the model re-decided it ({_g('back-off')}) from the same prefill "
             "pass" + kept
         )
@@ -388,61 +398,60 @@ def _choice_sentence(trace: dict, s: dict, step: int) -> str:
         f"Step {step}: the constraint allows {allowed:,} of {vocab:,} tokens (they keep "
         f"{share(mass)} of the model's probability, the "
         f"{_g('feasible-mass', 'feasible mass')}); the model chose {tok} "
-        f"(p={s.get('prob', 0):.2f} after masking)."
+        f"(p={s.prob:.2f} after masking)."
     )
     if mass < 0.2:
         out += " Low feasible mass: the constraint is fighting what the model wants to write."
     return out
 
 
-def caption(trace: dict, step: int | None) -> str:
+def caption(trace: Trace, step: int | None) -> str:
     """One or two plain sentences (HTML) saying what happened at this step and why."""
-    steps = trace.get("steps", [])
+    steps = trace.steps
     if not steps or step is None or step >= len(steps):
-        t = trace.get("totals", {})
+        t = trace.totals
         first = jump_for_step(trace, 0) if not steps else None
         lead = (
-            f"The constraint forced the whole output, {_q(first['string'])}, in one "
+            f"The constraint forced the whole output, {_q(first.string)}, in one "
             f"{_g('jump', 'jump-forward')}. "
             if first is not None
             else ""
         )
         return (
-            lead + f"Decoding ended: {esc(t.get('reason', '?'))} after {t.get('output_tokens', 0)} "
-            f"tokens and {t.get('forward_passes', 0)} forward passes."
+            lead + f"Decoding ended: {esc(t.reason)} after {t.output_tokens} "
+            f"tokens and {t.forward_passes} forward passes."
         )
     parts = [_choice_sentence(trace, steps[step], step)]
     for j in jumps_for_step(trace, step):
-        when = "Before it" if j.get("step") == -1 else "After it"
+        when = "Before it" if j.step == -1 else "After it"
         parts.append(
-            f"{when} {_why_forced(trace, j)}, so {_q(j['string'])} was appended without decoding "
+            f"{when} {_why_forced(trace, j)}, so {_q(j.string)} was appended without decoding "
             f"({_g('jump', 'jump-forward')}); {_g('re-tokenization', 're-tokenizing')} kept "
-            f"{j.get('reused_output_tokens', 0)} cached tokens and prefilled "
-            f"{j.get('prefilled', 0)} in one pass."
+            f"{j.reused_output_tokens} cached tokens and prefilled {j.prefilled} in one pass."
         )
     return " ".join(parts)
 
 
-def _why_forced(trace: dict, j: dict) -> str:
+def _why_forced(trace: Trace, j: JumpRecord) -> str:
     """Why a jump's text had one way forward: a tag the run writes (a reasoning marker, a
     tool call's start), then what the automaton or the grammar allowed."""
     tag = next(
         (
             g
-            for g in segments(trace)
+            for g in trace.segments
             if g["kind"] == "tag"
-            and g.get("char_start") == j.get("char_start")
+            and g.get("char_start") == j.char_start
             and g["text"]
-            and j["string"].startswith(g["text"])
+            and j.string.startswith(g["text"])
         ),
         None,
     )
-    rest = len(j["string"]) - (len(tag["text"]) if tag else 0)
+    rest = len(j.string) - (len(tag["text"]) if tag else 0)
     written = f"the tag {_q(tag['text'])} ({esc(tag['label'])}) is written as is" if tag else ""
     if tag and rest == 0:
         return written
     lead = f"{written} and " if tag else ""
-    if trace.get("automaton"):  # a grammar's run has no automaton: no chain to point at
+    if trace.automaton:  # a grammar's run has no automaton: no chain to point at
         chain = _g("chain")
         return f"{lead}the automaton had exactly one way forward for {rest} characters (a {chain})"
     return f"{lead}the grammar allowed exactly one continuation for {rest} characters"
@@ -508,11 +517,10 @@ def pretty_json(text: str) -> str | None:
         return None
 
 
-def output_panel(trace: dict) -> str:
+def output_panel(trace: Trace) -> str:
     """The decoded text (bytes merged into characters) with the validator's verdict and,
     for JSON, a pretty-printed copy. The step view dims what comes after the current step."""
-    text = trace.get("text", "")
-    valid, why = trace.get("valid"), trace.get("validation") or ""
+    text, valid, why = trace.text, trace.valid, trace.validation
     cls, mark = {True: ("ok", "\u2713 valid"), False: ("bad", "\u2717 invalid")}.get(
         valid, ("unk", "? not checked")
     )
@@ -526,7 +534,7 @@ def output_panel(trace: dict) -> str:
         f'<pre id="output-text" class="cfsm-output"><span class="done">{esc(text)}</span><span '
         'class="rest"></span></pre>',
     ]
-    kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
+    kind = (trace.request.get("constraint") or {}).get("kind")
     pj = pretty_json(text) if kind == "schema" else None
     if pj is not None and pj != text:
         parts.append(

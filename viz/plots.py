@@ -7,6 +7,7 @@ import zlib
 
 import numpy as np
 
+from engine.decoding.trace import Trace
 from engine.lazy import lazy_module
 
 from .segments import free_spans
@@ -20,10 +21,10 @@ def decode_mask(blob: str, vocab_size: int) -> np.ndarray:
     return np.unpackbits(raw, count=vocab_size).astype(bool)
 
 
-def timeline(trace: dict, step: int | None = None):
+def timeline(trace: Trace, step: int | None = None):
     """Per-step forward ms, mask us, allowed count and feasible mass."""
-    steps = trace.get("steps", [])
-    x = [s["index"] for s in steps]
+    steps = trace.steps
+    x = [s.index for s in steps]
     mode = "lines" if len(steps) > 2 else "lines+markers"  # a line of one point draws nothing
     fig = plotly_subplots.make_subplots(
         rows=2,
@@ -35,7 +36,7 @@ def timeline(trace: dict, step: int | None = None):
     fig.add_trace(
         go.Bar(
             x=x,
-            y=[s.get("forward_ms", 0) for s in steps],
+            y=[s.forward_ms for s in steps],
             name="forward ms",
             marker_color="#94a3b8",
         ),
@@ -45,7 +46,7 @@ def timeline(trace: dict, step: int | None = None):
     fig.add_trace(
         go.Scatter(
             x=x,
-            y=[s.get("mask_us", 0) for s in steps],
+            y=[s.mask_us for s in steps],
             name="mask \u00b5s",
             mode=mode,
             line=dict(color="#f97316"),
@@ -57,7 +58,7 @@ def timeline(trace: dict, step: int | None = None):
     fig.add_trace(
         go.Scatter(
             x=x,
-            y=[s.get("allowed", 0) for s in steps],
+            y=[s.allowed for s in steps],
             name="allowed",
             mode=mode,
             line=dict(color="#2563eb"),
@@ -68,7 +69,7 @@ def timeline(trace: dict, step: int | None = None):
     fig.add_trace(
         go.Scatter(
             x=x,
-            y=[s.get("feasible_mass", 0) for s in steps],
+            y=[s.feasible_mass for s in steps],
             name="feasible mass",
             mode=mode,
             line=dict(color="#16a34a"),

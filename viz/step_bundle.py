@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.decoding.trace import StepRecord, Trace
 from engine.lazy import lazy_module
 from engine.schema.places import place_words, places_along
 from engine.schema.pointer import walkable
@@ -73,39 +74,39 @@ def mask_png(blob: str | None, vocab: int, allowed_all: bool = False) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def token_offsets(trace: dict) -> list[int]:
+def token_offsets(trace: Trace) -> list[int]:
     """Characters of output written before each output token (and after the last): the
     bytes of the tokens so far, decoded; byte tokens count once their character is whole."""
     buf, out = b"", [0]
-    for t in trace.get("tokens", []):
+    for t in trace.tokens:
         buf += bytes.fromhex(t["hex"]) if t.get("hex") else str(t.get("text", "")).encode("utf-8")
         out.append(len(buf.decode("utf-8", errors="ignore")))
     return out
 
 
-def positions(trace: dict) -> list[tuple[int | None, int]]:
+def positions(trace: Trace) -> list[tuple[int | None, int]]:
     """(char state, char offset) at each position, the end included. Runs without an
     automaton (grammars, free decoding) have no state; their offsets come from the tokens."""
-    auto = trace.get("automaton") or {}
+    auto = trace.automaton or {}
     path = auto.get("path") or [auto.get("initial", 0)]
     by_tokens = token_offsets(trace)
     # a triggered run's path walks one segment (engine.serving.service._annotate_segments)
     p0, pseg = int(auto.get("path_offset") or 0), auto.get("path_segment")
     out: list[tuple[int | None, int]] = []
-    for s in trace.get("steps", []):
-        off = s.get("char_offset")
+    for s in trace.steps:
+        off = s.char_offset
         if off is None:
-            off = by_tokens[min(int(s.get("output_len") or 0), len(by_tokens) - 1)]
-        st = s.get("char_state")
-        if st is None and auto and (pseg is None or s.get("segment") == pseg):
+            off = by_tokens[min(s.output_len, len(by_tokens) - 1)]
+        st = s.char_state
+        if st is None and auto and (pseg is None or s.segment == pseg):
             st = path[max(0, min(off - p0, len(path) - 1))]
         out.append((st, int(off)))
-    out.append((path[-1] if auto else None, len(trace.get("text", ""))))
+    out.append((path[-1] if auto else None, len(trace.text)))
     return out
 
 
 def graph_plan(
-    trace: dict, view: GraphView, where: list[str], whole: bool, raw: bool = False
+    trace: Trace, view: GraphView, where: list[str], whole: bool, raw: bool = False
 ) -> tuple[list[str], list[int], str]:
     """The layouts a run needs, each position's layout, and a note about the view."""
     n = len(view.states)
@@ -122,9 +123,9 @@ def graph_plan(
     return [render_svg(dot_source(view, k, raw)) for k in keeps], which, note
 
 
-def _allowed(s: dict, view: GraphView | None) -> list[list]:
+def _allowed(s: StepRecord, view: GraphView | None) -> list[list]:
     out = []
-    for row in (s.get("allowed_sample") or [])[:ALLOWED_SHOWN]:
+    for row in (s.allowed_sample or [])[:ALLOWED_SHOWN]:
         tid, text, nxt = row[0], row[1], row[2]
         p = row[3] if len(row) > 3 else None
         el = view.element(nxt) if view is not None and nxt is not None else None
@@ -140,11 +141,11 @@ def _allowed(s: dict, view: GraphView | None) -> list[list]:
     return out
 
 
-def _top(s: dict) -> list[list]:
-    raw = {i: p for i, _t, p in s.get("top_raw", [])}
-    masked = {i: p for i, _t, p in s.get("top_masked", [])}
-    text = {i: t for i, t, _ in s.get("top_raw", []) + s.get("top_masked", [])}
-    ids = list(dict.fromkeys([i for i, _t, _p in s.get("top_raw", [])] + list(masked)))
+def _top(s: StepRecord) -> list[list]:
+    raw = {i: p for i, _t, p in s.top_raw}
+    masked = {i: p for i, _t, p in s.top_masked}
+    text = {i: t for i, t, _ in s.top_raw + s.top_masked}
+    ids = list(dict.fromkeys([i for i, _t, _p in s.top_raw] + list(masked)))
     # a token the mask keeps may lie outside the model's own top-k: its raw share is not
     # recorded (None, "below the top-k"), not 0
     return [
@@ -158,16 +159,16 @@ def _top(s: dict) -> list[list]:
     ]
 
 
-def text_places(trace: dict) -> list[dict] | None:
+def text_places(trace: Trace) -> list[dict] | None:
     """The place in the schema before each character of a schema run's output (and at its
     end), read from the text itself (engine/schema/places.places_along): what the step view
     and the outline show, so they follow the output even where the drawn automaton does not
     (a key it reads as closed). None for other runs and for triggered ones."""
-    c = (trace.get("request") or {}).get("constraint") or {}
-    auto = trace.get("automaton") or {}
-    if c.get("kind") != "schema" or auto.get("path_offset") or trace.get("segments"):
+    c = trace.request.get("constraint") or {}
+    auto = trace.automaton or {}
+    if c.get("kind") != "schema" or auto.get("path_offset") or trace.segments:
         return None
-    return places_along(trace.get("text", ""), walkable(str(c.get("text", ""))))
+    return places_along(trace.text, walkable(str(c.get("text", ""))))
 
 
 def _past_path(auto: dict, rel: int) -> str:
@@ -182,7 +183,7 @@ def _past_path(auto: dict, rel: int) -> str:
 
 
 def _step_entry(
-    trace: dict,
+    trace: Trace,
     k: int,
     pos: tuple,
     view: GraphView | None,
@@ -190,47 +191,45 @@ def _step_entry(
     layout: int,
     places: list[dict] | None = None,
 ) -> StepEntry:
-    steps = trace.get("steps", [])
+    steps, auto = trace.steps, trace.automaton or {}
     state, off = pos
     e = StepEntry(caption=caption(trace, k if k < len(steps) else None), offset=off)
-    rel = max(0, off - int(((trace.get("automaton") or {}).get("path_offset")) or 0))
+    rel = max(0, off - int(auto.get("path_offset") or 0))
     if view is not None:
         here = places[min(off, len(places) - 1)] if places else None
         e.element, e.state = view.element(state), state
-        e.position = _past_path(trace.get("automaton") or {}, rel) or view.position(state)
+        e.position = _past_path(auto, rel) or view.position(state)
         e.place = place_words(here) if here else view.place(state)
         e.pointer = here["pointer"] if here else view.places.get(state, ("",))[0]
         e.layout, e.trail_index = layout, upto[min(rel, len(upto) - 1)]
     j = jump_for_step(trace, k) if k < len(steps) else None
     e.jump_html = jump_panel(trace, k) if j is not None or k >= len(steps) else ""
-    e.jumps_done = sum(
-        1 for jj in trace.get("jumps", []) if k >= len(steps) or jj.get("step", -1) <= k
-    )
+    e.jumps_done = sum(1 for jj in trace.jumps if k >= len(steps) or jj.step <= k)
     if k < len(steps):
         s = steps[k]
-        e.mask = s.get("mask_key") or ("*" if trace.get("mode") == "free" else None)
-        e.token_id, e.allowed = int(s["token_id"]), int(s.get("allowed", 0))
-        e.feasible_mass = float(s.get("feasible_mass") or 0)
+        e.mask = s.mask_key or ("*" if trace.mode == "free" else None)
+        e.token_id, e.allowed = s.token_id, s.allowed
+        e.feasible_mass = float(s.feasible_mass or 0)
         e.allowed_sample, e.top = _allowed(s, view), _top(s)
-        e.free = trace.get("mode") == "free"
+        e.free = trace.mode == "free"
         note = segment_note(trace, s)
         if note:
             e.segment_note = note  # outside any constrained segment: grammar inactive
-            e.no_mask = "mask_key" not in s  # free text: no mask recorded, nothing masked
+            e.no_mask = s.mask_key is None  # free text: no mask recorded, nothing masked
     return e
 
 
 ORIGIN_COLUMN = {"model": 1, "forced": 2, "jump": 3}
 
 
-def schema_outline(trace: dict, places: list[dict] | None) -> list[list]:
+def schema_outline(trace: Trace, places: list[dict] | None) -> list[list]:
     """A schema run's pointers in the order the output writes them, each with the output
     characters written there by the model, forced (one allowed token) and jumped:
     [[pointer, model, forced, jumped], ...]; [] without places (`text_places`)."""
     if not places:
         return []
     offs, rows = token_offsets(trace), {}
-    for i, t in enumerate(trace.get("tokens", [])):
+    for i, t in enumerate(trace.tokens):
         col = ORIGIN_COLUMN.get(t.get("origin", "model"), 1)
         for c in range(offs[i], min(offs[i + 1], len(places) - 1)):
             ptr = places[c]["pointer"]  # the place before the character
@@ -239,11 +238,11 @@ def schema_outline(trace: dict, places: list[dict] | None) -> list[list]:
 
 
 def step_bundle(
-    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False, live: bool = False
+    trace: Trace, collapse: bool = True, whole: bool = False, raw: bool = False, live: bool = False
 ) -> StepBundle:
     """Everything the client needs to show any position of the run; `live`: a decoding
     run's trace so far, its last step only (the view follows the run)."""
-    auto = trace.get("automaton")
+    auto = trace.automaton
     where = positions(trace)
     ks = [max(0, len(where) - 2)] if live else list(range(len(where)))
     view = graph_view(auto, collapse) if auto else None
@@ -255,49 +254,45 @@ def step_bundle(
         at = [view.element(where[k][0]) or f"s{auto['initial']}" for k in ks]
         layouts, which, note = graph_plan(trace, view, at, whole, raw)
         jumps = _jump_edges(trace, view, path)
-    vocab = int(trace.get("model", {}).get("vocab_size", 0)) or 1
+    vocab = int(trace.model.get("vocab_size", 0)) or 1
     entries = [
         _step_entry(trace, k, where[k], view, upto, which[i], places) for i, k in enumerate(ks)
     ]
     shown = {e.mask for e in entries} if live else None
-    masks = {
-        k: mask_png(v, vocab)
-        for k, v in (trace.get("masks") or {}).items()
-        if shown is None or k in shown
-    }
-    if trace.get("mode") == "free":
+    masks = {k: mask_png(v, vocab) for k, v in trace.masks.items() if shown is None or k in shown}
+    if trace.mode == "free":
         masks["*"] = mask_png(None, vocab, allowed_all=True)
     return StepBundle(
         run=uuid.uuid4().hex[:12],
-        n=len(trace.get("steps", [])),
+        n=len(trace.steps),
         live=live,
         vocab=vocab,
         mask_width=MASK_WIDTH,
-        text=trace.get("text", ""),
+        text=trace.text,
         layouts=layouts,
         note=note,
         trail=trail_els,
         jumps=jumps,
         masks=masks,
         no_jump=no_jump_text(trace),
-        replay=trace.get("mode") == "replay",
+        replay=trace.mode == "replay",
         outline=schema_outline(trace, places),
         mark_css=MARK_CSS,
         steps=entries,
-        panels=panel_columns(trace, ks, len(trace.get("steps", [])), live),
+        panels=panel_columns(trace, ks, len(trace.steps), live),
     )
 
 
-def _jump_edges(trace: dict, view: GraphView, path: list[int]) -> list[list[str]]:
+def _jump_edges(trace: Trace, view: GraphView, path: list[int]) -> list[list[str]]:
     """Each jump's edges in the drawn automaton: the part of its string the drawn path
     holds ([] for a jump wholly outside it). A triggered run's path starts at its segment,
     so a jump that writes the tag and then the segment's first characters (tool_choice
     required: `<tool_call>{"name": "`) lights the edges of those characters."""
-    auto, out = trace["automaton"], []
+    auto, out = trace.automaton or {}, []
     p0 = int(auto.get("path_offset") or 0)
-    for j in trace.get("jumps", []):
-        a = j.get("char_start", 0) - p0
-        b = min(a + len(j["string"]), len(path) - 1)
+    for j in trace.jumps:
+        a = j.char_start - p0
+        b = min(a + len(j.string), len(path) - 1)
         if b <= max(a, 0):
             out.append([])
             continue
@@ -306,9 +301,9 @@ def _jump_edges(trace: dict, view: GraphView, path: list[int]) -> list[list[str]
     return out
 
 
-def _no_graph(trace: dict, live: bool = False) -> str:
-    kind = ((trace.get("request") or {}).get("constraint") or {}).get("kind")
-    if live and kind != "grammar" and trace.get("mode") != "free":
+def _no_graph(trace: Trace, live: bool = False) -> str:
+    kind = (trace.request.get("constraint") or {}).get("kind")
+    if live and kind != "grammar" and trace.mode != "free":
         return (  # a run with triggers: its constrained stretch is known at its end
             "The automaton is drawn when the run ends (this run's constrained stretch is "
             "placed in the output then)."
@@ -318,7 +313,7 @@ def _no_graph(trace: dict, live: bool = False) -> str:
             "No finite automaton to draw: a grammar is context-free (it needs a stack, not a "
             "finite set of states). The tokens, masks and jumps below are the grammar backend's."
         )
-    if trace.get("mode") == "free":
+    if trace.mode == "free":
         return "No finite automaton to draw: free decoding has no constraint."
     return "No finite automaton to draw: the automaton was not built."
 
@@ -372,7 +367,7 @@ def _json_script(obj: dict | StepBundle, cls: str, attrs: str = "") -> str:
 
 
 def step_view_html(
-    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+    trace: Trace, collapse: bool = True, whole: bool = False, raw: bool = False
 ) -> str:
     """The step view's skeleton plus its whole bundle; the page's script fills it in. Edges
     read in words unless `raw` asks for the exact character classes."""
@@ -380,7 +375,7 @@ def step_view_html(
 
 
 def step_view_parts(
-    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+    trace: Trace, collapse: bool = True, whole: bool = False, raw: bool = False
 ) -> tuple[str, str]:
     """A finished run's step view with what position 0 draws, and the rest of its bundle
     (`rest_html`), which the page sends after everything else: nothing waits for it but a
@@ -390,7 +385,7 @@ def step_view_parts(
 
 
 def live_view_html(
-    trace: dict, collapse: bool = True, whole: bool = False, raw: bool = False
+    trace: Trace, collapse: bool = True, whole: bool = False, raw: bool = False
 ) -> str:
     """A decoding run's step view: its last step so far (`step_bundle(live=True)`), no
     tour and no token strip of its own (the page streams the tokens above it)."""
@@ -404,7 +399,7 @@ def rest_html(rest: dict) -> str:
     return _json_script(rest, "cfsm-bundle-rest", f' data-run="{rest["run"]}"')
 
 
-def _view_html(trace: dict, b: StepBundle) -> str:
+def _view_html(trace: Trace, b: StepBundle) -> str:
     graph = (
         '<div id="graph-box" class="cfsm-graph-box"><div class="cfsm-graph-tools"><button '
         'data-z="in" title="zoom in">+</button><button data-z="out" title="zoom out">\u2212'

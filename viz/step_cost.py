@@ -5,6 +5,8 @@ the model or the grammar? Kept short: the bundle carries it once per position.""
 
 from __future__ import annotations
 
+from engine.decoding.trace import JumpRecord, StepRecord, Trace
+
 from .panels import duration_us, jumps_for_step
 
 COST_CSS = """
@@ -20,18 +22,17 @@ margin-right:4px;}
 KEYS = {"forward": "cf", "grammar": "cg", "sampling": "cs", "jump": "cj"}
 
 
-def step_cost_panel(trace: dict, step: int | None) -> str:
+def step_cost_panel(trace: Trace, step: int | None) -> str:
     """The step's costs as a bar of shares and a line each; "" at the end position and for a
     replayed step (another engine's tokens: nothing was timed here)."""
-    steps = trace.get("steps") or []
-    if step is None or step >= len(steps) or trace.get("mode") == "replay":
+    if step is None or step >= len(trace.steps) or trace.mode == "replay":
         return ""
-    s = steps[step]
+    s = trace.steps[step]
     jumps = jumps_for_step(trace, step)
     parts = [
-        ("forward", 1000 * float(s.get("forward_ms") or 0), _forward_note(s)),
-        ("grammar", float(s.get("grammar_us") or s.get("mask_us") or 0), _grammar_note(trace, s)),
-        ("sampling", float(s.get("sample_us") or 0), ""),
+        ("forward", 1000 * s.forward_ms, _forward_note(s)),
+        ("grammar", s.grammar_us or s.mask_us, _grammar_note(trace, s)),
+        ("sampling", s.sample_us, ""),
     ] + [("jump", _jump_us(j), _jump_note(j)) for j in jumps]
     total = sum(us for _, us, _ in parts)
     if total <= 0:
@@ -49,28 +50,26 @@ def step_cost_panel(trace: dict, step: int | None) -> str:
     )
 
 
-def _forward_note(s: dict) -> str:
-    batch = int(s.get("batch_size") or 1)
-    if batch > 1:
-        return f", {batch} requests in the pass"
-    return ", its logits came with the jump's prefill" if not s.get("forward_ms") else ""
+def _forward_note(s: StepRecord) -> str:
+    if s.batch_size > 1:
+        return f", {s.batch_size} requests in the pass"
+    return ", its logits came with the jump's prefill" if not s.forward_ms else ""
 
 
-def _grammar_note(trace: dict, s: dict) -> str:
-    if trace.get("mode") == "free":
+def _grammar_note(trace: Trace, s: StepRecord) -> str:
+    if trace.mode == "free":
         return ", free decoding: no mask"
-    if s.get("grammar_us") is None:
+    if s.grammar_us is None:
         return ", the mask"
-    return f", the mask {duration_us(float(s.get('mask_us') or 0))} of it"
+    return f", the mask {duration_us(s.mask_us)} of it"
 
 
-def _jump_us(j: dict) -> float:
-    return 1000 * float(j.get("forward_ms") or 0) + float(j.get("retokenize_us") or 0)
+def _jump_us(j: JumpRecord) -> float:
+    return 1000 * j.forward_ms + j.retokenize_us
 
 
-def _jump_note(j: dict) -> str:
-    re_us = duration_us(float(j.get("retokenize_us") or 0))
-    return f", {int(j.get('prefilled') or 0)} tokens prefilled, re-tokenized in {re_us}"
+def _jump_note(j: JumpRecord) -> str:
+    return f", {j.prefilled} tokens prefilled, re-tokenized in {duration_us(j.retokenize_us)}"
 
 
 def _share(p: float) -> str:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.decoding.trace import Trace
+
 from .step_cost import COST_CSS, step_cost_panel
 
 # (trace, step index, or None for the run's end position) -> HTML; "" hides the panel there.
-Render = Callable[[dict, "int | None"], str]
+Render = Callable[[Trace, "int | None"], str]
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def unregister_panel(name: str) -> None:
     PANELS.pop(name, None)
 
 
-def panel_columns(trace: dict, ks: list[int], n_steps: int, live: bool) -> dict[str, list[str]]:
+def panel_columns(trace: Trace, ks: list[int], n_steps: int, live: bool) -> dict[str, list[str]]:
     """Each registered panel's HTML at positions `ks` (position n_steps is the end)."""
     return {
         p.name: [p.render(trace, k if k < n_steps else None) for k in ks]

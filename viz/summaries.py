@@ -7,40 +7,41 @@ import html
 from dataclasses import asdict
 
 from engine.backends.json_options import open_objects
-from engine.decoding.trace import StepEvent, WaitEvent, time_saved
+from engine.decoding.trace import StepEvent, Totals, Trace, WaitEvent
 from engine.lazy import lazy_module
 from engine.replay.tokens import expected_line
 from engine.schema.pointer import walkable
 from viz.highlight import regex_span_html, schema_node_html
 
+from .cards import live_cards
 from .doctor_text import UNBOUNDED_WHY, UNTYPED_WHY
-from .panels import plural
+from .panels import plural, strip_html
 from .text import GLYPHS
 
 go = lazy_module("plotly.graph_objects")
 
 
-def summary_md(trace: dict) -> str:
-    t = trace["totals"]
-    ideal = trace.get("ideal") or {}
-    speed = f"{t['wall_s']} s \u00b7 {t['tokens_per_s']} tok/s \u00b7 " if t["tokens_per_s"] else ""
+def summary_md(trace: Trace) -> str:
+    t = trace.totals
+    ideal = trace.ideal or {}
+    speed = f"{t.wall_s} s \u00b7 {t.tokens_per_s} tok/s \u00b7 " if t.tokens_per_s else ""
     parts = [
-        f"**{trace['mode']}** with **{trace.get('backend') or '-'}** \u00b7 "
-        f"{plural(t['output_tokens'], 'token')} \u00b7 "
-        f"{plural(t['forward_passes'], 'forward pass')} \u00b7 {speed}{plural(t['jumps'], 'jump')} "
-        f"({plural(t['jumped_chars'], 'char')}) \u00b7 finished: {t['finished']} ({t['reason']})"
+        f"**{trace.mode}** with **{trace.backend or '-'}** \u00b7 "
+        f"{plural(t.output_tokens, 'token')} \u00b7 "
+        f"{plural(t.forward_passes, 'forward pass')} \u00b7 {speed}{plural(t.jumps, 'jump')} "
+        f"({plural(t.jumped_chars, 'char')}) \u00b7 finished: {t.finished} ({t.reason})"
     ]
-    if trace.get("backend_why"):
-        parts.append(f"**Backend chosen by auto**: {html.escape(str(trace['backend_why']))}")
-    valid, why = trace.get("valid"), trace.get("validation") or ""
+    if trace.backend_why:
+        parts.append(f"**Backend chosen by auto**: {html.escape(trace.backend_why)}")
+    valid, why = trace.valid, trace.validation
     if valid is not None or why:
         mark = {True: "\u2713 valid", False: "\u2717 invalid"}.get(
             valid, "? not checked"
         )  # glyphs every font has
         parts.append(f"**{mark}**: {html.escape(str(why))}")
-    for w in trace.get("warnings") or []:
+    for w in trace.warnings:
         parts.append(f"**\u26a0 warning**: {html.escape(str(w))}")
-    why = trace.get("unfinished")  # stopped at the token limit: what kept it going
+    why = trace.unfinished  # stopped at the token limit: what kept it going
     if isinstance(why, dict) and why.get("line"):
         parts.append(f"**Why it did not end**: {html.escape(str(why['line']))}")
     skipped = skipped_jumps_line(trace)
@@ -49,7 +50,7 @@ def summary_md(trace: dict) -> str:
     opened = open_objects_line(trace)
     if opened:
         parts.append(opened)
-    if trace.get("replay"):
+    if trace.replay:
         parts.append(replay_md(trace))
     elif ideal:
         parts.append(
@@ -65,13 +66,13 @@ def summary_md(trace: dict) -> str:
     return "  \n".join(parts)
 
 
-def open_objects_line(trace: dict) -> str:
+def open_objects_line(trace: Trace) -> str:
     """Where this run's backend read objects as open (engine/backends/json_options.py
     `open_objects`), so keys the schema does not list read as expected, not as a bug."""
-    c = (trace.get("request") or {}).get("constraint") or {}
+    c = trace.request.get("constraint") or {}
     if c.get("kind") != "schema":
         return ""
-    backend = str(trace.get("backend") or "")
+    backend = trace.backend or ""
     where = open_objects(walkable(str(c.get("text", ""))), backend, bool(c.get("spec")))
     spec = " (Spec reading; integers could also be written `1.0`)" if c.get("spec") else ""
     if not where:
@@ -84,10 +85,10 @@ def open_objects_line(trace: dict) -> str:
     )
 
 
-def replay_md(trace: dict) -> str:
+def replay_md(trace: Trace) -> str:
     """What a replayed output says: whose it is, what jump-forward would have saved on it,
     and where (if anywhere) it left the constraint."""
-    r = trace.get("replay") or {}
+    r = trace.replay or {}
     who = r.get("model") or "the engine"
     where = f" at {r['endpoint']}" if r.get("endpoint") else ""
     n, forced = r.get("tokens", 0), r.get("forced_tokens", 0)
@@ -142,10 +143,10 @@ def _saved_line(r: dict, n: int, forced: int) -> str:
     )
 
 
-def kv_wait_line(totals: dict) -> str:
+def kv_wait_line(totals: Totals) -> str:
     """Under KV-cache pressure a request waits for cells and may be evicted and recompute
     its tokens: the output is the same, the time is not, so the summary says so."""
-    held, again = totals.get("kv_held_passes", 0), totals.get("recomputed_tokens", 0)
+    held, again = totals.kv_held_passes, totals.recomputed_tokens
     if not held and not again:
         return ""
     return (
@@ -170,29 +171,28 @@ def waiting_line(ev: WaitEvent) -> str:
     )
 
 
-def time_saved_line(t: dict) -> str:
+def time_saved_line(t: Totals) -> str:
     """Passes saved as time saved, on this run's own clock: its forward passes as measured,
     against the same output decoded masked, timed with this run's prefill and its median
     one-token pass (on llama.cpp a k-token pass costs far more than one step, so fewer
     passes save less time than on the PyTorch path). Older traces: the load-time costs."""
-    saved = time_saved(t)
+    saved = t.time_saved()
     if saved is None:
         return ""
-    rt = t.get("runtime") or "this runtime"
-    shared = t.get("prompt_cached_tokens") or 0
-    if t.get("run_masked_ms"):
-        step = "its" if t.get("clock") == "this run" else "the load-time model's"
+    rt = t.runtime or "this runtime"
+    shared = t.prompt_cached_tokens
+    if t.run_masked_ms:
+        step = "its" if t.clock == "this run" else "the load-time model's"
         head = (
-            f"On this run's clock ({rt}): {t['run_forward_ms'] / 1e3:.2f} s of forward passes "
-            "against "
-            f"{t['run_masked_ms'] / 1e3:.2f} s for the same output decoded masked (its "
-            f"prefill, then {step} {t['run_step_ms']:.1f} ms one-token step per token; "
+            f"On this run's clock ({rt}): {t.run_forward_ms / 1e3:.2f} s of forward passes "
+            f"against {t.run_masked_ms / 1e3:.2f} s for the same output decoded masked (its "
+            f"prefill, then {step} {t.run_step_ms:.1f} ms one-token step per token; "
             "both count one-token passes at that mean): "
         )
     else:
         head = (
-            f"On {rt}'s measured costs: {t['est_forward_ms'] / 1e3:.2f} s of forward passes "
-            f"against {t['est_masked_ms'] / 1e3:.2f} s for the same output decoded masked: "
+            f"On {rt}'s measured costs: {t.est_forward_ms / 1e3:.2f} s of forward passes "
+            f"against {t.est_masked_ms / 1e3:.2f} s for the same output decoded masked: "
         )
     pct = round(100 * saved)
     verdict = f"{pct}% of the time saved." if pct >= 0 else f"{-pct}% more time than masked."
@@ -202,7 +202,7 @@ def time_saved_line(t: dict) -> str:
         + verdict
         + why
         + (
-            f" {shared} of the prompt's {t.get('prompt_tokens', '?')} tokens were shared "
+            f" {shared} of the prompt's {t.prompt_tokens} tokens were shared "
             "from the previous request's cache, not computed (both figures count that)."
             if shared
             else ""
@@ -213,20 +213,20 @@ def time_saved_line(t: dict) -> str:
 BUSY_FACTOR = 1.5  # a jump's pass this many times dearer than the cost model: a busy machine
 
 
-def lost_time_why(t: dict, runtime: str) -> str:
+def lost_time_why(t: Totals, runtime: str) -> str:
     """Why a run that made fewer passes took more time, in the cost model's terms: what its
     jump passes cost in this run's steps against the steps they spared (the output's
     tokens less the one-token passes made), and whether they cost far more than the model
     measured at load (the machine was busy: a many-token pass slows most when another
     process holds a core) or as much (jumps too short to pay on this runtime). '' when
     the run recorded no jump pass to explain it by."""
-    n, run_x = t.get("run_jump_passes") or 0, t.get("run_jump_in_steps") or 0.0
+    n, run_x = t.run_jump_passes, t.run_jump_in_steps
     if not n or not run_x:
         return ""
-    model_x = t.get("model_jump_in_steps") or 0.0
-    k = (t.get("run_jump_tokens") or 0) / n
-    masked_steps = max(0, t.get("output_tokens", 0) - 1) + (t.get("reason") == "eos")
-    spared = max(0, masked_steps - (t.get("forward_passes", 0) - 1 - n))
+    model_x = t.model_jump_in_steps
+    k = t.run_jump_tokens / n
+    masked_steps = max(0, t.output_tokens - 1) + (t.reason == "eos")
+    spared = max(0, masked_steps - (t.forward_passes - 1 - n))
     head = (
         f"Why: its {plural(n, 'jump pass')} ({k:.0f} tokens each on average) cost "
         f"{run_x:.1f}x a one-token step each on this run"
@@ -244,17 +244,16 @@ def lost_time_why(t: dict, runtime: str) -> str:
     return f"{head}{model}, {cost}; the rest of the difference is the first pass."
 
 
-def previous_run_note(trace: dict | None) -> str:
+def previous_run_note(trace: Trace | None) -> str:
     """After a run that failed: what the results still on the page belong to, so that the
     previous run's output, badge, cards and timeline are not read as this run's."""
-    if not trace:
+    if trace is None:
         return ""
-    c = (trace.get("request") or {}).get("constraint") or {}
+    c = trace.request.get("constraint") or {}
     text = " ".join(str(c.get("text", "")).split())
     short = text[:60].replace("`", "'") + ("\u2026" if len(text) > 60 else "")
     what = f"{c.get('kind', 'constraint')} `{short}`"
-    n = (trace.get("totals") or {}).get("output_tokens")
-    tokens = "? tokens" if n is None else plural(n, "token")
+    tokens = plural(trace.totals.output_tokens, "token")
     return (
         "**This run failed (the message above); nothing below is from it.** The output, "
         f"figures and step view are still the previous run's: {what if c else 'no constraint'}, "
@@ -262,15 +261,15 @@ def previous_run_note(trace: dict | None) -> str:
     )
 
 
-def skipped_jumps_line(trace: dict) -> str:
+def skipped_jumps_line(trace: Trace) -> str:
     """'' when no jump was skipped; else how many and why (the first skip's reason), so
     that `jumps 0` is never silent."""
-    n = (trace.get("totals") or {}).get("jumps_skipped") or 0
+    n = trace.totals.jumps_skipped
     if not n:
         return ""
-    first = (trace.get("jump_skips") or [{}])[0]
-    where = f" (first at step {first['step']}: {first['string'][:40]!r})" if "step" in first else ""
-    reason = first.get("reason", "reason not recorded")
+    first = trace.jump_skips[0] if trace.jump_skips else None
+    where = f" (first at step {first.step}: {first.string[:40]!r})" if first else ""
+    reason = first.reason if first else "reason not recorded"
     return f"{n} jump{'s' if n != 1 else ''} skipped: {reason}{where}"
 
 
@@ -329,22 +328,18 @@ def _threads_line(threads: dict | None) -> str:
     return "threads now: " + ", ".join(each)
 
 
-def live_figures(ev: StepEvent) -> tuple[dict, dict, str]:
-    """What the page shows while a run streams: the token strip's data, the running
-    figures for the stat cards, and a one-line summary."""
+def live_figures(ev: StepEvent) -> tuple[str, str, str]:
+    """What the page shows while a run streams: the token strip, the running figures as
+    stat cards, and a one-line summary."""
     tokens = [asdict(t) for t in ev.tokens]
-    el = max(1e-6, ev.elapsed_s)
-    totals = {
-        "output_tokens": len(tokens),
-        "forward_passes": ev.forward_passes,
-        "tokens_per_s": round(len(tokens) / el, 1),
-        "jumped_tokens": sum(1 for t in tokens if t["origin"] == "jump"),
-    }
+    per_s = round(len(tokens) / max(1e-6, ev.elapsed_s), 1)
+    jumped = sum(1 for t in tokens if t["origin"] == "jump")
     line = (
         f"Decoding \u2026 step {ev.step.index} \u00b7 {plural(len(tokens), 'token')} \u00b7 "
         f"{plural(ev.forward_passes, 'forward pass')} \u00b7 {plural(ev.jumps, 'jump')}"
     )
-    return {"tokens": tokens, "steps": []}, totals, line
+    cards = live_cards(len(tokens), ev.forward_passes, per_s, jumped)
+    return strip_html(tokens), cards, line
 
 
 def _times(ratio: float, more: str, less: str) -> str:
@@ -387,46 +382,46 @@ def _output_cell(text: str, part: int | None, keep: int = 40, show: int = 60) ->
 UNEXPLAINED_RATIO = 3.0  # a wall-time ratio past this with equal passes needs a reason
 
 
-def passes_agree(ta: dict, tb: dict) -> bool:
+def passes_agree(ta: Totals, tb: Totals) -> bool:
     """Wall time and passes tell one story: the faster side made fewer passes (or equal
     times), or equal passes within UNEXPLAINED_RATIO (else Compare's verdict explains)."""
-    speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
-    pa, pb = ta["forward_passes"], tb["forward_passes"]
+    speed = ta.wall_s / max(1e-9, tb.wall_s)
+    pa, pb = ta.forward_passes, tb.forward_passes
     if pa != pb:
         return speed == 1 or (speed > 1) == (pb < pa)
     return max(speed, 1 / max(speed, 1e-9)) <= UNEXPLAINED_RATIO
 
 
-def _unexplained_ratio(ta: dict, tb: dict) -> str:
+def _unexplained_ratio(ta: Totals, tb: Totals) -> str:
     """Where the passes do not explain the wall times (`passes_agree`), what may: the side
     with fewer passes took longer (costlier passes, or load); equal passes past
     UNEXPLAINED_RATIO (the prompt one side took from the cache, else the machine's load)."""
     if passes_agree(ta, tb):
         return ""
-    pa, pb = ta["forward_passes"], tb["forward_passes"]
+    pa, pb = ta.forward_passes, tb.forward_passes
     if pa != pb:
         return (
             f"{'B' if pb < pa else 'A'} made fewer forward passes yet took longer: its passes "
             "cost more each (a jump's prefill of many tokens against the steps it spared), or "
             "the machine was busier during its run"
         )
-    ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
+    ca, cb = ta.prompt_cached_tokens, tb.prompt_cached_tokens
     if ca != cb:
         return (
-            f"both made {ta['forward_passes']} forward passes: the time differs because one "
+            f"both made {pa} forward passes: the time differs because one "
             f"side took more of its prompt from the cache ({ca} against {cb} tokens)"
         )
     return (
-        f"both made {ta['forward_passes']} forward passes, so the time difference is not the "
+        f"both made {pa} forward passes, so the time difference is not the "
         "method's: the machine was busier during one of the runs"
     )
 
 
-def _cache_caveat(ta: dict, tb: dict) -> str:
+def _cache_caveat(ta: Totals, tb: Totals) -> str:
     """The sides took different shares of their prompt from the cache (another request ran
     between them on a shared server, or llama.cpp emptied its cache, which it does once
     its cells since the last emptying pass 256): their prefill times are not alike."""
-    ca, cb = ta.get("prompt_cached_tokens", 0), tb.get("prompt_cached_tokens", 0)
+    ca, cb = ta.prompt_cached_tokens, tb.prompt_cached_tokens
     if abs(ca - cb) <= 1:  # a first jump's feed may share the prompt's last token too
         return ""
     return (
@@ -435,28 +430,25 @@ def _cache_caveat(ta: dict, tb: dict) -> str:
     )
 
 
-def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
+def compare_md(a: Trace, b: Trace, cfg_a: str, cfg_b: str, temperature: float, seed: int) -> str:
     """A vs B with the caveats a reader needs: unfinished runs, different outputs, sampling."""
-    ta, tb = a["totals"], b["totals"]
-    part = first_difference(a["text"], b["text"])
-    speed = ta["wall_s"] / max(1e-9, tb["wall_s"])
+    ta, tb = a.totals, b.totals
+    part = first_difference(a.text, b.text)
+    speed = ta.wall_s / max(1e-9, tb.wall_s)
     rows = [
         "| | A | B |",
         "|---|---|---|",
         f"| config | {cfg_a} | {cfg_b} |",
-        "| output | " + " | ".join(_output_cell(x, part) for x in (a["text"], b["text"])) + " |",
-        f"| tokens | {ta['output_tokens']} | {tb['output_tokens']} |",
-        f"| forward passes | {ta['forward_passes']} | {tb['forward_passes']} |",
-        f"| wall time | {ta['wall_s']} s | {tb['wall_s']} s |",
-        "| prompt tokens from the cache | "
-        f"{ta.get('prompt_cached_tokens', 0)} | {tb.get('prompt_cached_tokens', 0)} |",
-        f"| finished | {ta['finished']} ({ta['reason']}) | {tb['finished']} ({tb['reason']}) |",
+        "| output | " + " | ".join(_output_cell(x, part) for x in (a.text, b.text)) + " |",
+        f"| tokens | {ta.output_tokens} | {tb.output_tokens} |",
+        f"| forward passes | {ta.forward_passes} | {tb.forward_passes} |",
+        f"| wall time | {ta.wall_s} s | {tb.wall_s} s |",
+        f"| prompt tokens from the cache | {ta.prompt_cached_tokens} | {tb.prompt_cached_tokens} |",
+        f"| finished | {ta.finished} ({ta.reason}) | {tb.finished} ({tb.reason}) |",
         "",
     ]
     caveats = [
-        f"{n} did not finish ({t['reason']})"
-        for n, t in (("A", ta), ("B", tb))
-        if not t["finished"]
+        f"{n} did not finish ({t.reason})" for n, t in (("A", ta), ("B", tb)) if not t.finished
     ]
     if part is not None:
         caveats.append(
@@ -468,14 +460,13 @@ def compare_md(a: dict, b: dict, cfg_a: str, cfg_b: str, temperature: float, see
             "other outputs"
         )
     verdict = f"B is {_times(speed, 'faster', 'slower')} than A in wall time, with " + (
-        _times(ta["forward_passes"] / max(1, tb["forward_passes"]), "fewer", "more")
-        + " forward passes"
+        _times(ta.forward_passes / max(1, tb.forward_passes), "fewer", "more") + " forward passes"
     )
     odd, cache = _unexplained_ratio(ta, tb), _cache_caveat(ta, tb)
     caveats += [odd] if odd else []
     if cache and "from the cache" not in odd:  # equal passes: `odd` names the cache already
         caveats.append(cache)
-    if a["text"] != b["text"] and {a.get("mode"), b.get("mode")} == {"masked", "jump"}:
+    if a.text != b.text and {a.mode, b.mode} == {"masked", "jump"}:
         caveats.append(
             "jump-forward re-tokenizes what it jumps and the model then reads those tokens, "
             "not the ones it would have chosen, so greedy outputs can part ways"

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from app.presets import presets
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
-from engine.decoding.trace import time_saved
 from engine.errors import CfsmError
 from engine.runtimes.host_threads import usable_cpus
 from viz.cards import stat_cards
@@ -76,10 +75,10 @@ def _cell(eng, c: Constraint, prompt: str, repeats: int, max_new: int) -> dict:
     for _ in range(repeats):
         for mode in ("masked", "jump"):
             req = GenerateRequest(prompt=prompt, constraint=c, mode=mode, max_new_tokens=max_new)
-            t = eng.generate(req).to_json()["totals"]
-            walls[mode].append(t["wall_s"])
+            t = eng.generate(req).totals
+            walls[mode].append(t.wall_s)
             if mode == "jump":
-                saved.append(time_saved(t))
+                saved.append(t.time_saved())
                 lines.append(time_saved_line(t))
                 negative |= bool(re.search(r"-\d+%", stat_cards(t) + lines[-1]))
     med = {m: statistics.median(v) for m, v in walls.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from app.presets import presets
+from engine.decoding.trace import Totals
 from engine.errors import CfsmError
 from viz.summaries import compare_md, passes_agree
 
@@ -21,7 +22,7 @@ from .suite import Flag, Suite, tokens_flag, with_engine
 READINGS = ("agrees", "explained", "unexplained")
 
 
-def reading(ta: dict, tb: dict, verdict: str) -> str:
+def reading(ta: Totals, tb: Totals, verdict: str) -> str:
     """'agrees', 'explained' or 'unexplained' (the module's doc) for A's and B's totals and
     the verdict line Compare printed."""
     if passes_agree(ta, tb):
@@ -36,15 +37,15 @@ def compare_preset(eng, name: str, p: dict, max_new: int) -> dict:
 
     inp = dataclasses.replace(PageInputs.from_preset(p), max_new=max_new)
     (a, b), cfg = inp.compare_requests([(m, inp.backend, inp.ws) for m in ("masked", "jump")])
-    ta, tb = (t.to_json() for t in eng.side_by_side(a, b))
+    ta, tb = eng.side_by_side(a, b)
     verdict = compare_md(ta, tb, *cfg, float(inp.temp), int(inp.seed or 0)).splitlines()[-1]
     verdict = verdict.strip("*")
-    A, B = ta["totals"], tb["totals"]
+    A, B = ta.totals, tb.totals
     return {
         "preset": name,
-        "passes": [A["forward_passes"], B["forward_passes"]],
-        "wall_s": [A["wall_s"], B["wall_s"]],
-        "same_output": ta["text"] == tb["text"],
+        "passes": [A.forward_passes, B.forward_passes],
+        "wall_s": [A.wall_s, B.wall_s],
+        "same_output": ta.text == tb.text,
         "verdict": verdict,
         "reading": reading(A, B, verdict),
     }

@@ -13,7 +13,7 @@ import statistics
 from app.presets import presets
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
-from engine.decoding.trace import time_saved
+from engine.decoding.trace import Totals
 
 from .suite import Flag, Suite, with_engine
 
@@ -23,11 +23,11 @@ KINDS = ("regex", "schema")
 def _preset_row(eng, name: str, p: dict, repeats: int) -> dict:
     c = Constraint(p["kind"], p["text"], p["whitespace"])
 
-    def run(mode: str, max_new: int = 256) -> dict:
+    def run(mode: str, max_new: int = 256) -> Totals:
         req = GenerateRequest(
             prompt=p["prompt"], constraint=c, mode=mode, max_new_tokens=max_new, trace_detail=False
         )
-        return eng.generate(req).to_json()["totals"]
+        return eng.generate(req).totals
 
     # untimed: the compile, and both modes in full, so that the token index's lazy states
     # (built the first time decoding reaches them; masked mode reaches every state of its
@@ -39,9 +39,9 @@ def _preset_row(eng, name: str, p: dict, repeats: int) -> dict:
     for _ in range(repeats):
         for mode in ("masked", "jump"):
             t = run(mode)
-            walls[mode].append(t["wall_s"])
+            walls[mode].append(t.wall_s)
             if mode == "jump":
-                saved.append(time_saved(t))
+                saved.append(t.time_saved())
     compare = statistics.median(walls["masked"]) / max(statistics.median(walls["jump"]), 1e-9)
     card = statistics.median(saved)
     doctor = (eng.diagnose(c).get("time") or {}).get("ideal_time_reduction")

@@ -42,7 +42,7 @@ PROBE = """() => {
 }"""
 
 
-def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed: int = 0) -> dict:
+def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed: int = 0) -> Trace:
     """A trace shaped like the engine's, on a random string of the regex (no model)."""
 
     dfa = build_char_dfa(pattern)
@@ -128,7 +128,7 @@ def synthetic_trace(pattern: str, vocab_size: int = 49152, steps: int = 40, seed
         totals=totals,
         scheduler={"kind": "synthetic", "max_batch": 1},
         automaton=auto,
-    ).to_json()
+    )
 
 
 def character_trace() -> dict:
@@ -233,7 +233,7 @@ def run(port: int = 7877, log=print) -> dict:
     with served_page(port) as page:
         page.wait_for_selector("#step-slider", timeout=60_000)
         for name, rx, whole in CASES:
-            trace = traces.get(rx) or synthetic_trace(rx, steps=60)
+            trace = traces.get(rx) or synthetic_trace(rx, steps=60).to_json()
             results[name] = measure_page(page, trace, whole=whole)
             log(f"{name:45s} {results[name]}")
     return results

@@ -217,6 +217,20 @@ class Totals:
     run_jump_in_steps: float = 0.0
     model_jump_in_steps: float = 0.0
 
+    def time_saved(self) -> float | None:
+        """Jump-forward's decode time saved against the same output decoded masked, on this
+        run's own clock (older traces: on the load-time cost model); None without figures."""
+        if self.run_masked_ms:
+            return 1 - self.run_forward_ms / self.run_masked_ms
+        if self.est_masked_ms:
+            return 1 - self.est_forward_ms / self.est_masked_ms
+        return None
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Totals:
+        """A trace file's `totals` (keys this version does not know are dropped)."""
+        return _record(cls, obj, "totals")
+
 
 @dataclass
 class RunClock:
@@ -228,16 +242,6 @@ class RunClock:
     jump_tokens: int = 0
     jump_in_steps: float = 0.0  # a jump pass's mean time over the run's step
     model_jump_in_steps: float = 0.0  # the same passes in the load-time cost model
-
-
-def time_saved(totals: dict) -> float | None:
-    """Jump-forward's decode time saved against the same output decoded masked, on this
-    run's own clock (older traces: on the load-time cost model); None without figures."""
-    if totals.get("run_masked_ms"):
-        return 1 - totals["run_forward_ms"] / totals["run_masked_ms"]
-    if totals.get("est_masked_ms"):
-        return 1 - totals["est_forward_ms"] / totals["est_masked_ms"]
-    return None
 
 
 @dataclass

@@ -10,7 +10,7 @@ import time
 import uuid
 
 from ..analysis.ideal import token_char_starts
-from ..decoding.trace import time_saved
+from ..decoding.trace import Totals
 from ..triggers.tools import split_call, tool_format
 from .request import ApiRequest
 
@@ -108,7 +108,7 @@ def usage(trace: dict) -> dict:
 def figures(trace: dict, trace_id: str | None, api: ApiRequest) -> dict:
     """The cfsm extension: what the run cost and where to see it step by step."""
     t = trace["totals"]
-    saved = time_saved(t)
+    saved = Totals.from_json(t).time_saved()
     out = {
         "trace_id": trace_id,
         "trace_url": f"/?trace={trace_id}" if trace_id else None,

@@ -3,6 +3,7 @@ benchmark and the app."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import time
@@ -317,25 +318,26 @@ class Engine:
         trace.ideal = ideal
 
     def _live_listener(self, on_event, req: GenerateRequest, res, compiled):
-        """`on_event` with each step's `snapshot` turned into the trace so far as JSON,
-        its automaton drawn as the finished trace's will be (built once per run, in the
-        first snapshot asked for; a triggered run's live view has no automaton)."""
+        """`on_event` with each step's `snapshot` turned into the trace so far, a copy of its
+        own (decoding goes on changing the run's records), its automaton drawn as the
+        finished trace's will be (built once per run, in the first snapshot asked for; a
+        triggered run's live view has no automaton)."""
         if on_event is None:
             return None
         dfa = None if res is None or getattr(compiled, "triggered", False) else res.dfa
         drawn: dict = {}
 
-        def live_json(snapshot) -> dict:
-            trace = snapshot()
+        def live_trace(snapshot) -> Trace:
+            trace = copy.deepcopy(snapshot())
             if dfa is not None:
                 if not drawn:
                     drawn.update(self._automaton_view(req.constraint, dfa))
                 trace.automaton = {**drawn, "path": dfa.path(trace.text)}
-            return trace.to_json()
+            return trace
 
         def listen(kind: str, data) -> None:
             if kind == "step" and data.snapshot is not None:
-                data.snapshot = functools.partial(live_json, data.snapshot)
+                data.snapshot = functools.partial(live_trace, data.snapshot)
             on_event(kind, data)
 
         return listen

@@ -14,6 +14,7 @@ import pytest
 
 from engine.analysis.ideal import ideal_counts
 from engine.constraint import Constraint
+from engine.decoding.trace import Trace
 from engine.errors import CfsmError
 from engine.regex.compressed import compressed_of
 
@@ -78,7 +79,7 @@ def test_an_output_that_leaves_at_step_0_is_called_outside_not_unfinished(compil
     assert repr(expected[0]) in tr["validation"]
     assert tr["replay"]["forced_tokens"] == 0
     assert all(t["origin"] != "forced" for t in tr["tokens"])
-    md = replay_md(tr)
+    md = replay_md(Trace.from_json(tr))
     assert "**Jump-forward would have saved nothing**: this output left the constraint at " in md
     assert "nothing is counted past it" in md and "% of its tokens" not in md
 
@@ -247,16 +248,18 @@ def test_replay_captions_on_a_backend_without_character_states(compile_engine, r
     c = Constraint.from_inputs("regex", character_regex)
     tr = compile_engine.replay(c, recorded, {}, backend="xgrammar").to_json()
     assert tr["steps"][20]["char_state"] is None and not tr["replay"]["violations"]
-    assert "jump-forward would have written it" in caption(tr, 20)
+    assert "jump-forward would have written it" in caption(Trace.from_json(tr), 20)
     assert tr["replay"]["forced_tokens"] == 130  # the automaton's analysis, whatever the masks
 
 
 def test_savings_past_a_later_break_are_not_claimed():
     """A break at step 3: the savings line counts the 3 tokens before it, no share of all."""
+    from made_traces import trace as made_trace
+
     from viz.summaries import replay_md
 
     v = {"step": 3, "text": "x", "char_offset": 3, "allowed": 1, "expected": ["a"]}
     r = {"tokens": 9, "forced_tokens": 2, "saved_fraction": 0.222, "violations": [v]}
-    md = html.unescape(replay_md({"replay": r}))
+    md = html.unescape(replay_md(made_trace(replay=r)))
     assert "would have saved 2 forward passes** on the 3 tokens before step 3" in md
     assert "22%" not in md and "(1 token: 'a')" in md

@@ -152,9 +152,9 @@ def test_a_run_at_the_token_limit_says_why_on_the_page_and_in_the_trace(engine):
     req = GenerateRequest.from_inputs(
         "Describe the sea.", Constraint("regex", r"The sea is [a-z ]+\."), max_new_tokens=6
     )
-    tr = engine.generate(req).to_json()
-    assert tr["totals"]["reason"] == "max_new_tokens"
-    assert tr["unfinished"]["where"] == "regex characters 11-18 `[a-z ]+`"
+    tr = engine.generate(req)
+    assert tr.totals.reason == "max_new_tokens"
+    assert tr.unfinished["where"] == "regex characters 11-18 `[a-z ]+`"
     assert "Why it did not end" in summary_md(tr) and "[a-z ]{0,40}" in summary_md(tr)
     done = engine.generate(
         GenerateRequest.from_inputs("Is water wet?", Constraint("regex", "(yes|no)"))

@@ -1,6 +1,7 @@
 """The page's helpers, without a browser: what Compare, upload and live validation say."""
 
 import gradio as gr
+from made_traces import trace as made_trace
 
 from app.checks import live_check
 from app.inputs import RESTORED_INPUTS, restore_inputs
@@ -8,19 +9,9 @@ from app.run import scrub_slider
 from viz.summaries import compare_md
 
 
-def _run(
-    text: str, wall: float, passes: int, finished: bool = True, reason: str = "complete"
-) -> dict:
-    return {
-        "text": text,
-        "totals": {
-            "wall_s": wall,
-            "forward_passes": passes,
-            "output_tokens": 10,
-            "finished": finished,
-            "reason": reason,
-        },
-    }
+def _run(text: str, wall: float, passes: int, finished: bool = True, reason: str = "complete"):
+    totals = dict(wall_s=wall, forward_passes=passes, output_tokens=10, finished=finished)
+    return made_trace(text=text, totals={**totals, "reason": reason})
 
 
 def test_compare_states_the_ratio_plainly_when_both_runs_are_alike():
@@ -42,17 +33,17 @@ def test_compare_explains_a_big_ratio_with_equal_passes():
     """Issue 46: "B is 44.2x faster than A ... with 1.00x fewer forward passes" for
     `(yes|no)`: B had reused the prompt A had just prefilled."""
     a, b = _run("yes", 0.63, 1), _run("yes", 0.014, 1)
-    a["totals"]["prompt_cached_tokens"], b["totals"]["prompt_cached_tokens"] = 0, 30
+    a.totals.prompt_cached_tokens, b.totals.prompt_cached_tokens = 0, 30
     md = compare_md(a, b, "masked / fsm", "jump / fsm", 0.0, 0)
     assert "took more of its prompt from the cache (0 against 30 tokens)" in md
     assert "read the ratio with care" in md and "| prompt tokens from the cache | 0 | 30 |" in md
-    a["totals"]["prompt_cached_tokens"] = 30
+    a.totals.prompt_cached_tokens = 30
     md = compare_md(a, b, "masked / fsm", "jump / fsm", 0.0, 0)
     assert "the machine was busier during one of the runs" in md
     near = compare_md(_run("yes", 0.02, 1), _run("yes", 0.014, 1), "A", "B", 0.0, 0)
     assert "care" not in near  # 1.4x with equal passes: nothing to explain
     a, b = _run("ab", 2.0, 10), _run("ab", 1.0, 4)  # passes explain the ratio, not the cache
-    a["totals"]["prompt_cached_tokens"], b["totals"]["prompt_cached_tokens"] = 8, 53
+    a.totals.prompt_cached_tokens, b.totals.prompt_cached_tokens = 8, 53
     md = compare_md(a, b, "A", "B", 0.0, 0)
     assert "A took 8 prompt tokens from the cache and B 53" in md and "with care" in md
 
@@ -71,10 +62,10 @@ def test_compare_says_when_the_side_with_fewer_passes_took_longer():
 
 
 def test_an_uploaded_trace_restores_its_inputs():
-    trace = {
-        "backend": "xgrammar",
-        "mode": "masked",
-        "request": {
+    trace = made_trace(
+        backend="xgrammar",
+        mode="masked",
+        request={
             "prompt": "Hi",
             "max_new_tokens": 64,
             "temperature": 0.5,
@@ -89,7 +80,7 @@ def test_an_uploaded_trace_restores_its_inputs():
                 "spec": True,
             },
         },
-    }
+    )
     got = restore_inputs(trace)
     assert {
         k: got[k] for k in ("kind", "sch", "prompt", "ws", "lenient", "spec", "backend", "mode")
@@ -123,7 +114,7 @@ def test_inputs_from_outside_are_checked_against_their_widgets():
 
 def test_a_free_run_upload_keeps_the_constraint_inputs():
     out = restore_inputs(
-        {"backend": None, "mode": "free", "request": {"prompt": "x", "constraint": None}}
+        made_trace(backend=None, mode="free", request={"prompt": "x", "constraint": None})
     )
     assert "kind" not in out and "rx" not in out and out["mode"] == "free"
 
@@ -151,7 +142,7 @@ def test_compare_reads_a_slower_b_the_right_way_round_and_says_why_outputs_diffe
     10.9x more forward passes', never '0.06x slower ... 0.09x fewer'; masked and jump outputs
     that differ come with the reason they can."""
     a, b = _run("short", 3.8, 18), _run("long and repeating", 62.9, 196, False, "max_new_tokens")
-    a["mode"], b["mode"] = "masked", "jump"
+    a.mode, b.mode = "masked", "jump"
     md = compare_md(a, b, "masked / fsm", "jump / fsm", 0.0, 0)
     assert "B is 16.6x slower than A in wall time, with 10.9x more forward passes" in md
     assert "0.06x" not in md and "0.09x" not in md
@@ -179,10 +170,10 @@ def test_the_regex_live_check_names_a_state_explosion_before_run(compile_engine)
 
 def test_an_uploaded_triggered_trace_restores_the_tools_tab_and_reasoning():
     tools = '[{"type": "function", "function": {"name": "f"}}]'
-    trace = {
-        "backend": "fsm",
-        "mode": "jump",
-        "request": {
+    trace = made_trace(
+        backend="fsm",
+        mode="jump",
+        request={
             "prompt": "Hi",
             "constraint": None,
             "tools": tools,
@@ -192,7 +183,7 @@ def test_an_uploaded_triggered_trace_restores_the_tools_tab_and_reasoning():
             "reasoning": True,
             "think_budget": 12,
         },
-    }
+    )
     got = restore_inputs(trace)
     assert got["kind"] == "tools" and got["tools"] == tools
     assert (got["tool_choice"], got["tool_start"], got["tool_end"]) == (
@@ -272,8 +263,8 @@ def test_stop_after_the_decode_sends_what_the_finished_run_had_left_to_send():
     h.unsent = (done, rest)
     got = dict(zip(STOP_OUTPUTS.names, stop_reply(h, done, True, False, False), strict=True))
     assert got["view_rest"] == rest and 'data-run="' in rest
-    assert json.loads(open(got["dl_trace"], encoding="utf-8").read())["text"] == done["text"]
-    assert list(got["timeline"].data[0].x) == [s["index"] for s in done["steps"]]
+    assert json.loads(open(got["dl_trace"], encoding="utf-8").read())["text"] == done.text
+    assert list(got["timeline"].data[0].x) == [s.index for s in done.steps]
     assert all(_is_skip(got[k]) for k in ("view", "summary", "live"))  # the view shown stays
     # every update was sent: Stop has nothing to add
     h.unsent = None
@@ -295,7 +286,7 @@ def test_stop_while_decoding_brings_back_the_previous_runs_view():
     assert 'id="step-view"' in got["view"] and "previous run's" in got["summary"]
     assert got["live"] == "" and _is_skip(got["view_rest"]) and _is_skip(got["dl_trace"])
     # the figures are the shown run's, not the stopped run's streamed ones
-    assert got["cards"] == stat_cards(prev["totals"]) and got["cards"]
+    assert got["cards"] == stat_cards(prev.totals) and got["cards"]
     h2 = RunHandle()
     h2.set_phase("decoding")
     first = dict(zip(STOP_OUTPUTS.names, stop_reply(h2, None, True, False, False), strict=True))

@@ -72,10 +72,11 @@ def _trace_of_last_run(page, app_url) -> dict:
 
 
 def _expected_element(trace: dict, step: int) -> str:
+    from engine.decoding.trace import Trace
     from viz.graph import graph_view
     from viz.step_bundle import positions
 
-    return graph_view(trace["automaton"]).element(positions(trace)[step][0])
+    return graph_view(trace["automaton"]).element(positions(Trace.from_json(trace))[step][0])
 
 
 def _wait_step(page, k: int) -> None:
@@ -255,9 +256,10 @@ def test_character_preset_run_and_scrub(page, app_url):
     assert shown != passed and shown.startswith(("s", "e"))
     assert f"State {passed[1:]} was passed inside a token or a jump" in note
     k = int(page.evaluate("document.querySelector('#step-view').dataset.step"))
+    from engine.decoding.trace import Trace
     from viz.step_bundle import positions
 
-    assert f"(state {positions(trace)[k][0]})" in note
+    assert f"(state {positions(Trace.from_json(trace))[k][0]})" in note
 
     # edges read in words: the class repeated along the run as a key (①) on its edges,
     # written out once in the key box above the drawing; raw draws the exact classes

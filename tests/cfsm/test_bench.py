@@ -9,6 +9,7 @@ from cfsm.bench.decode import paper_items
 from cfsm.bench.jsonschemabench import summarize, walk_instance
 from engine.backends import NATIVE_BACKENDS
 from engine.constraint import Constraint
+from engine.decoding.trace import Totals
 from engine.errors import CfsmError
 from engine.schema import reorder_like_schema
 from engine.serving.compile_cache import CompileCache
@@ -521,10 +522,12 @@ def test_compare_bench_reads_a_verdict_against_the_pass_counts():
     """`cfsm bench compare`'s reading: wall time and passes pointing the same way agree;
     pointing apart, the verdict must say why ('…, but …') or the row is unexplained; equal
     passes agree only within the ratio the page lets pass unremarked."""
+    from made_traces import totals
+
     from cfsm.bench.compare import reading
 
-    def t(wall: float, passes: int) -> dict:
-        return {"wall_s": wall, "forward_passes": passes}
+    def t(wall: float, passes: int) -> Totals:
+        return totals(wall_s=wall, forward_passes=passes)
 
     plain = "B is 2.00x faster than A in wall time, with 3.00x fewer forward passes."
     assert reading(t(2.0, 30), t(1.0, 10), plain) == "agrees"

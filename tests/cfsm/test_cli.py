@@ -240,6 +240,8 @@ def test_lenient_warning_travels_to_the_trace_and_the_summary(engine, capsys):
 
 
 def test_run_summary_on_the_page_shows_warnings():
+    from made_traces import trace as made_trace
+
     from viz.summaries import summary_md
 
     totals = {
@@ -253,25 +255,21 @@ def test_run_summary_on_the_page_shows_warnings():
         "reason": "complete",
     }
     md = summary_md(
-        {
-            "mode": "jump",
-            "backend": "fsm",
-            "totals": totals,
-            "valid": True,
-            "validation": "ok",
-            "warnings": ["`uniqueItems` at /uniqueItems is NOT enforced: x"],
-        }
+        made_trace(
+            totals=totals,
+            valid=True,
+            validation="ok",
+            warnings=["`uniqueItems` at /uniqueItems is NOT enforced: x"],
+        )
     )
     assert "warning" in md and "uniqueItems" in md and "Spec reading" not in md
     spec = summary_md(
-        {
-            "mode": "jump",
-            "backend": "fsm",
-            "totals": totals,
-            "valid": True,
-            "validation": "ok",
-            "request": {"constraint": {"kind": "schema", "text": "{}", "spec": True}},
-        }
+        made_trace(
+            totals=totals,
+            valid=True,
+            validation="ok",
+            request={"constraint": {"kind": "schema", "text": "{}", "spec": True}},
+        )
     )
     assert "Spec reading" in spec
 

@@ -5,28 +5,30 @@ made no one-token pass, and measured again when a run disagrees with it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+from made_traces import totals as made_totals
 
-from engine.decoding.trace import time_saved
+from engine.decoding.trace import Totals
 from engine.runtimes.base import CostModel
 
 
 def test_time_saved_comes_from_the_run_and_agrees_with_its_wall_time():
     # 10 one-token steps of 7 ms in the run, a 60 ms prefill, 40 output tokens, ended by EOS;
     # the load-time model had a 32-token prefill at 53x a step (the issue's server)
-    totals = {
-        "run_forward_ms": 60 + 7 * 10 + 50,  # prefill, steps at their median, a jump pass
-        "run_masked_ms": 60 + 7 * 40,
-        "est_forward_ms": 2114.0,
-        "est_masked_ms": 425.0,
-    }
-    assert time_saved(totals) == pytest.approx(1 - 180 / 340)
-    assert time_saved(totals) > 0  # the jump run took fewer passes and less time
-    old = {k: totals[k] for k in ("est_forward_ms", "est_masked_ms")}
-    assert time_saved(old) == pytest.approx(1 - 2114 / 425)  # older traces: the model's
-    assert time_saved({}) is None
+    totals = made_totals(
+        run_forward_ms=60 + 7 * 10 + 50,  # prefill, steps at their median, a jump pass
+        run_masked_ms=60 + 7 * 40,
+        est_forward_ms=2114.0,
+        est_masked_ms=425.0,
+    )
+    assert totals.time_saved() == pytest.approx(1 - 180 / 340)
+    assert totals.time_saved() > 0  # the jump run took fewer passes and less time
+    old = made_totals(est_forward_ms=2114.0, est_masked_ms=425.0)
+    assert old.time_saved() == pytest.approx(1 - 2114 / 425)  # older traces: the model's
+    assert made_totals().time_saved() is None
 
 
 def test_the_cost_model_is_measured_again_when_a_run_disagrees_by_more_than_its_factor():
@@ -52,31 +54,29 @@ def test_a_runs_cards_and_summary_give_the_one_figure_of_its_own_clock(engine):
 
     p = presets()["SGLang character (regex)"]
     c = Constraint(p["kind"], p["text"], p["whitespace"])
-    t = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump")).to_json()[
-        "totals"
-    ]
-    assert t["clock"] == "this run" and t["run_step_ms"] > 0 and t["jumps"] > 0
-    one_token = t["forward_passes"] - 1 - t["jumps"]  # the prefill and the jumps aside
+    t = engine.generate(GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump")).totals
+    assert t.clock == "this run" and t.run_step_ms > 0 and t.jumps > 0
+    one_token = t.forward_passes - 1 - t.jumps  # the prefill and the jumps aside
     # masked: the prompt's prefill (the initial jump that rode in it taken out) and a step
     # per token
-    steps = t["run_step_ms"] * t["output_tokens"]
-    assert steps <= t["run_masked_ms"] <= t["prefill_ms"] + steps * 1.02
-    assert t["run_forward_ms"] >= t["prefill_ms"] + t["run_step_ms"] * one_token - 1
-    pct = f"{100 * abs(time_saved(t)):.0f}%"
-    label = "decodetimesaved" if time_saved(t) >= -0.005 else "moredecodetime"  # a loss: N% more
+    steps = t.run_step_ms * t.output_tokens
+    assert steps <= t.run_masked_ms <= t.prefill_ms + steps * 1.02
+    assert t.run_forward_ms >= t.prefill_ms + t.run_step_ms * one_token - 1
+    pct = f"{100 * abs(t.time_saved()):.0f}%"
+    label = "decodetimesaved" if t.time_saved() >= -0.005 else "moredecodetime"  # a loss: N% more
     assert f'>{pct}</div><divclass="l">{label}' in stat_cards(t).replace(" ", "")
     assert ">-" not in stat_cards(t)
     line = time_saved_line(t)
     assert pct in line and "this run's clock" in line
-    assert ("of the time saved" in line) == (time_saved(t) >= 0)
+    assert ("of the time saved" in line) == (t.time_saved() >= 0)
     # the jumps' many-token passes (one may ride in the prefill, a one-token one counts as
     # a step), what each cost in steps
-    n = t["run_jump_passes"]
-    assert 0 < n <= t["jumps"] and t["model_jump_in_steps"] > 0
-    steps_made = t["forward_passes"] - 1 - n
-    expected = t["prefill_ms"] + t["run_step_ms"] * (steps_made + t["run_jump_in_steps"] * n)
-    assert t["run_forward_ms"] == pytest.approx(expected, rel=0.02)
-    lost = dict(t, run_forward_ms=2 * t["run_masked_ms"])
+    n = t.run_jump_passes
+    assert 0 < n <= t.jumps and t.model_jump_in_steps > 0
+    steps_made = t.forward_passes - 1 - n
+    expected = t.prefill_ms + t.run_step_ms * (steps_made + t.run_jump_in_steps * n)
+    assert t.run_forward_ms == pytest.approx(expected, rel=0.02)
+    lost = dataclasses.replace(t, run_forward_ms=2 * t.run_masked_ms)
     assert "100% more time than masked" in time_saved_line(lost)
     assert "Why: its " in time_saved_line(lost)
 
@@ -123,7 +123,7 @@ def test_the_model_card_says_which_thread_count_each_kind_of_pass_runs_on_now(en
     json.loads(json.dumps(info))  # the card travels as JSON: string keys only
 
 
-def _lost_run(**over) -> dict:
+def _lost_run(**over) -> Totals:
     """A jump run that took more time than masked: 40 output tokens ended by EOS, a 60 ms
     prefill, 5 ms steps, 3 jump passes of 10 tokens (30 tokens spared: 10 steps made)."""
     t = {
@@ -135,7 +135,7 @@ def _lost_run(**over) -> dict:
     t |= over
     t["run_forward_ms"] = 60 + 5 * 10 + 5 * t["run_jump_in_steps"] * 3
     t["run_masked_ms"] = 60 + 5 * 40
-    return t
+    return made_totals(**t)
 
 
 def test_a_run_that_lost_time_says_why_in_the_cost_models_terms():

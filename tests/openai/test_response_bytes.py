@@ -5,9 +5,11 @@ alternative. And a stream's last chunk carries `cfsm`, with `include_usage` too.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import openai
 import pytest
+from made_traces import totals as made_totals
 
 from engine.openai.request import read_request
 from engine.openai.response import chat_completion, token_logprobs
@@ -34,8 +36,8 @@ def _trace() -> dict:
         {"token_id": 8, "raw_prob": 0.9, "top_raw": [[8, "<99 82>", 0.9], [9, "<98>", 0.05]],
          "top_hex": {"8": "9982", "9": "98"}},
     ]  # fmt: skip
-    totals = {"forward_passes": 2, "output_tokens": 2, "jumps": 0, "jumped_tokens": 0,
-              "compile_s": 0.01, "decode_s": 0.1, "finished": True, "reason": "eos"}  # fmt: skip
+    totals = asdict(made_totals(forward_passes=2, output_tokens=2, compile_s=0.01, decode_s=0.1,
+                                reason="eos"))  # fmt: skip
     return {"text": SMILE, "segments": [], "steps": steps, "tokens": tokens,
             "prompt_tokens": 3, "mode": "masked", "backend": "fsm", "valid": True,
             "totals": totals}  # fmt: skip

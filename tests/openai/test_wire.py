@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 
 import pytest
+from made_traces import totals as made_totals
 
 from engine.errors import CfsmError
 from engine.openai.errors import ApiError
@@ -122,9 +124,9 @@ def test_completions_take_one_prompt_and_legacy_logprobs():
 def _trace(text: str, segments=None, reason="eos") -> dict:
     return {"text": text, "segments": segments or [], "steps": [], "tokens": [],
             "prompt_tokens": 3, "mode": "jump", "backend": "fsm", "valid": True,
-            "totals": {"forward_passes": 2, "output_tokens": 4, "jumps": 1, "jumped_tokens": 2,
-                       "compile_s": 0.01, "decode_s": 0.1, "finished": reason == "eos",
-                       "reason": reason}}  # fmt: skip
+            "totals": asdict(made_totals(
+                forward_passes=2, output_tokens=4, jumps=1, jumped_tokens=2, compile_s=0.01,
+                decode_s=0.1, finished=reason == "eos", reason=reason))}  # fmt: skip
 
 
 def _reassemble(chunks: list[dict]) -> dict:

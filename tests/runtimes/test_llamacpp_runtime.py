@@ -258,13 +258,13 @@ def test_a_rerun_that_jumps_first_shares_no_more_than_its_prompt(engine, llama):
     the prompt's (it read '57 of the prompt's 53')."""
     c = Constraint("regex", r'\{"name": "[A-Za-z ]{1,12}"\}')
     req = GenerateRequest.from_inputs("Give a name as JSON.", c, max_new_tokens=12)
-    first = engine.generate(req).to_json()["totals"]
-    t = engine.generate(req).to_json()["totals"]
-    assert t["prompt_cached_tokens"] == t["prompt_tokens"]  # the whole prompt, and no more
+    first = engine.generate(req).totals
+    t = engine.generate(req).totals
+    assert t.prompt_cached_tokens == t.prompt_tokens  # the whole prompt, and no more
     # and the second run compiled nothing: its compile card says the time is the cached one's
     from viz.cards import stat_cards
 
-    assert not first["compile_cached"] and t["compile_cached"]
+    assert not first.compile_cached and t.compile_cached
     assert "compile (cached: none this run)" in stat_cards(t)
     assert "compile (cached" not in stat_cards(first)
 

@@ -134,9 +134,9 @@ def test_an_auto_run_with_tools_names_the_backend_auto_chose_and_why(engine):
     which library held the call to the tool's schema."""
     from viz.summaries import summary_md
 
-    tr = engine.generate(tools_request("auto", "jump")).to_json()
-    assert tr["backend"] in BACKENDS and tr["backend_why"].startswith(tr["backend"] + ":")
-    assert f"with **{tr['backend']}**" in summary_md(tr)
+    tr = engine.generate(tools_request("auto", "jump"))
+    assert tr.backend in BACKENDS and tr.backend_why.startswith(tr.backend + ":")
+    assert f"with **{tr.backend}**" in summary_md(tr)
     assert "Backend chosen by auto" in summary_md(tr)
 
 

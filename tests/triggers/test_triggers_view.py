@@ -11,6 +11,7 @@ import pytest
 from app.presets import presets
 from engine.constraint import Constraint
 from engine.decoding.request import GenerateRequest
+from engine.decoding.trace import Trace
 from viz.graph import graph_view
 from viz.panels import caption, token_strip
 from viz.plots import timeline
@@ -54,7 +55,7 @@ def test_the_auto_tools_preset_calls_a_tool_inside_free_text(auto_trace):
 def test_the_strip_labels_segments_and_marks_the_trigger_token(auto_trace):
     import re
 
-    html = token_strip(auto_trace)
+    html = token_strip(Trace.from_json(auto_trace))
     labels = re.findall(r'class="cfsm-seg-label seg-(\w+)"[^>]*>([^<]*)<', html)
     assert [k for k, _ in labels][:3] == ["free", "constrained", "tag"]
     assert labels[1][1] == "tool call \u2713"  # the call's own check
@@ -71,9 +72,9 @@ def test_the_strip_labels_segments_and_marks_the_trigger_token(auto_trace):
 
 def test_free_steps_say_the_grammar_is_inactive_and_call_steps_mark_their_state(auto_trace):
     tr = auto_trace
-    b = step_bundle(tr)
+    b = step_bundle(Trace.from_json(tr))
     view = graph_view(tr["automaton"])
-    where = positions(tr)
+    where = positions(Trace.from_json(tr))
     kind = {g["index"]: g["kind"] for g in tr["segments"]}
     free = [k for k, s in enumerate(tr["steps"]) if kind[s["segment"]] == "free"]
     call = [k for k, s in enumerate(tr["steps"]) if s["segment"] == 1]
@@ -83,7 +84,7 @@ def test_free_steps_say_the_grammar_is_inactive_and_call_steps_mark_their_state(
         assert e.segment_note.startswith("No constraint here") and e.no_mask
         assert not e.element
         assert e.mask is None  # no mask recorded: nothing was masked
-        assert "no constraint in this segment" in caption(tr, k)
+        assert "no constraint in this segment" in caption(Trace.from_json(tr), k)
     for k in call:
         e = b.steps[k]
         assert e.segment_note is None and e.mask in b.masks
@@ -95,7 +96,7 @@ def test_free_steps_say_the_grammar_is_inactive_and_call_steps_mark_their_state(
 
 
 def test_the_timeline_shades_free_text(auto_trace):
-    fig = timeline(auto_trace)
+    fig = timeline(Trace.from_json(auto_trace))
     notes = [a.text for a in fig.layout.annotations if a.text and a.text.startswith("free")]
     shapes = [s for s in fig.layout.shapes if s.type == "rect"]
     assert notes == ["free: text"] * len(shapes) and len(shapes) >= 1
@@ -119,7 +120,7 @@ def test_the_other_trigger_presets_finish_valid_with_the_embedded_model(engine, 
         first = tr["jumps"][0]
         call = next(s for s in tr["segments"] if s["kind"] == "constrained")
         assert first["char_start"] < call["char_start"] < first["char_start"] + len(first["string"])
-        b = step_bundle(tr)
+        b = step_bundle(Trace.from_json(tr))
         assert b.jumps[0] and b.jumps[0][0] == b.trail[1]  # the drawn path's first edge
 
 
@@ -131,11 +132,11 @@ def test_a_jumped_reasoning_marker_is_captioned_as_its_tag_not_as_a_chain(engine
 
     tr = preset_trace(engine, "Reasoning, then JSON (thinking budget)")
     start = next(j for j in tr["jumps"] if j["string"] == "<think>")
-    first = caption(tr, max(start["step"], 0))
+    first = caption(Trace.from_json(tr), max(start["step"], 0))
     assert "the tag \u201c&lt;think&gt;\u201d (thinking start)" in first
     assert "automaton" not in first.split("Before it")[-1]
     end = next(j for j in tr["jumps"] if j["string"].startswith("</think>"))
-    then = caption(tr, end["step"])
+    then = caption(Trace.from_json(tr), end["step"])
     rest = len(end["string"]) - len("</think>")
     assert "the tag \u201c&lt;/think&gt;\u201d (thinking end)" in then
     assert rest == 0 or f"one way forward for {rest} characters" in then

@@ -5,10 +5,12 @@ later agree."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+from engine.decoding.trace import Trace
 from viz.step_bundle import live_view_html, step_bundle
 
 TAKE_AT = (0, 7, 30)
@@ -30,7 +32,7 @@ def _run_with_snapshots(engine, mode: str, preset: str = "SGLang character (rege
     trace = engine.generate(
         GenerateRequest(prompt=p["prompt"], constraint=c, mode=mode, backend="fsm"),
         on_event=listen,
-    ).to_json()
+    )
     return trace, snaps
 
 
@@ -38,19 +40,23 @@ def _run_with_snapshots(engine, mode: str, preset: str = "SGLang character (rege
 @pytest.mark.parametrize("mode", ["masked", "jump"])
 def test_a_snapshot_is_the_finished_trace_cut_at_its_step(engine, mode):
     trace, snaps = _run_with_snapshots(engine, mode)
-    assert len(trace["steps"]) > max(TAKE_AT) and set(snaps) == set(TAKE_AT)
+    assert len(trace.steps) > max(TAKE_AT) and set(snaps) == set(TAKE_AT)
     for k, snap in snaps.items():
-        json.dumps(snap)  # what the page thread receives is plain JSON
-        assert len(snap["steps"]) == k + 1
-        assert snap["steps"] == trace["steps"][: k + 1]
-        assert trace["text"].startswith(snap["text"])
-        assert snap["tokens"] == trace["tokens"][: len(snap["tokens"])]
+        assert isinstance(snap, Trace)  # the page thread draws it as it draws a finished run
+        # a copy of its own: nothing of it is shared with the run that went on decoding
+        assert not {id(s) for s in snap.steps} & {id(s) for s in trace.steps}
+        assert snap.tokens is not trace.tokens and snap.masks is not trace.masks
+        assert len(snap.steps) == k + 1
+        assert snap.steps == trace.steps[: k + 1]
+        assert trace.text.startswith(snap.text)
+        assert snap.tokens == trace.tokens[: len(snap.tokens)]
         # the automaton drawn as the finished trace's, walked over the text so far
-        path = trace["automaton"]["path"]
-        assert snap["automaton"]["path"] == path[: len(snap["automaton"]["path"])]
-        assert len(snap["automaton"]["path"]) == len(snap["text"]) + 1
-        assert snap["valid"] is None and "decoding" in snap["validation"]
-        assert set(snap["masks"]) <= set(trace["masks"])
+        path = trace.automaton["path"]
+        assert snap.automaton["path"] == path[: len(snap.automaton["path"])]
+        assert len(snap.automaton["path"]) == len(snap.text) + 1
+        assert snap.valid is None and "decoding" in snap.validation
+        assert set(snap.masks) <= set(trace.masks)
+        json.dumps(snap.to_json())  # and it writes as a trace file
 
 
 @pytest.mark.model
@@ -81,8 +87,10 @@ def test_a_live_view_without_its_automaton_says_when_it_comes_not_that_it_was_no
     from viz.step_bundle import step_view_html
 
     trace = synthetic_trace("(yes|no) [0-9]{1,3}", steps=4)
-    trace = {k: v for k, v in trace.items() if k != "automaton"}
+    trace = dataclasses.replace(trace, automaton=None)
     assert "drawn when the run ends" in live_view_html(trace)
     assert "was not built" in step_view_html(trace)  # a finished run without one: said so
-    grammar = {**trace, "request": {**trace["request"], "constraint": {"kind": "grammar"}}}
+    grammar = dataclasses.replace(
+        trace, request={**trace.request, "constraint": {"kind": "grammar"}}
+    )
     assert "context-free" in live_view_html(grammar)

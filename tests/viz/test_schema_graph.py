@@ -8,10 +8,13 @@ import json
 import re
 
 import pytest
+from made_traces import step as made_step
+from made_traces import trace as made_trace
 
 from app.presets import presets
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
+from engine.decoding.trace import Trace
 from engine.schema.places import place_words, places_along
 from viz.graph import dot_source, graph_view
 from viz.step_bundle import step_bundle
@@ -26,9 +29,9 @@ def test_every_position_of_a_schema_run_names_its_pointer(engine, name):
     c = Constraint(p["kind"], p["text"], p["whitespace"])
     tr = engine.generate(
         GenerateRequest(prompt=p["prompt"], constraint=c, mode="jump", max_new_tokens=96)
-    ).to_json()
+    )
     b = step_bundle(tr)
-    places = places_along(tr["text"], json.loads(p["text"]))  # read from the output itself
+    places = places_along(tr.text, json.loads(p["text"]))  # read from the output itself
     for e in b.steps:
         where = places[e.offset]
         assert e.place == place_words(where) and e.pointer == where["pointer"]
@@ -37,7 +40,7 @@ def test_every_position_of_a_schema_run_names_its_pointer(engine, name):
     # the outline lists the pointers the output wrote, in order, each character counted once
     written = [r[0] for r in b.outline]
     assert written[0] == "/" and len(set(written)) == len(written)
-    assert sum(sum(r[1:]) for r in b.outline) == len(tr["text"])
+    assert sum(sum(r[1:]) for r in b.outline) == len(tr.text)
     labels = [t for svg in b.layouts for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
     assert any(re.fullmatch(r"/properties/\w+", t) for t in labels)  # a cluster's label
     assert not [t for t in labels if "\\x" in t or "\\u00" in t or t.endswith("\u2026")]
@@ -94,8 +97,8 @@ def test_a_run_with_free_keys_places_every_position_as_the_scanner_reads_it(engi
         backend="fsm",
         max_new_tokens=80,
     )
-    tr = engine.generate(req).to_json()
-    text = tr["text"]
+    tr = engine.generate(req)
+    text = tr.text
     assert '"labels":{"' in text  # the model wrote at least one free key
     shown = []
     for e in step_bundle(tr).steps:  # what the page shows at each step
@@ -138,9 +141,9 @@ def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(c
         for i in ids
     ]
     reply = {"message": {"content": text}, "logprobs": {"content": content}}
-    tr = compile_engine.replay(c, {"choices": [reply]}, {}).to_json()
-    assert tr["text"] == text and tr["valid"]
-    auto = tr["automaton"]
+    tr = compile_engine.replay(c, {"choices": [reply]}, {})
+    assert tr.text == text and tr.valid
+    auto = tr.automaton
     view = graph_view(auto)
     assert len(view.states) > MAX_FULL_NODES
     where = [view.element(s) or f"s{auto['initial']}" for s, _ in positions(tr)]
@@ -158,7 +161,7 @@ def test_a_60_property_object_is_drawn_in_focus_views_around_the_current_state(c
     assert labels <= nodes and len(labels) > 10, labels - nodes
 
 
-def _trace_past_the_automaton(schema: dict, text: str, spec: bool = False) -> dict:
+def _trace_past_the_automaton(schema: dict, text: str, spec: bool = False) -> Trace:
     """A schema run's trace as the service writes it, with the output cut in 4-character
     tokens, over the automaton of the closed reading: a key it does not list (written by
     a backend that read the object as open) ends the automaton's path there."""
@@ -173,19 +176,19 @@ def _trace_past_the_automaton(schema: dict, text: str, spec: bool = False) -> di
     auto["path"] = dfa.path(text)
     chunks = [text[i : i + 4] for i in range(0, len(text), 4)]
     steps = [
-        {"token_id": 1, "token_text": t, "char_offset": 4 * k, "allowed": 2, "origin": "model"}
+        made_step(index=k, token_text=t, char_offset=4 * k, allowed=2, output_len=k)
         for k, t in enumerate(chunks)
     ]
-    return {
-        "mode": "masked",
-        "backend": "llguidance",
-        "text": text,
-        "request": {"constraint": {"kind": "schema", "text": c.text, "spec": spec}},
-        "tokens": [{"text": t, "origin": "model"} for t in chunks],
-        "steps": steps,
-        "automaton": auto,
-        "model": {"vocab_size": 8},
-    }
+    return made_trace(
+        mode="masked",
+        backend="llguidance",
+        text=text,
+        request={"constraint": {"kind": "schema", "text": c.text, "spec": spec}},
+        tokens=[{"id": 1, "text": t, "origin": "model", "step": k} for k, t in enumerate(chunks)],
+        steps=steps,
+        automaton=auto,
+        model={"vocab_size": 8},
+    )
 
 
 def test_the_step_view_follows_the_output_past_where_the_automaton_left_it():
@@ -210,7 +213,7 @@ def test_the_step_view_follows_the_output_past_where_the_automaton_left_it():
     }
     text = '{"metadata":{"name":"web","description":"a long text","labels":{"app":"x"}}}'
     tr = _trace_past_the_automaton(schema, text)
-    assert len(tr["automaton"]["path"]) - 1 <= text.index("description")
+    assert len(tr.automaton["path"]) - 1 <= text.index("description")
     b = step_bundle(tr)
     for e in b.steps:
         sc = scan_json(text, e.offset)
@@ -239,7 +242,7 @@ def test_the_summary_names_the_objects_the_backend_read_as_open():
     assert open_objects_line(_trace_past_the_automaton(schema, '{"a":{}}')) == ""
     both = {"allOf": [{"type": "object", "properties": {"a": {}}}, {"properties": {"b": {}}}]}
     tr = _trace_past_the_automaton({"type": "object", "properties": {}}, "{}")
-    tr["request"]["constraint"]["text"] = json.dumps(both)
+    tr.request["constraint"]["text"] = json.dumps(both)
     assert "`/allOf/0`, `/allOf/1` as open" in open_objects_line(tr)  # llguidance keeps allOf open
 
 
@@ -278,8 +281,8 @@ def test_an_llguidance_run_with_open_objects_is_placed_where_its_text_is(engine)
         backend="llguidance",
         max_new_tokens=60,
     )
-    tr = engine.generate(req).to_json()
-    text = tr["text"]
+    tr = engine.generate(req)
+    text = tr.text
     for e in step_bundle(tr).steps:
         assert resolve(kube, e.pointer)[0], e.pointer
         part = e.place.rsplit(": ", 1)[1]

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from cfsm.bench.scrub import CHROMIUM, synthetic_trace
+from engine.decoding.trace import Trace
 from viz.panels import duration_us
 from viz.step_bundle import (
     head_html,
@@ -25,7 +26,7 @@ PATTERN = r"[a-z0-9]{1,2000}"  # 2,001 states: focus views, one layout per part 
 
 
 @functools.lru_cache(maxsize=1)
-def _trace() -> dict:
+def _trace() -> Trace:
     return synthetic_trace(PATTERN, steps=8)
 
 
@@ -81,10 +82,10 @@ def blank_page():
         browser.close()
 
 
-def _expected_element(trace: dict, k: int) -> str:
+def _expected_element(trace: Trace, k: int) -> str:
     from viz.graph import graph_view
 
-    view = graph_view(trace["automaton"], True)
+    view = graph_view(trace.automaton, True)
     return view.element(positions(trace)[k][0])
 
 
@@ -127,8 +128,8 @@ def test_a_later_layout_is_drawn_once_the_rest_of_the_bundle_arrives(blank_page)
     assert _cost_line(trace, k) in page.locator("[data-panel=step_cost]").inner_text()
 
 
-def _cost_line(trace: dict, k: int) -> str:
-    return f"forward {duration_us(1000 * trace['steps'][k]['forward_ms'])}"
+def _cost_line(trace: Trace, k: int) -> str:
+    return f"forward {duration_us(1000 * trace.steps[k].forward_ms)}"
 
 
 @pytest.mark.browser
@@ -160,7 +161,7 @@ def test_a_whole_bundle_draws_every_position_at_once(blank_page):
     page, trace = blank_page, _trace()
     page.set_content(f"<html><head>{head_html()}</head><body>{step_view_html(trace)}</body></html>")
     page.wait_for_function("document.querySelector('#step-view').dataset.step === '0'")
-    last = len(trace["steps"]) - 1
+    last = len(trace.steps) - 1
     page.evaluate(f"window.cfsm.show({last})")
     assert page.locator("#graph-loading").count() == 0
     assert page.locator("#fsm-graph svg g.current").get_attribute("id") == _expected_element(

@@ -4,10 +4,11 @@ import json
 import re
 
 import pytest
+from made_traces import trace as made_trace
 
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
-from engine.decoding.trace import TRACE_VERSION, encode_mask
+from engine.decoding.trace import TRACE_VERSION, StepRecord, Trace, encode_mask
 from engine.regex.dfa import build_char_dfa
 from engine.serving.service import automaton_json
 from viz.cards import stat_cards
@@ -29,9 +30,10 @@ def trace(engine):
             mode="jump",
             max_new_tokens=30,
         )
-    ).to_json()
-    assert tr["jumps"], "this regex starts with forced text"
-    return json.loads(json.dumps(tr))  # exactly what a downloaded trace holds
+    )
+    assert tr.jumps, "this regex starts with forced text"
+    # loaded from exactly what a downloaded trace holds, as the page loads an upload
+    return Trace.from_json(json.dumps(tr.to_json()))
 
 
 def test_collapsed_graph_labels_chains_and_hides_inner_states():
@@ -116,28 +118,27 @@ def test_focus_layouts_always_draw_the_current_element_and_stub_what_is_outside(
 @pytest.mark.model
 def test_every_position_of_a_real_run_has_its_current_element_drawn(trace):
     b = step_bundle(trace)
-    assert len(b.steps) == len(trace["steps"]) + 1  # the end is a position too
-    view = graph_view(trace["automaton"])
+    assert len(b.steps) == len(trace.steps) + 1  # the end is a position too
+    view = graph_view(trace.automaton)
     for k, (state, _off) in enumerate(positions(trace)):
         e = b.steps[k]
         assert e.element == view.element(state)
         assert f'<g id="{e.element}" class=' in b.layouts[e.layout]
     # step 0 starts where the automaton starts, or inside the chain the initial jump took
-    s0 = trace["steps"][0]
-    assert b.steps[0].state == s0["char_state"]
-    assert b.steps[-1].state == trace["automaton"]["path"][-1]
+    assert b.steps[0].state == trace.steps[0].char_state
+    assert b.steps[-1].state == trace.automaton["path"][-1]
     # the initial jump is marked at step 0
     assert b.steps[0].jumps_done >= 1 and b.jumps[0]
 
 
 @pytest.mark.model
 def test_allowed_tokens_are_listed_most_likely_first(trace):
-    step = next(s for s in trace["steps"] if s["allowed"] > 5)
-    probs = [row[3] for row in step["allowed_sample"]]
+    step = next(s for s in trace.steps if s.allowed > 5)
+    probs = [row[3] for row in step.allowed_sample]
     assert probs == sorted(probs, reverse=True) and len(probs) >= 5
-    assert step["allowed_sample"][0][0] == step["top_masked"][0][0]
-    ids = {row[0] for row in step["allowed_sample"]}
-    bits = decode_mask(trace["masks"][step["mask_key"]], trace["model"]["vocab_size"])
+    assert step.allowed_sample[0][0] == step.top_masked[0][0]
+    ids = {row[0] for row in step.allowed_sample}
+    bits = decode_mask(trace.masks[step.mask_key], trace.model["vocab_size"])
     assert all(bits[i] for i in ids)
 
 
@@ -145,8 +146,8 @@ def test_allowed_tokens_are_listed_most_likely_first(trace):
 def test_token_strip_has_one_chip_per_token(trace):
     html = token_strip(trace, step=1)
     chips = re.findall(r'class="cfsm-chip[^"]*" data-origin="(\w+)" data-step="(-?\d+)"', html)
-    assert [c[0] for c in chips] == [t["origin"] for t in trace["tokens"]]
-    assert [int(c[1]) for c in chips] == [t["step"] for t in trace["tokens"]]
+    assert [c[0] for c in chips] == [t["origin"] for t in trace.tokens]
+    assert [int(c[1]) for c in chips] == [t["step"] for t in trace.tokens]
     assert "jump" in {c[0] for c in chips}
     assert "\u2423" in html  # spaces are shown as visible glyphs
 
@@ -172,18 +173,18 @@ def test_byte_tokens_read_as_hex_and_show_the_character_they_complete():
 
 @pytest.mark.model
 def test_jump_panel_and_caption_describe_the_jump(trace):
-    j = trace["jumps"][0]
+    j = trace.jumps[0]
     html = jump_panel(trace, 0)
-    assert "Jump-forward" in html and f"reused KV prefix: {j['reused_output_tokens']}" in html
+    assert "Jump-forward" in html and f"reused KV prefix: {j.reused_output_tokens}" in html
     # and in plain words, with this jump's own figures
     told = re.search(r'id="what-happened">([^<]*)<', html).group(1)
     assert told.startswith("What just happened: the constraint left only one way to go on for ")
-    assert f"{len(j['string'])} characters" in told and f"{j['prefilled']} new token" in told
-    s0 = trace["steps"][0]
+    assert f"{len(j.string)} characters" in told and f"{j.prefilled} new token" in told
+    s0 = trace.steps[0]
     cap = caption(trace, 0)
-    assert "Step 0" in cap and f"{len(j['string'])} characters" in cap
-    if "verifies" not in s0 and s0["origin"] == "model":
-        assert f"{s0['allowed']:,}" in cap
+    assert "Step 0" in cap and f"{len(j.string)} characters" in cap
+    if s0.verifies is None and s0.origin == "model":
+        assert f"{s0.allowed:,}" in cap
 
 
 @pytest.mark.model
@@ -194,8 +195,8 @@ def test_output_panel_shows_the_text_and_the_verdict(trace):
     text = re.search(
         r'<pre id="output-text"[^>]*><span class="done">(.*?)</span>', html, re.S
     ).group(1)
-    assert h.unescape(text) == trace["text"]
-    assert f'data-valid="{str(trace["valid"]).lower()}"' in html
+    assert h.unescape(text) == trace.text
+    assert f'data-valid="{str(trace.valid).lower()}"' in html
 
 
 def test_mask_codec_round_trip():
@@ -209,10 +210,10 @@ def test_mask_codec_round_trip():
 @pytest.mark.model
 def test_timeline_and_stat_cards_have_the_run_figures(trace):
     assert len(timeline(trace, 1).data) == 4
-    t = trace["totals"]
+    t = trace.totals
     cards = stat_cards(t)
-    assert f"{t['tokens_per_s']:.1f}" in cards and "compile" in cards
-    saved = 1 - t["forward_passes"] / (t["output_tokens"] + (t["reason"] == "eos"))
+    assert f"{t.tokens_per_s:.1f}" in cards and "compile" in cards
+    saved = 1 - t.forward_passes / (t.output_tokens + (t.reason == "eos"))
     assert f"{100 * saved:.0f}%" in cards
 
 
@@ -223,7 +224,8 @@ def test_a_run_that_jumps_nothing_saves_nothing():
 
     def saved(**t) -> str:
         return _re.search(
-            r'<div class="v">([^<]*)</div><div class="l">forward passes saved', stat_cards(t)
+            r'<div class="v">([^<]*)</div><div class="l">forward passes saved',
+            stat_cards(made_trace(totals=t).totals),
         ).group(1)
 
     assert saved(output_tokens=1, forward_passes=1, reason="complete") == "0%"
@@ -239,7 +241,8 @@ def test_tokens_jumped_counts_no_token_a_step_decoded():
 
     def jumped(**t) -> str:
         return re.search(
-            r'<div class="v">([^<]*)</div><div class="l">output tokens jumped', stat_cards(t)
+            r'<div class="v">([^<]*)</div><div class="l">output tokens jumped',
+            stat_cards(made_trace(totals=t).totals),
         ).group(1)
 
     enum = dict(output_tokens=4, forward_passes=2, steps=2, jumped_tokens=4, reason="complete")
@@ -256,13 +259,13 @@ def test_step_view_html_carries_its_bundle(trace):
         .group(1)
         .replace("<\\/", "</")
     )
-    assert data["n"] == len(trace["steps"]) and data["text"] == trace["text"]
-    assert 'id="step-view"' in html and f'data-steps="{len(trace["steps"])}"' in html
+    assert data["n"] == len(trace.steps) and data["text"] == trace.text
+    assert 'id="step-view"' in html and f'data-steps="{len(trace.steps)}"' in html
 
 
-def _as_v1(trace: dict) -> dict:
+def _as_v1(trace: Trace) -> dict:
     """What the first release wrote: no scheduler, no per-step batch size, no queue time."""
-    old = json.loads(json.dumps(trace))
+    old = json.loads(json.dumps(trace.to_json()))
     old["version"] = 1
     old.pop("scheduler")
     old.pop("valid")
@@ -283,7 +286,7 @@ def _as_v1(trace: dict) -> dict:
 def test_version_1_traces_still_load_and_render(trace):
     from engine.decoding.trace import TRACE_VERSION, validate_trace
 
-    assert trace["version"] == TRACE_VERSION == 6
+    assert trace.version == TRACE_VERSION == 6
     up = validate_trace(json.dumps(_as_v1(trace)))
     assert up["version"] == 6 and up["segments"] == [] and up["scheduler"]["kind"] == "single"
     assert up["backend_why"] == ""  # the backend asked for was the one used
@@ -291,10 +294,8 @@ def test_version_1_traces_still_load_and_render(trace):
     assert all(s["batch_size"] == 1 for s in up["steps"]) and up["totals"]["queue_s"] == 0.0
     assert up["valid"] is None and "version 1" in up["validation"]
     # the upgraded trace is the current one, apart from the fields version 1 did not have
-    assert (
-        up["steps"][1]["token_id"] == trace["steps"][1]["token_id"] and up["text"] == trace["text"]
-    )
-    old, new = step_bundle(up), step_bundle(trace)
+    assert up["steps"][1]["token_id"] == trace.steps[1].token_id and up["text"] == trace.text
+    old, new = step_bundle(Trace.from_json(up)), step_bundle(trace)
     assert old.layouts == new.layouts
     for a, b in zip(old.steps, new.steps, strict=True):
         assert (a.element, a.layout, a.trail_index, a.jumps_done, a.caption) == (
@@ -313,25 +314,26 @@ def test_version_1_traces_still_load_and_render(trace):
 def test_version_2_traces_load_with_no_skipped_jumps(trace):
     from engine.decoding.trace import validate_trace
 
-    v2 = {k: v for k, v in trace.items() if k != "jump_skips"}
-    v2["totals"] = {k: v for k, v in trace["totals"].items() if k != "jumps_skipped"}
+    now = trace.to_json()
+    v2 = {k: v for k, v in now.items() if k != "jump_skips"}
+    v2["totals"] = {k: v for k, v in now["totals"].items() if k != "jumps_skipped"}
     up = validate_trace(json.dumps({**v2, "version": 2}))
     assert (
         up["version"] == TRACE_VERSION
         and up["jump_skips"] == []
         and up["totals"]["jumps_skipped"] == 0
     )
-    assert step_bundle(up).steps == step_bundle(trace).steps
+    assert step_bundle(Trace.from_json(up)).steps == step_bundle(trace).steps
 
 
 @pytest.mark.model
 def test_version_3_traces_load_as_one_segment(trace):
     from engine.decoding.trace import validate_trace
 
-    v3 = {k: v for k, v in trace.items() if k != "segments"}
+    v3 = {k: v for k, v in trace.to_json().items() if k != "segments"}
     up = validate_trace(json.dumps({**v3, "version": 3}))
     assert up["version"] == TRACE_VERSION and up["segments"] == []
-    assert step_bundle(up).steps == step_bundle(trace).steps
+    assert step_bundle(Trace.from_json(up)).steps == step_bundle(trace).steps
 
 
 @pytest.mark.model
@@ -339,9 +341,10 @@ def test_traces_from_the_future_or_not_traces_are_refused(trace):
     from engine.decoding.trace import TRACE_VERSION, validate_trace
     from engine.errors import CfsmError
 
+    now = trace.to_json()
     for bad in (
-        {**trace, "version": TRACE_VERSION + 1},
-        {**trace, "version": True},
+        {**now, "version": TRACE_VERSION + 1},
+        {**now, "version": True},
         {"version": 2},
         "[1, 2]",
         "{not json",
@@ -355,10 +358,10 @@ def test_traces_from_the_future_or_not_traces_are_refused(trace):
 def test_synthetic_trace_has_the_engine_trace_shape(trace):
     from cfsm.bench.scrub import synthetic_trace
 
-    syn = synthetic_trace(RX, steps=5)
-    assert set(trace) - {"compile", "regex", "ideal"} <= set(syn)
-    assert set(trace["steps"][0]) - {"verifies", "verified", "grammar_us"} <= set(syn["steps"][0])
-    assert set(syn["totals"]) == set(trace["totals"])
+    syn, real = synthetic_trace(RX, steps=5).to_json(), trace.to_json()
+    assert set(real) - {"compile", "regex", "ideal"} <= set(syn)
+    assert set(real["steps"][0]) - {"verifies", "verified", "grammar_us"} <= set(syn["steps"][0])
+    assert set(syn["totals"]) == set(real["totals"])
 
 
 @pytest.mark.parametrize(
@@ -377,17 +380,17 @@ def test_runs_of_zero_one_and_two_steps_have_every_view(engine, rx, prompt, step
         GenerateRequest(
             prompt=prompt, constraint=Constraint("regex", rx), mode="jump", max_new_tokens=20
         )
-    ).to_json()
-    assert len(tr["steps"]) == steps
-    b = step_bundle(json.loads(json.dumps(tr)))
+    )
+    assert len(tr.steps) == steps
+    b = step_bundle(Trace.from_json(json.dumps(tr.to_json())))
     assert len(b.steps) == steps + 1
     end = b.steps[-1]
-    assert "Decoding ended" in end.caption and end.state == tr["automaton"]["path"][-1]
-    assert end.jumps_done == len(tr["jumps"]) and end.trail_index == len(b.trail)
+    assert "Decoding ended" in end.caption and end.state == tr.automaton["path"][-1]
+    assert end.jumps_done == len(tr.jumps) and end.trail_index == len(b.trail)
     for e in b.steps:
         assert f'<g id="{e.element}" class=' in b.layouts[e.layout]
     if steps == 0:
-        assert "forced the whole output" in end.caption and visible(tr["text"]) in end.caption
+        assert "forced the whole output" in end.caption and visible(tr.text) in end.caption
 
 
 @pytest.mark.model
@@ -401,13 +404,13 @@ def test_a_cancelled_run_has_a_view(engine):
             max_new_tokens=30,
         ),
         should_stop=lambda: calls.append(1) or len(calls) > 3,
-    ).to_json()
-    assert tr["totals"]["reason"] == "cancelled"
-    b = step_bundle(json.loads(json.dumps(tr)))
-    assert len(b.steps) == len(tr["steps"]) + 1 and "cancelled" in b.steps[-1].caption
+    )
+    assert tr.totals.reason == "cancelled"
+    b = step_bundle(Trace.from_json(json.dumps(tr.to_json())))
+    assert len(b.steps) == len(tr.steps) + 1 and "cancelled" in b.steps[-1].caption
 
 
-def _preset_run(engine, name: str, max_new_tokens: int) -> dict:
+def _preset_run(engine, name: str, max_new_tokens: int) -> Trace:
     """A regex preset decoded with jump-forward, as the page runs it."""
     from app.presets import presets
 
@@ -418,21 +421,21 @@ def _preset_run(engine, name: str, max_new_tokens: int) -> dict:
         mode="jump",
         max_new_tokens=max_new_tokens,
     )
-    return engine.generate(req).to_json()
+    return engine.generate(req)
 
 
 @pytest.mark.model
 def test_a_cjk_run_shows_its_text_and_byte_tokens(engine):
     tr = _preset_run(engine, "CJK (regex)", 60)
-    hexed = [t for t in tr["tokens"] if "hex" in t]
+    hexed = [t for t in tr.tokens if "hex" in t]
     assert hexed, "the embedded tokenizer splits these characters into byte tokens"
-    assert all("\ufffd" not in t["text"] for t in tr["tokens"])
+    assert all("\ufffd" not in t["text"] for t in tr.tokens)
     assert all(t["text"].startswith("<") or "<" in t["text"] for t in hexed)
-    labels = [lab for lab, _ in chip_labels(tr["tokens"])]
+    labels = [lab for lab, _ in chip_labels(tr.tokens)]
     completed = "".join(lab.split(" = ")[1] for lab in labels if " = " in lab)
-    assert completed and all(ch in tr["text"] for ch in completed)
+    assert completed and all(ch in tr.text for ch in completed)
     html = output_panel(tr)
-    assert tr["text"] in html.replace("&quot;", '"')
+    assert tr.text in html.replace("&quot;", '"')
     # the allowed list and the top-k spell a byte token as the strip does: `<E6 97>`
     from viz.step_bundle import step_bundle
 
@@ -475,13 +478,11 @@ def test_focus_views_of_a_branching_automaton_draw_every_position_once_each():
 
 @pytest.mark.model
 def test_output_offsets_come_from_the_tokens_when_there_is_no_automaton(engine):
-    tr = engine.generate(
-        GenerateRequest(prompt="Say something.", mode="free", max_new_tokens=12)
-    ).to_json()
-    pos = positions(json.loads(json.dumps(tr)))
+    tr = engine.generate(GenerateRequest(prompt="Say something.", mode="free", max_new_tokens=12))
+    pos = positions(Trace.from_json(json.dumps(tr.to_json())))
     offs = [o for _s, o in pos]
     assert all(s is None for s, _o in pos)
-    assert offs == sorted(offs) and offs[0] == 0 and offs[-1] == len(tr["text"])
+    assert offs == sorted(offs) and offs[0] == 0 and offs[-1] == len(tr.text)
     assert len(set(offs)) > len(offs) // 2  # they move with the text, not stuck at 0
 
 
@@ -489,8 +490,12 @@ def test_a_one_step_timeline_draws_its_point_on_axes_that_start_at_zero():
     """A one-step run: its lines show a marker (a line of one point draws nothing), the
     mask axis starts at 0 (not 8,589-8,590.5 around its one value), steps are whole
     numbers, and the axes say what they measure."""
-    step = {"index": 0, "forward_ms": 40.0, "mask_us": 8590.0, "allowed": 2, "feasible_mass": 0.6}
-    fig = timeline({"steps": [step]})
+    step = StepRecord(
+        index=0, char_state=0, token_state=0, allowed=2, token_id=1, token_text="a",
+        origin="model", prob=0.5, raw_prob=0.4, feasible_mass=0.6, top_raw=[], top_masked=[],
+        forward_ms=40.0, mask_us=8590.0, sample_us=10.0, output_len=0,
+    )  # fmt: skip
+    fig = timeline(made_trace(steps=[step]))
     assert all("markers" in tr.mode for tr in fig.data if tr.type == "scatter")
     lay = fig.layout
     mask_axis = next(a for a in (lay.yaxis2, lay.yaxis3) if a.title.text == "mask \u00b5s")
@@ -568,8 +573,8 @@ def test_a_grammar_run_says_why_there_is_no_graph_and_its_jump_names_no_chain(en
             mode="jump",
             max_new_tokens=8,
         )
-    ).to_json()
-    assert tr["jumps"] and tr.get("automaton") is None
+    )
+    assert tr.jumps and tr.automaton is None
     cap = caption(tr, 0)
     assert "the grammar allowed exactly one continuation for 14 characters" in cap
     assert "chain" not in cap
@@ -583,8 +588,8 @@ def test_a_kept_token_outside_the_models_top_k_has_no_raw_share_not_zero(trace):
     """Top-k raw vs masked: a token the mask keeps that the model's own top-k does not
     hold has no recorded raw probability; it must not read '0%' beside a large masked
     share (IPv4 showed '0% -> 71%')."""
-    for k, st in enumerate(step_bundle(trace).steps[: len(trace["steps"])]):
-        raw_ids = {i for i, _t, _p in trace["steps"][k].get("top_raw", [])}
+    for k, st in enumerate(step_bundle(trace).steps[: len(trace.steps)]):
+        raw_ids = {i for i, _t, _p in trace.steps[k].top_raw}
         for _text, tid, raw, _masked in st.top or []:
             assert (raw is None) == (tid not in raw_ids), (k, tid, raw)
 
@@ -595,24 +600,28 @@ def test_step_0_shows_both_the_initial_jump_and_the_one_after_its_token(engine):
     caption and the jump panel at step 0 show both (the panel showed only the second
     while the caption spoke of the first)."""
     tr = _preset_run(engine, "Enum with shared prefixes (regex)", 16)
-    at0 = [j for j in tr["jumps"] if j["step"] in (-1, 0)]
-    assert [j["step"] for j in at0] == [-1, 0], tr["jumps"]
+    at0 = [j for j in tr.jumps if j.step in (-1, 0)]
+    assert [j.step for j in at0] == [-1, 0], tr.jumps
     cap, html = caption(tr, 0), jump_panel(tr, 0)
     assert "Before it" in cap and "After it" in cap
     for j in at0:
-        assert f"<code>{visible(j['string'])}</code>" in html
+        assert f"<code>{visible(j.string)}</code>" in html
     assert 'id="jump-panel"' in html and 'id="jump-panel-2"' in html
 
 
 def test_a_loss_is_never_shown_as_a_negative_saving():
     """Issue 46: "-104% decode time saved" on a busy machine, and a "-0%" card."""
-    base = {"output_tokens": 20, "forward_passes": 10, "reason": "length", "tokens_per_s": 5}
-    lost = stat_cards({**base, "run_forward_ms": 2040.0, "run_masked_ms": 1000.0})
+
+    def cards(**t) -> str:
+        base = dict(output_tokens=20, forward_passes=10, reason="length", tokens_per_s=5)
+        return stat_cards(made_trace(totals={**base, **t}).totals)
+
+    lost = cards(run_forward_ms=2040.0, run_masked_ms=1000.0)
     assert re.search(r'class="v">104%</div><div class="l">more decode time vs masked', lost)
     assert 'more</div><div class="l">more' not in lost  # "more" said once
-    tiny = stat_cards({**base, "run_forward_ms": 1001.0, "run_masked_ms": 1000.0})
+    tiny = cards(run_forward_ms=1001.0, run_masked_ms=1000.0)
     assert re.search(r'class="v">0%</div><div class="l">decode time saved vs masked', tiny)
-    more_passes = stat_cards({**base, "forward_passes": 25})
+    more_passes = cards(forward_passes=25)
     assert '25%</div><div class="l">more forward passes vs masked' in more_passes
     for cards in (lost, tiny, more_passes):
         assert not re.search(r'class="v">-', cards)
@@ -626,12 +635,15 @@ def test_an_ideal_of_about_one_pass_per_token_is_not_called_fewer():
 
 
 def test_the_end_of_a_run_is_not_called_a_choice_in_the_jump_panel():
-    t = {"mode": "jump", "steps": [{}, {}, {}], "jumps": [], "totals": {"reason": "eos"}}
+    from cfsm.bench.scrub import synthetic_trace
+
+    steps = synthetic_trace("[a-z]{3}", steps=3).steps  # three steps
+    t = made_trace(steps=steps, totals={"reason": "eos"})
     assert "the run has ended (eos: the model wrote its end token)" in jump_panel(t, 3)
-    limit = {**t, "totals": {"reason": "max_new_tokens"}}
+    limit = made_trace(steps=steps, totals={"reason": "max_new_tokens"})
     assert "ended (max_new_tokens: it reached the Max new tokens limit)" in jump_panel(limit, 3)
     assert "the next character is a choice" in jump_panel(t, 1)
-    assert "jump-forward is off" in jump_panel({**t, "mode": "masked"}, 3)
+    assert "jump-forward is off" in jump_panel(made_trace(steps=steps, mode="masked"), 3)
 
 
 def test_a_long_class_repeated_along_a_counted_string_reads_as_a_key_written_once():

@@ -1,13 +1,13 @@
 """A step-view panel as a newcomer would add one (docs/architecture.md, "A step-view
 panel"): a pure function of the trace and a position, registered once."""
 
+from engine.decoding.trace import Trace
 from viz.step_panels import StepPanel
 
 
-def tokens_so_far(trace: dict, step: int | None) -> str:
+def tokens_so_far(trace: Trace, step: int | None) -> str:
     """How many output tokens came before this position (the end: all of them)."""
-    steps = trace.get("steps") or []
-    n = len(trace.get("tokens") or []) if step is None else steps[step]["output_len"]
+    n = len(trace.tokens) if step is None else trace.steps[step].output_len
     return f'<div class="toy-count">{n} tokens before this position</div>'
 
 
