@@ -52,8 +52,8 @@ def _preset_row(eng, name: str, p: dict, repeats: int) -> dict:
         "doctor_ideal_over_masked": doctor,
         "wall_s": {m: [round(w, 3) for w in ws] for m, ws in walls.items()},
         "wall_noise": round(max(TOLERANCE, *map(spread, walls.values())), 3),
-        "runtime": t["runtime"],
-        "clock": t["clock"],
+        "runtime": t.runtime,
+        "clock": t.clock,
     }
     return row | agreement(row)
 

@@ -414,6 +414,25 @@ def test_a_wall_time_difference_within_the_runs_own_spread_is_no_clear_differenc
     assert agreement(dict(character, card_time_saved=0.45))["card_agrees"] is True
 
 
+@pytest.mark.model
+def test_the_figures_and_busy_suites_read_each_run_they_time(engine):
+    """One preset through `cfsm bench figures`' row and `cfsm bench busy`'s cell, a pair
+    each: the date regex has nothing to jump, so the card's time saved is 0 and agrees
+    with any wall time within the runs' noise; no card shows a negative saving."""
+    from app.presets import presets
+    from cfsm.bench.busy import _cell
+    from cfsm.bench.figures import _preset_row
+
+    p = presets()["Date (regex)"]
+    row = _preset_row(engine, "Date (regex)", p, repeats=1)
+    assert row["card_time_saved"] == 0.0 and row["runtime"] == engine.decoder.runner.name
+    assert len(row["wall_s"]["masked"]) == len(row["wall_s"]["jump"]) == 1
+    assert row["clock"] in ("this run", "load-time model")
+    cell = _cell(engine, Constraint(p["kind"], p["text"], p["whitespace"]), p["prompt"], 1, 16)
+    assert cell["card_time_saved"] == 0.0 and cell["negative_card"] is False
+    assert cell["masked_s"] > 0 and cell["jump_s"] > 0
+
+
 @pytest.mark.usefixtures("jsonschemabench")
 def test_the_doctor_answers_real_schemas_in_one_line_each(compile_engine):
     """`cfsm bench doctor-sample` on a slice: every schema gets a report or a one-line error
