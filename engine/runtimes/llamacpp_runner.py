@@ -5,8 +5,7 @@ One llama.cpp context serves every request: each request's cache is a sequence i
 unified KV cache, a batched pass is one `llama_decode` with one sequence id per token,
 crops are `llama_memory_seq_rm`, and logits are read only at the positions a feed keeps.
 Flash attention is on: without it a k-token pass and k one-token steps differ by up to
-0.6 in logits, and jump-forward (which prefills what masked decoding steps through) would
-change outputs for numerical reasons only.
+0.6 in logits, and jump-forward would change outputs for numerical reasons only.
 """
 
 from __future__ import annotations
@@ -65,27 +64,21 @@ N_UBATCH = 32
 # The last sequence id holds the latest request's prompt for later requests to share
 # (`llama_memory_seq_cp`: the cells get a second sequence id, nothing is copied).
 PREFIX_SEQ = N_SEQ_MAX - 1
-# Cells a request gives up (a crop, its end) move to this id until no request is live.
-# With flash attention llama.cpp's CPU kernel sums a sequence's cells in cell order: a
-# freed cell lying before a live request's cells, filled by its next token, changed that
-# request's logits by 0.53 (measured: a request freed while another decoded), so a batch
-# would no longer decode as each request alone.
-# Retired cells are only given back when no request is live, so under steady load they
-# accumulate: when a pass does not fit, every live request is evicted at once (the cache
-# cleared, nothing left between cells) and each recomputes its tokens at its next pass,
-# oldest first, which gives the logits it would have had (passes of any split agree, see
-# N_UBATCH). Freeing cells while requests live would leave holes their next tokens fill.
+# Cells a request gives up (a crop, its end) move to this id until no request is live:
+# flash attention on the CPU sums a sequence's cells in cell order, and a freed cell before
+# a live request's cells, filled by its next token, changed its logits by 0.53 (a batch
+# would no longer decode as each request alone). Under steady load retired cells pile up:
+# when a pass does not fit, every live request is evicted at once (the cache cleared) and
+# each recomputes its tokens at its next pass, oldest first, with the logits it would have
+# had (passes of any split agree, see N_UBATCH).
 GRAVE_SEQ = N_SEQ_MAX - 2
 REQUEST_SEQS = N_SEQ_MAX - 2
-# Threads for each pass: chosen per kind of pass (a step, a short or a long multi-token
-# pass) while the runtime runs, from the passes' own times (`pass_threads`: a machine's
-# load changes which count is faster, and a multi-token pass collapses first). The step's
-# counts are timed at load to start from (`tune_step_threads`: one thread against every
-# core, medians of interleaved rounds). CFSM_STEP_THREADS pins the step's count;
-# CFSM_ADAPT_THREADS=0 pins every kind (steps on the load-time choice, the rest on every
-# core), for a benchmark that wants fixed counts. OpenMP's workers spin briefly at the
-# barriers (its default): told to sleep instead (`OMP_WAIT_POLICY=PASSIVE`, this
-# runtime's setting before), an 8-token pass took 42-47 ms against 22-29 ms.
+# Threads for each kind of pass (a step, a short or a long multi-token pass), chosen as the
+# runtime runs from the passes' own times (`pass_threads`: load changes which count is
+# faster); the step's counts are timed at load to start from (`tune_step_threads`).
+# CFSM_STEP_THREADS pins the step's count; CFSM_ADAPT_THREADS=0 pins every kind (steps on
+# the load-time choice, the rest on every core). OpenMP's workers spin at the barriers
+# (its default): with `OMP_WAIT_POLICY=PASSIVE` an 8-token pass took 42-47 ms, not 22-29.
 STEP_THREADS_SET = os.environ.get("CFSM_STEP_THREADS")
 STEP_THREADS = max(1, int(STEP_THREADS_SET or "1"))
 ADAPT_THREADS = os.environ.get("CFSM_ADAPT_THREADS", "1") != "0"
@@ -145,7 +138,8 @@ class LlamaModel:
             lib.llama_model_free(self.model)
             raise CfsmError("unknown_model", f"llama.cpp could not create a context for {path!r}")
         self.threads = self.threads_now = threads
-        self.placed = 0  # cells filled since the cache was cleared: its span is at most this
+        self.placed = 0  # the span's bound: cells filled since a clear (see runner._settle)
+        self.exact_passes = 0  # one-token passes put on one thread for their span
         pinned = {"step": min(STEP_THREADS, threads)} if STEP_THREADS_SET else {}
         if not ADAPT_THREADS:
             pinned |= {"short": threads, "long": threads}
@@ -192,12 +186,12 @@ class LlamaModel:
         return self.pass_threads.best("step")
 
     def decode_timed(self, batch, n_tokens: int) -> int:
-        """`llama_decode` on the thread count chosen for a pass of `n_tokens` tokens, its
-        time recorded for the next choice; a one-token pass over a span past EXACT_SPAN on
-        one thread whatever the choice (not recorded: it chose nothing). Returns
-        llama.cpp's code."""
+        """`llama_decode` on the thread count chosen for an `n_tokens` pass, its time recorded
+        for the next choice; a one-token pass over a span past EXACT_SPAN on one thread
+        whatever the choice (not recorded: it chose nothing). Returns llama.cpp's code."""
         self.placed += n_tokens  # an upper bound: cells below a filled one were filled once
         exact = n_tokens == 1 and self.placed > EXACT_SPAN
+        self.exact_passes += exact
         threads = 1 if exact else self.pass_threads.choose(n_tokens)
         if threads != self.threads_now:
             self.lib.llama_set_n_threads(self.ctx, threads, threads)
@@ -235,6 +229,7 @@ class LlamaCppRunner(Runner):
         self._free_ids = list(range(REQUEST_SEQS - 1, -1, -1))
         self._lock = threading.Lock()  # free() may come from a cancelling thread
         self._prefix: list[int] = []  # the tokens the kept prompt's sequence holds
+        self._prefix_top = 0  # its cells lie below this one (`placed` when it was kept)
         self._reuse = False
         self._live: dict[int, LlamaSeq] = {}  # sequence id -> the request's cache
         self._grave = 0  # cells held under GRAVE_SEQ (an upper bound)
@@ -302,14 +297,17 @@ class LlamaCppRunner(Runner):
         return bool(lib.llama_memory_seq_rm(mem, sid, p0, -1))
 
     def _settle(self) -> None:
-        """No request is live: the retired cells can be reused in any order now. Once the
-        cache's span may pass EXACT_SPAN it is emptied, the kept prompt with it, so the next
-        request's steps run on the faster thread count again."""
+        """No request is live: retired cells are freed and llama.cpp refills from the lowest
+        free cell, so the span is the kept prompt's again and steps keep the faster thread
+        count (before, one single-user run in three stepped on one thread). Past EXACT_SPAN,
+        or with no kept prompt, the cache is emptied instead."""
         if self._live:
             return
         self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
         self._grave = 0
-        if self.lm.placed > EXACT_SPAN:
+        if self._prefix and self._prefix_top <= EXACT_SPAN:
+            self.lm.placed = min(self.lm.placed, self._prefix_top)
+        else:
             self.lm.clear()
             self._prefix = []
 
@@ -478,15 +476,18 @@ class LlamaCppRunner(Runner):
 
     def _share_prefix(self, sid: int, toks: list[int], keep: int) -> int:
         """A request's first feed: give it the kept prompt's first positions that `toks`
-        starts with (leaving the `keep` positions whose logits are wanted to be computed),
-        alone or beside other requests in a batch (concurrent users of one system prompt
-        or template compute it once). Returns how many are shared. The kept prompt is cut
-        to what it shares; the cells cut go to the retired id while any request is live
-        (see GRAVE_SEQ: no hole opens before a live request's cells), so a request's new
-        cells always follow the shared ones and its sums run in position order."""
+        starts with (but the `keep` whose logits are wanted), alone or beside others in a
+        batch (concurrent users of one template compute it once); returns how many. The
+        kept prompt is cut to what it shares; cut cells go to the retired id while another
+        request is live (GRAVE_SEQ: a request's new cells follow its shared ones). Alone,
+        sharing less than a micro-batch of a span's bound past one: the cache is emptied."""
         n, limit = 0, min(len(self._prefix), len(toks) - keep)
         while n < limit and self._prefix[n] == toks[n]:
             n += 1
+        if len(self._live) == 1 and n < N_UBATCH < self.lm.placed - n:
+            self.lm.clear()
+            self._prefix = []
+            return 0
         lib, mem = self.lm.lib, self.lm.mem
         if n < len(self._prefix):
             if len(self._live) > 1:
@@ -501,7 +502,7 @@ class LlamaCppRunner(Runner):
     def _keep_prefix(self, sid: int, toks: list[int]) -> None:
         lib, mem = self.lm.lib, self.lm.mem
         lib.llama_memory_seq_cp(mem, sid, PREFIX_SEQ, len(self._prefix), len(toks))
-        self._prefix = toks
+        self._prefix, self._prefix_top = toks, self.lm.placed
 
     def enable_prefix_reuse(self) -> bool:
         self._reuse = PREFIX_REUSE

@@ -175,3 +175,39 @@ def test_a_step_past_the_split_span_gives_one_answer_on_any_count_alone_or_batch
     assert torch.equal(one, step(lm.threads)[0])
     assert torch.equal(one, step(lm.threads, beside=True)[0])
     assert step(lm.threads, n=100)[1] == lm.threads  # a short span keeps the chosen count
+
+
+@pytest.mark.model
+def test_one_user_after_another_keeps_the_span_short_and_the_steps_on_every_core(engine):
+    """Runs one after another on one prompt (a page's single user): each run's cells are
+    freed at its end and the next run's fill them again, so no run's steps pass the split
+    span. Before, the span's bound only grew until the cache was emptied, and one run in
+    three stepped on one thread (its steps 50% slower: Compare's and the benchmarks' wall
+    times jumped with it). The third run's steps give the first run's logits bit for bit:
+    its cells are where the first run's were, not past the span on every core."""
+    import torch
+
+    from engine.runtimes.base import Feed
+
+    dec = engine.ensure_model("llamacpp")
+    runner, lm = dec.runner, dec.runner.lm
+    if lm.threads == 1 or not runner._reuse:
+        pytest.skip("one usable CPU, or no kept prompt to share")
+    ids = list(range(1000, 1400))
+
+    def run(prompt: list[int], steps: int) -> list:
+        cache = runner.new_cache()
+        try:
+            out = [runner.forward([Feed(cache, prompt, keep=1)])[0][0]]
+            for t in ids[len(prompt) : len(prompt) + steps]:
+                out.append(runner.forward([Feed(cache, [t])])[0][0])
+            return out
+        finally:
+            runner.free(cache)
+
+    run(ids[:300], 1)  # a long run first: its end empties the cache (a span past 256)
+    assert lm.placed == 0
+    before = lm.exact_passes
+    first, _, third = (run(ids[:50], 90) for _ in range(3))
+    assert lm.exact_passes == before and lm.placed <= 256
+    assert all(torch.equal(a, b) for a, b in zip(first[1:], third[1:], strict=True))
