@@ -480,7 +480,7 @@ class LlamaCppRunner(Runner):
         batch (concurrent users of one template compute it once); returns how many. The
         kept prompt is cut to what it shares; cut cells go to the retired id while another
         request is live (GRAVE_SEQ: a request's new cells follow its shared ones). Alone,
-        sharing less than a micro-batch of a span's bound past one: the cache is emptied."""
+        sharing under a micro-batch while the span's bound lies beyond: the cache empties."""
         n, limit = 0, min(len(self._prefix), len(toks) - keep)
         while n < limit and self._prefix[n] == toks[n]:
             n += 1
