@@ -326,7 +326,7 @@ class Trace:
                 steps=[_record(StepRecord, x, "steps") for x in obj["steps"]],
                 jumps=[_record(JumpRecord, x, "jumps") for x in obj["jumps"]],
                 jump_skips=[_record(JumpSkip, x, "jump_skips") for x in obj.get("jump_skips", [])],
-                totals=_record(Totals, obj["totals"], "totals"),
+                totals=Totals.from_json(obj["totals"]),
                 **plain,
             )
         except (TypeError, ValueError) as exc:
