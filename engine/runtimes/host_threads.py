@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TypeVar
 
 from ..lazy import lazy_module
 
@@ -49,6 +51,31 @@ def torch_ops_on_one_thread() -> Iterator[bool]:
         yield torch.get_num_threads() == 1
     finally:
         _set_openmp_threads(before)
+
+
+T = TypeVar("T")
+
+
+class OwnThread:
+    """Runs calls on one long-lived thread of its own, so that a native library's OpenMP
+    team is made once, whichever thread asks.
+
+    libgomp keeps a team of workers for every thread that ever started a parallel region,
+    for as long as that thread lives, and once it manages more threads than there are CPUs
+    it stops spinning at barriers and sleeps in the kernel instead (its "throttled" wait).
+    A llama.cpp pass crosses hundreds of barriers: with passes asked for from two
+    long-lived threads (the server's batcher and a benchmark's own loop, or the page's and
+    the API's), a 2-thread step took twice as long, and every step then ran on one thread
+    (`cfsm bench batch`, one request at a time: 22 against 14 ms a token). With every pass
+    on this thread, one team exists however many threads ask."""
+
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+
+    def call(self, fn: Callable[..., T], *args) -> T:
+        """`fn(*args)` run on the thread, the caller waiting; its result returned, its
+        exception raised here. Calls from several threads run one at a time, in turn."""
+        return self._pool.submit(fn, *args).result()
 
 
 def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:

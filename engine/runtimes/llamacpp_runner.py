@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..errors import CfsmError
 from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
-from .host_threads import torch_ops_on_one_thread, usable_cpus
+from .host_threads import OwnThread, torch_ops_on_one_thread, usable_cpus
 from .llamacpp_lib import LOG, bindings_version, load_lib
 from .pass_threads import KIND_NAMES, PassThreads
 
@@ -74,11 +74,10 @@ PREFIX_SEQ = N_SEQ_MAX - 1
 GRAVE_SEQ = N_SEQ_MAX - 2
 REQUEST_SEQS = N_SEQ_MAX - 2
 # Threads for each kind of pass (a step, a short or a long multi-token pass), chosen as the
-# runtime runs from the passes' own times (`pass_threads`: load changes which count is
-# faster); the step's counts are timed at load to start from (`tune_step_threads`).
-# CFSM_STEP_THREADS pins the step's count; CFSM_ADAPT_THREADS=0 pins every kind (steps on
-# the load-time choice, the rest on every core). OpenMP's workers spin at the barriers
-# (its default): with `OMP_WAIT_POLICY=PASSIVE` an 8-token pass took 42-47 ms, not 22-29.
+# runtime runs from the passes' own times (`pass_threads`: load changes which is faster), the
+# step's counts timed at load to start from (`tune_step_threads`). CFSM_STEP_THREADS pins the
+# step's count, CFSM_ADAPT_THREADS=0 every kind (steps on the load-time choice, the rest on
+# all cores). OpenMP's workers spin at barriers (PASSIVE: an 8-token pass 42-47 ms, not 22-29).
 STEP_THREADS_SET = os.environ.get("CFSM_STEP_THREADS")
 STEP_THREADS = max(1, int(STEP_THREADS_SET or "1"))
 ADAPT_THREADS = os.environ.get("CFSM_ADAPT_THREADS", "1") != "0"
@@ -144,6 +143,7 @@ class LlamaModel:
         if not ADAPT_THREADS:
             pinned |= {"short": threads, "long": threads}
         self.pass_threads = PassThreads((1, threads), pinned, explore=ADAPT_THREADS)
+        self.on_own_thread = OwnThread("llama-pass")  # every pass: one OpenMP team
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))  # llama.cpp may round the size up
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
@@ -197,7 +197,7 @@ class LlamaModel:
             self.lib.llama_set_n_threads(self.ctx, threads, threads)
             self.threads_now = threads
         t0 = time.perf_counter()
-        rc = self.lib.llama_decode(self.ctx, batch)
+        rc = self.on_own_thread.call(self.lib.llama_decode, self.ctx, batch)
         if not exact:
             self.pass_threads.record(n_tokens, threads, time.perf_counter() - t0)
         return rc

@@ -9,13 +9,16 @@ logits as a fresh prefill, so a mismatch becomes an `unsupported_model` error, n
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CfsmError
 from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
+from .host_threads import OwnThread, torch_ops_on_one_thread
 
 torch = lazy_module("torch")
 transformers = lazy_module("transformers")
@@ -84,6 +87,9 @@ class ModelRunner(Runner):
         self.can_stack = all(
             type(layer).__name__ == "DynamicLayer" for layer in self.new_cache().layers
         )
+        # on a CPU every pass runs on one thread of its own: one OpenMP team, whichever
+        # threads ask (the page's, the API's batcher); see OwnThread
+        self._own = OwnThread("torch-pass") if str(device).startswith("cpu") else None
 
     def new_cache(self):
         """A cache as the model's config asks for, with sliding-window layers kept whole:
@@ -115,6 +121,20 @@ class ModelRunner(Runner):
         """One forward pass for all `feeds` (each on its own cache, which it extends).
         Returns each feed's last `keep` logits rows (on the device) and the pass time."""
         t0 = time.perf_counter()
+        rows = self._own.call(self._pass, feeds) if self._own else self._pass(feeds)
+        return rows, time.perf_counter() - t0
+
+    @contextlib.contextmanager
+    def decode_thread(self) -> Iterator[None]:
+        """On a CPU the loop's own torch ops (sampling, masks) run on its thread alone, so
+        that the passes' thread keeps the only OpenMP team (see OwnThread)."""
+        if self._own is None:
+            yield
+            return
+        with torch_ops_on_one_thread():
+            yield
+
+    def _pass(self, feeds: list[Feed]) -> list:
         # grad mode is per thread: a scheduler thread would otherwise record autograd graphs
         with torch.inference_mode():
             if len(feeds) == 1 or not self.can_stack:
@@ -128,7 +148,7 @@ class ModelRunner(Runner):
                         None  # a pass that failed half-way leaves the stacked cache unusable
                     )
                     raise
-        return rows, time.perf_counter() - t0
+        return rows
 
     def _forward_one(self, f: Feed):
         x = torch.tensor([f.tokens], dtype=torch.long, device=self.device)

@@ -211,3 +211,63 @@ def test_one_user_after_another_keeps_the_span_short_and_the_steps_on_every_core
     first, _, third = (run(ids[:50], 90) for _ in range(3))
     assert lm.exact_passes == before and lm.placed <= 256
     assert all(torch.equal(a, b) for a, b in zip(first[1:], third[1:], strict=True))
+
+
+def _native_only_threads() -> set[int]:
+    """Threads of this process that Python did not start (OpenMP's workers among them)."""
+    import os
+    import threading
+
+    ours = {t.native_id for t in threading.enumerate()}
+    return {int(t) for t in os.listdir("/proc/self/task")} - ours
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("runtime", ["llamacpp", "transformers"])
+def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtime):
+    """libgomp keeps a team of workers for each thread that ran a parallel region, while
+    that thread lives, and past one managed thread per CPU it sleeps at barriers instead of
+    spinning. A pass asked from the server's batcher and another from a benchmark's loop
+    (or the page's) made two teams, and every 2-thread pass then slowed down (one request
+    at a time in `cfsm bench batch`: 22 against 14 ms a token on llama.cpp, 69 against 52
+    on PyTorch). Every CPU pass runs on the runtime's own thread: a second live thread that
+    asks for passes, as a scheduler does, adds no worker."""
+    import os
+    import threading
+
+    import torch
+
+    from engine.runtimes.base import Feed
+
+    runner = engine.ensure_model(runtime).runner
+    lm = getattr(runner, "lm", None)
+    if (lm.threads if lm else torch.get_num_threads()) == 1 or not os.path.isdir("/proc"):
+        pytest.skip("one usable CPU (no team), or no /proc to count threads in")
+    ids = list(range(1000, 1040))
+    pinned = dict(lm.pass_threads.fixed) if lm else {}
+
+    def passes() -> None:  # as a scheduler asks: its own torch ops on its own thread
+        cache = runner.new_cache()
+        try:
+            with runner.decode_thread():
+                runner.forward([Feed(cache, ids[:32], keep=1)])
+                runner.forward([Feed(cache, ids[32:33])])
+        finally:
+            runner.free(cache)
+
+    if lm:
+        lm.pass_threads.fixed = dict.fromkeys(("step", "short", "long"), lm.threads)
+    done, hold = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (passes(), done.set(), hold.wait(60)))
+    try:
+        passes()
+        before = _native_only_threads()
+        other.start()
+        assert done.wait(60)
+        added = _native_only_threads() - before
+    finally:
+        hold.set()
+        other.join()
+        if lm:
+            lm.pass_threads.fixed = pinned
+    assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
