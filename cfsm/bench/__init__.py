@@ -26,6 +26,7 @@ from . import (
     scrub,
     tokenizers,
     triggers,
+    vocab,
 )
 from .suite import Suite
 
@@ -55,6 +56,7 @@ SUITES: dict[str, Suite] = {
         api.SUITE,
         replay.SUITE,
         compare.SUITE,
+        vocab.SUITE,
     )
 }
 DEFAULT_SUITE = "paper-character"

@@ -76,6 +76,8 @@ def run_batch(
         "prompt_prefill_passes": counts.prefill_passes,
         "own_passes": sum(s.n.forward_passes for s in seqs),
         "forward_s": round(counts.forward_s, 4),
+        # the steps' sampling on the device (stack, select_batch, the host transfer)
+        "sample_s": round(sum(st.sample_us for s in seqs for st in s.rec.steps) / 1e6, 4),
     }
 
 

@@ -212,14 +212,19 @@ def build_model(
     arch: str = "llama",
     seed: int = 0,
     vocab_size: int = 600,
+    logits: int | None = None,
 ) -> Path:
     """Save a tokenizer of `family` and random tiny `arch` weights into `folder`; returns it.
-    The output layer has 8 rows more than the tokenizer (as real models pad theirs)."""
+    The output layer has 8 rows more than the tokenizer (as real models pad theirs), or
+    `logits` rows: the same model with rows added past those (a large model's vocabulary
+    width over a small tokenizer; the first rows' weights do not change)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(family, vocab_size)
     torch.manual_seed(seed)
-    cfg = _config(arch, len(tok) + 8, tok)
-    tf.AutoModelForCausalLM.from_config(cfg).save_pretrained(folder, safe_serialization=True)
+    model = tf.AutoModelForCausalLM.from_config(_config(arch, len(tok) + 8, tok))
+    if logits and logits > len(tok) + 8:
+        model.resize_token_embeddings(logits, mean_resizing=False)
+    model.save_pretrained(folder, safe_serialization=True)
     tok.save_pretrained(folder)
     return folder

@@ -574,3 +574,28 @@ def test_compare_bench_runs_presets_as_compare_does_tool_calls_included(engine):
     assert sum(res["readings"].values()) == 2 and "| Tool calls, required" in format_table(res)
     with pytest.raises(CfsmError, match="--presets: Tool cals names no preset"):
         run_compare(engine, 16, ["Tool cals"], log=print)
+
+
+@pytest.mark.model
+def test_the_vocab_suite_decodes_alike_at_every_width_and_splits_host_from_forward():
+    """`cfsm bench vocab` on tiny widths: the output layer is as wide as asked, the wider
+    model writes the same texts (its extra rows are never allowed), every text follows the
+    regex, and each row's step splits into forward and host time."""
+    import re
+    from types import SimpleNamespace
+
+    from cfsm.bench.vocab import REGEX, run, table
+
+    args = SimpleNamespace(vocab_sizes="640,8192", batch_sizes="1,2", rounds=1,
+                           max_new_tokens=6, device=None)  # fmt: skip
+    res = run(args, log=lambda *a: None)
+    assert [(r["logits"], r["batch"]) for r in res["rows"]] == [
+        (640, 1), (640, 2), (8192, 1), (8192, 2)
+    ]  # fmt: skip
+    assert res["same_texts_at_every_width"]
+    for r in res["rows"]:
+        assert len(r["texts"]) == r["batch"] and r["steps"] >= 5
+        assert all(t and re.fullmatch(REGEX.replace("{400}", "*"), t) for t in r["texts"])
+        assert r["host_ms_per_step"] > 0 and r["forward_ms_per_pass"] > 0
+    assert all(r["sampling_ms_per_step"] > 0 and r["rest_ms_per_step"] > 0 for r in res["rows"])
+    assert "| 8192 | 2 |" in table(res)
