@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..lazy import lazy_module
-from ..tokens.bitmask import unpack_float
+from ..tokens.bitmask import unpack
 from .request import GenerateRequest
 
 torch = lazy_module("torch")
@@ -27,7 +27,7 @@ def select_batch(logits, bits, reqs: list[GenerateRequest], gens: list, sizes: l
     """One step's sampling for a whole batch, on the model's device: `logits` `[B, V]`,
     `bits` the batch's `[B, ceil(V/32)]` int32 bitmask (engine.tokens.bitmask; None rows
     are stacked as full ones by the caller). The bitmask is unpacked in one operation
-    (to floats; the raw top-k is skipped where no row keeps one),
+    (the raw top-k, a whole pass over the batch, only where a row keeps one),
     the masked distribution is the raw one renormalized over the allowed tokens (one
     softmax, not two), top-k and greedy picks are one call each for the batch; a row with
     a temperature draws from its own generator (a seed gives the same text alone or in a
@@ -37,9 +37,9 @@ def select_batch(logits, bits, reqs: list[GenerateRequest], gens: list, sizes: l
     logits = logits.float()
     b, v = logits.shape
     probs = torch.softmax(logits, dim=-1)
-    allowed = unpack_float(bits, v)  # 1. or 0.: floats, see unpack_float
-    kept = torch.addcmul(allowed - 1, probs, allowed)  # p, or -1 below every allowed token
-    feasible = (probs * allowed).sum(-1).clamp_min(1e-38)
+    allowed = unpack(bits, v)
+    kept = torch.where(allowed, probs, -1.0)  # disallowed below every allowed token
+    feasible = kept.clamp_min(0).sum(-1).clamp_min(1e-38)
     r_max, k_max = max(r for r, _ in sizes), max(k for _, k in sizes)
     mv, mi = torch.topk(kept, k_max, dim=-1)
     mv = mv.clamp_min(0) / feasible.unsqueeze(-1)
@@ -47,7 +47,7 @@ def select_batch(logits, bits, reqs: list[GenerateRequest], gens: list, sizes: l
     choice = mi[:, 0].clone()
     for i, req in enumerate(reqs):
         if req.temperature > 0:
-            choice[i] = _draw(logits[i], allowed[i] > 0, req, gens[i])
+            choice[i] = _draw(logits[i], allowed[i], req, gens[i])
     at = choice.unsqueeze(-1)
     p_masked = kept.gather(1, at).squeeze(1).clamp_min(0) / feasible
     head = [choice.float(), feasible, p_masked, probs.gather(1, at).squeeze(1)]

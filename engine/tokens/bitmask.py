@@ -76,23 +76,6 @@ def pack_tensor(mask):
     return torch.where(word >= 1 << 31, word - (1 << 32), word).to(torch.int32)
 
 
-@functools.lru_cache(maxsize=16)
-def _byte_bits(device: str):
-    """Each byte value's 8 bits as 0./1. floats, low bit first: `[256, 8]` on `device`."""
-    bit = (torch.arange(256, dtype=torch.int64).unsqueeze(-1) >> torch.arange(8)) & 1
-    return bit.float().to(device)
-
-
-def unpack_float(bits, vocab_size: int):
-    """int32 `[..., W]` on any device -> float32 `[..., V]` there, 1. where allowed and 0.
-    elsewhere: one table lookup per byte for the whole batch. A float mask, not a boolean
-    one: on a CPU an elementwise op with a boolean operand took 6-8x longer than on floats
-    (1.2M values: 2.3 ms against 0.3)."""
-    by = bits.contiguous().view(torch.uint8).to(torch.int64).reshape(-1)
-    flat = _byte_bits(str(bits.device)).index_select(0, by)  # 3x faster than [by] on a CPU
-    return flat.reshape(*bits.shape[:-1], -1)[..., :vocab_size]
-
-
 def unpack(bits, vocab_size: int):
     """int32 `[..., W]` on any device -> boolean `[..., V]` there: one broadcast shift and
     test for the whole batch, over bytes (little-endian words: token t is bit t % 8 of
