@@ -599,3 +599,23 @@ def test_the_vocab_suite_decodes_alike_at_every_width_and_splits_host_from_forwa
         assert r["host_ms_per_step"] > 0 and r["forward_ms_per_pass"] > 0
     assert all(r["sampling_ms_per_step"] > 0 and r["rest_ms_per_step"] > 0 for r in res["rows"])
     assert "| 8192 | 2 |" in table(res)
+
+
+def test_the_batch_suite_reports_the_median_repeat_and_the_worst_agreement():
+    """With --repeats, a row is the median round's (not the best), every round's ratio is
+    kept beside it, and an output that differed from its single run in any round shows."""
+    from cfsm.bench.batch import median_row, table
+
+    runs = [
+        {"throughput_x": 1.2, "alone_s": 9.0, "same_as_alone": "8/8"},
+        {"throughput_x": 1.5, "alone_s": 8.0, "same_as_alone": "7/8"},
+        {"throughput_x": 1.4, "alone_s": 7.0, "same_as_alone": "8/8"},
+    ]
+    row = median_row(runs)
+    assert (row["throughput_x"], row["alone_s"]) == (1.4, 7.0)
+    assert row["throughput_x_runs"] == [1.2, 1.5, 1.4] and row["same_as_alone"] == "7/8"
+    assert median_row(runs[:2])["throughput_x"] == 1.2  # the lower middle of two
+    res = {"runtime": "llamacpp", "device": "cpu", "max_new_tokens": 96, "rows": [
+        {**row, "surface": "/v1", "mode": "jump", "size": 8, "together_s": 5.0,
+         "pass_cost_limit_x": 1.45, "limit_over_achieved": 1.04}]}  # fmt: skip
+    assert "| 1.4x (1.2-1.5) |" in table(res)
