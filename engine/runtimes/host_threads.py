@@ -16,6 +16,7 @@ against 0.6 ms).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -64,10 +65,11 @@ class OwnThread:
     for as long as that thread lives, and once it manages more threads than there are CPUs
     it stops spinning at barriers and sleeps in the kernel instead (its "throttled" wait).
     A llama.cpp pass crosses hundreds of barriers: with passes asked for from two
-    long-lived threads (the server's batcher and a benchmark's own loop, or the page's and
-    the API's), a 2-thread step took twice as long, and every step then ran on one thread
-    (`cfsm bench batch`, one request at a time: 22 against 14 ms a token). With every pass
-    on this thread, one team exists however many threads ask."""
+    long-lived threads (the server's batcher and a benchmark's own loop, or a cost-model
+    re-measure on a request's thread), a 2-thread step took twice as long, and every step
+    then ran on one thread (`cfsm bench batch`, one request at a time: 22 against 14 ms a
+    token). With every pass on one such thread (`cpu_pass_thread`), one team exists
+    however many threads, runtimes and models ask."""
 
     def __init__(self, name: str) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
@@ -76,6 +78,14 @@ class OwnThread:
         """`fn(*args)` run on the thread, the caller waiting; its result returned, its
         exception raised here. Calls from several threads run one at a time, in turn."""
         return self._pool.submit(fn, *args).result()
+
+
+@functools.cache
+def cpu_pass_thread() -> OwnThread:
+    """The thread every CPU forward pass of the process runs on, whichever runtime and
+    model: one OpenMP team (see OwnThread). Passes of two models take turns, as they would
+    take turns for the same cores anyway."""
+    return OwnThread("cpu-pass")
 
 
 def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:

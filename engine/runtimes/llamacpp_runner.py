@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..errors import CfsmError
 from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
-from .host_threads import OwnThread, torch_ops_on_one_thread, usable_cpus
+from .host_threads import cpu_pass_thread, torch_ops_on_one_thread, usable_cpus
 from .llamacpp_lib import LOG, bindings_version, load_lib
 from .pass_threads import KIND_NAMES, PassThreads
 
@@ -143,7 +143,7 @@ class LlamaModel:
         if not ADAPT_THREADS:
             pinned |= {"short": threads, "long": threads}
         self.pass_threads = PassThreads((1, threads), pinned, explore=ADAPT_THREADS)
-        self.on_own_thread = OwnThread("llama-pass")  # every pass: one OpenMP team
+        self.on_own_thread = cpu_pass_thread()  # every pass: one OpenMP team
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))  # llama.cpp may round the size up
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))

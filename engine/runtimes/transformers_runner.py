@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import CfsmError
 from ..lazy import lazy_module
 from .base import Feed, Runner, logprob_diffs
-from .host_threads import OwnThread, torch_ops_on_one_thread
+from .host_threads import cpu_pass_thread, torch_ops_on_one_thread
 
 torch = lazy_module("torch")
 transformers = lazy_module("transformers")
@@ -87,9 +87,9 @@ class ModelRunner(Runner):
         self.can_stack = all(
             type(layer).__name__ == "DynamicLayer" for layer in self.new_cache().layers
         )
-        # on a CPU every pass runs on one thread of its own: one OpenMP team, whichever
-        # threads ask (the page's, the API's batcher); see OwnThread
-        self._own = OwnThread("torch-pass") if str(device).startswith("cpu") else None
+        # on a CPU every pass runs on the process's pass thread: one OpenMP team, whichever
+        # threads ask (the batcher, a benchmark's loop, a cost re-measure); see OwnThread
+        self._own = cpu_pass_thread() if str(device).startswith("cpu") else None
 
     def new_cache(self):
         """A cache as the model's config asks for, with sliding-window layers kept whole:
