@@ -230,8 +230,8 @@ def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtim
     spinning. A pass asked from the server's batcher and another from a benchmark's loop
     (or the page's) made two teams, and every 2-thread pass then slowed down (one request
     at a time in `cfsm bench batch`: 22 against 14 ms a token on llama.cpp, 69 against 52
-    on PyTorch). Every CPU pass runs on the runtime's own thread: a second live thread that
-    asks for passes, as a scheduler does, adds no worker."""
+    on PyTorch). Every CPU pass runs on the process's one pass thread: a second live thread
+    that asks for passes, as a scheduler does, adds no worker."""
     import os
     import threading
 
