@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -72,11 +73,19 @@ class OwnThread:
     however many threads, runtimes and models ask."""
 
     def __init__(self, name: str) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self._ident: int | None = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name, initializer=self._mark)
+
+    def _mark(self) -> None:
+        self._ident = threading.get_ident()
 
     def call(self, fn: Callable[..., T], *args) -> T:
         """`fn(*args)` run on the thread, the caller waiting; its result returned, its
-        exception raised here. Calls from several threads run one at a time, in turn."""
+        exception raised here. Calls from several threads run one at a time, in turn; a
+        call made on the thread itself runs at once (waiting for its own turn would never
+        end)."""
+        if threading.get_ident() == self._ident:
+            return fn(*args)
         return self._pool.submit(fn, *args).result()
 
 

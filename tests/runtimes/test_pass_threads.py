@@ -213,6 +213,40 @@ def test_one_user_after_another_keeps_the_span_short_and_the_steps_on_every_core
     assert all(torch.equal(a, b) for a, b in zip(first[1:], third[1:], strict=True))
 
 
+def test_the_pass_thread_runs_calls_in_turn_raises_their_errors_and_takes_its_own():
+    """Calls from many threads run on the one thread, one at a time; a failing call's
+    exception reaches its caller; a call made from the thread itself runs at once instead
+    of waiting forever for its own turn."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.runtimes.host_threads import OwnThread
+
+    own, seen, inside = OwnThread("test-pass"), [], [0]
+
+    def work(i: int) -> int:
+        inside[0] += 1
+        assert inside[0] == 1, "two calls ran at once"
+        seen.append(threading.get_ident())
+        inside[0] -= 1
+        return i * i
+
+    with ThreadPoolExecutor(4) as callers:
+        assert list(callers.map(lambda i: own.call(work, i), range(40))) == [
+            i * i for i in range(40)
+        ]
+    assert len(set(seen)) == 1 and threading.get_ident() not in seen
+    with pytest.raises(ZeroDivisionError):
+        own.call(lambda: 1 / 0)
+    nested: list[int] = []  # on the old code this call never returned: bounded, not timed
+    t = threading.Thread(
+        target=lambda: nested.append(own.call(lambda: own.call(work, 3))), daemon=True
+    )
+    t.start()
+    t.join(60)
+    assert nested == [9], "a call made on the pass thread waited for its own turn"
+
+
 def _native_only_threads() -> set[int]:
     """Threads of this process that Python did not start (OpenMP's workers among them)."""
     import os
