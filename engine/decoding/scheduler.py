@@ -39,16 +39,31 @@ class PassCounts:
     jump_passes: int = 0  # passes with jumped tails, each on its own prefix
     max_batch: int = 0
     forward_s: float = 0.0  # the passes' own time, what a batch's throughput is bounded by
+    # where that time goes: passes of one-token feeds only, and passes holding a prompt or
+    # a jump's tokens (with the one-token feeds that share them), each with the tokens fed
+    decode_s: float = 0.0
+    decode_tokens: int = 0
+    prefill_s: float = 0.0
+    prefill_tokens: int = 0
+
+    def add(self, kind: str, seconds: float, tokens: int, size: int) -> None:
+        """Count one pass of `kind` (a field name above) of `size` requests."""
+        setattr(self, kind, getattr(self, kind) + 1)
+        self.max_batch = max(self.max_batch, size)
+        self.forward_s += seconds
+        part = "decode" if kind == "decode_passes" else "prefill"
+        setattr(self, f"{part}_s", getattr(self, f"{part}_s") + seconds)
+        setattr(self, f"{part}_tokens", getattr(self, f"{part}_tokens") + tokens)
 
 
-def _run_group(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
+def _run_group(runner: Runner, seqs: list[Sequence]) -> float:
+    """One forward pass for `seqs`; returns its seconds (0 when it failed)."""
     try:
         rows, dt = runner.forward([s.feed_for_runner() for s in seqs])
     except Exception as exc:  # noqa: BLE001 - fails the requests of this pass, not the server
         for s in seqs:
             s.fail(exc)
-        return
-    counts.forward_s += dt
+        return 0.0
     ran = sum(1 for r in rows if r is not None and not isinstance(r, BaseException))
     for s, r in zip(seqs, rows, strict=True):
         try:
@@ -60,6 +75,7 @@ def _run_group(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None
                 s.receive(r, dt, ran)
         except Exception as exc:  # noqa: BLE001
             s.fail(exc)
+    return dt
 
 
 def step(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
@@ -85,9 +101,8 @@ def step(runner: Runner, seqs: list[Sequence], counts: PassCounts) -> None:
             if any(s.cache.get_seq_length() == 0 for s in group)
             else "jump_passes"
         )
-        _run_group(runner, group, counts)
-        setattr(counts, kind, getattr(counts, kind) + 1)
-        counts.max_batch = max(counts.max_batch, len(group))
+        tokens = sum(len(s.feed.tokens) for s in group)
+        counts.add(kind, _run_group(runner, group), tokens, len(group))
 
 
 def _sample(runner: Runner, staged: list[tuple[Sequence, Staged]]) -> None:

@@ -459,7 +459,7 @@ def test_the_batch_suite_compares_the_same_requests_alone_and_together(
     """`cfsm bench batch` on a slice: the engine's batch and concurrent /v1 users against
     the same requests one at a time, each output as alone, and a pass-cost limit taken
     from the run's own measured passes."""
-    from cfsm.bench.batch import V1Users, compare, engine_row
+    from cfsm.bench.batch import V1Users, compare, engine_row, run_batch
 
     url, hub = app_server
     eng = hub.get()
@@ -477,6 +477,37 @@ def test_the_batch_suite_compares_the_same_requests_alone_and_together(
         assert r["alone_forward_s"] > 0 and r["together_forward_s"] > 0
         want = r["alone_forward_s"] / r["together_forward_s"]
         assert r["pass_cost_limit_x"] == pytest.approx(want, rel=0.01)
+        # both kinds of pass ran alone and together (prompts, then one-token steps)
+        assert all(ms > 0 for pair in r["ms_per_token"].values() for ms in pair), r
+    one = run_batch(dec, prompts, compiled, "jump", 24)
+    split = one["split"]  # the forward time, all of it, by what the passes fed
+    assert split["decode_s"] + split["prefill_s"] == pytest.approx(one["forward_s"], abs=1e-3)
+    assert split["decode_tokens"] >= one["batched_passes"] and split["prefill_tokens"] > 0
+
+
+def test_pass_counts_split_the_forward_time_by_what_the_passes_fed():
+    """A pass of one-token feeds counts as decode; one with a prompt or jumped tokens as
+    prefill, its one-token feeds included; the ms a token of each, alone and together."""
+    from cfsm.bench.batch import pass_split, per_token_ms
+    from engine.decoding.scheduler import PassCounts
+
+    alone, together = PassCounts(), PassCounts()
+    alone.add("decode_passes", 0.014, 1, 1)
+    alone.add("jump_passes", 0.05, 10, 1)
+    together.add("decode_passes", 0.048, 8, 8)
+    together.add("jump_passes", 0.3, 88, 8)
+    together.add("prefill_passes", 0.2, 100, 2)
+    assert together.forward_s == pytest.approx(0.548) and together.max_batch == 8
+    assert (together.decode_passes, together.jump_passes, together.prefill_passes) == (1, 1, 1)
+    assert (together.decode_tokens, together.prefill_tokens) == (8, 188)
+    got = per_token_ms(pass_split(alone), pass_split(together))
+    assert got == {"decode": [14.0, 6.0], "prefill": [5.0, 2.66]}
+    before = pass_split(together)
+    together.add("decode_passes", 0.02, 2, 2)
+    assert per_token_ms(pass_split(together, before), pass_split(together, before)) == {
+        "decode": [10.0, 10.0],
+        "prefill": [None, None],
+    }
 
 
 def test_the_bitmask_suite_picks_alike_on_every_path():
