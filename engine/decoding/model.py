@@ -161,13 +161,26 @@ def checked_runner(lm: LoadedModel):
     logits (raises `unsupported_model` otherwise), with its pass costs measured."""
     ids = list(lm.tokenizer.encode(SELF_CHECK_TEXT, add_special_tokens=False))
     runner = MODEL_RUNTIMES[lm.runtime].runner(lm.model, lm.tokenizer, lm.device, lm.eos_token_id)
-    check = runner.self_check(ids)
-    check["costs"] = runner.measure_costs(ids).to_json()
+    check = load_checks(runner, ids)
+    check["prefix_reuse"] = runner.enable_prefix_reuse()  # after the timed passes
+    return runner, check
+
+
+def load_checks(runner, ids: list[int]) -> dict:
+    """The runner's self-check and its measured pass costs, driven as a decode loop drives
+    it (`decode_thread`): the checks compare logits with torch ops on the calling thread,
+    and on a CPU those ops would start an OpenMP team of that thread's own. A model loaded
+    on a thread that lives on (the command line's, a benchmark's) then left two teams, and
+    libgomp's throttled barriers made every later 2-thread step slower than one thread
+    (28.8 against 18.2 ms), so steps ran on one thread (`cfsm bench figures`: 3.2 s
+    masked on the character preset, against 2.1 s)."""
+    with runner.decode_thread():
+        check = runner.self_check(ids)
+        check["costs"] = runner.measure_costs(ids).to_json()
     if getattr(runner, "step_ms_by_threads", None):  # llama.cpp: the step threads measured
         # string keys: the trace is JSON (orjson, under Gradio, takes no int keys)
         check["step_ms_by_threads"] = {str(k): v for k, v in runner.step_ms_by_threads.items()}
-    check["prefix_reuse"] = runner.enable_prefix_reuse()  # after the timed passes
-    return runner, check
+    return check
 
 
 def load_tokenizer(model: str | None = None, trust_remote_code: bool = False):

@@ -305,3 +305,39 @@ def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtim
         if lm:
             lm.pass_threads.fixed = pinned
     assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("runtime", ["llamacpp", "transformers"])
+def test_the_load_checks_on_a_thread_that_lives_on_add_no_openmp_team(engine, runtime):
+    """A model loaded on a thread that lives on (the command line's, a benchmark's) ran its
+    self-check there, whose logit comparisons are torch ops: on a CPU they started that
+    thread's own OpenMP team beside the pass thread's, and from then on a 2-thread step
+    took 28.8 ms against 18.2 on one thread (10.9 without the second team), so every step
+    ran on one thread. The load checks now run as a decode loop does (`decode_thread`)."""
+    import os
+    import threading
+
+    import torch
+
+    from engine.decoding.model import load_checks
+
+    runner = engine.ensure_model(runtime).runner
+    lm = getattr(runner, "lm", None)
+    if (lm.threads if lm else torch.get_num_threads()) == 1 or not os.path.isdir("/proc"):
+        pytest.skip("one usable CPU (no team), or no /proc to count threads in")
+    ids = list(range(1000, 1040))
+    got: dict = {}
+    done, hold = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (got.update(load_checks(runner, ids)), done.set(),
+                                             hold.wait(120)))  # fmt: skip
+    before = _native_only_threads()
+    try:
+        other.start()
+        assert done.wait(120), "the load checks did not end"
+        added = _native_only_threads() - before
+    finally:
+        hold.set()
+        other.join()
+    assert got["costs"]["step_ms"] > 0 and got["max_logprob_diff"], got
+    assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
