@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CfsmError
 from ..lazy import lazy_module
@@ -37,6 +37,9 @@ from .model_runtimes import (  # noqa: F401
     pick_device,
     pick_dtype,
 )
+
+if TYPE_CHECKING:
+    from ..runtimes.base import Runner
 
 transformers = lazy_module("transformers")
 hf_logging = lazy_module("transformers.utils.logging")
@@ -166,7 +169,7 @@ def checked_runner(lm: LoadedModel):
     return runner, check
 
 
-def load_checks(runner, ids: list[int]) -> dict:
+def load_checks(runner: Runner, ids: list[int]) -> dict:
     """The runner's self-check and its measured pass costs, driven as a decode loop drives
     it (`decode_thread`): the checks compare logits with torch ops on the calling thread,
     and on a CPU those ops would start an OpenMP team of that thread's own. A model loaded
