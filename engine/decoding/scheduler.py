@@ -51,9 +51,12 @@ class PassCounts:
         setattr(self, kind, getattr(self, kind) + 1)
         self.max_batch = max(self.max_batch, size)
         self.forward_s += seconds
-        part = "decode" if kind == "decode_passes" else "prefill"
-        setattr(self, f"{part}_s", getattr(self, f"{part}_s") + seconds)
-        setattr(self, f"{part}_tokens", getattr(self, f"{part}_tokens") + tokens)
+        if kind == "decode_passes":
+            self.decode_s += seconds
+            self.decode_tokens += tokens
+        else:
+            self.prefill_s += seconds
+            self.prefill_tokens += tokens
 
 
 def _run_group(runner: Runner, seqs: list[Sequence]) -> float:

@@ -256,6 +256,34 @@ def _native_only_threads() -> set[int]:
     return {int(t) for t in os.listdir("/proc/self/task")} - ours
 
 
+def _needs_teams(runner) -> None:
+    """Skip where no second team could show: one usable CPU, or no /proc to count in."""
+    import os
+
+    import torch
+
+    lm = getattr(runner, "lm", None)
+    if (lm.threads if lm else torch.get_num_threads()) == 1 or not os.path.isdir("/proc"):
+        pytest.skip("one usable CPU (no team), or no /proc to count threads in")
+
+
+def _native_threads_added_by(work, wait_s: float = 120) -> set[int]:
+    """The native threads that `work` leaves behind when it runs on a thread that lives on
+    after it (as a server's batcher or the command line's main thread does)."""
+    import threading
+
+    done, hold = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (work(), done.set(), hold.wait(wait_s)))
+    before = _native_only_threads()
+    try:
+        other.start()
+        assert done.wait(wait_s), "the work on the other thread did not end"
+        return _native_only_threads() - before
+    finally:
+        hold.set()
+        other.join()
+
+
 @pytest.mark.model
 @pytest.mark.parametrize("runtime", ["llamacpp", "transformers"])
 def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtime):
@@ -266,17 +294,11 @@ def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtim
     at a time in `cfsm bench batch`: 22 against 14 ms a token on llama.cpp, 69 against 52
     on PyTorch). Every CPU pass runs on the process's one pass thread: a second live thread
     that asks for passes, as a scheduler does, adds no worker."""
-    import os
-    import threading
-
-    import torch
-
     from engine.runtimes.base import Feed
 
     runner = engine.ensure_model(runtime).runner
+    _needs_teams(runner)
     lm = getattr(runner, "lm", None)
-    if (lm.threads if lm else torch.get_num_threads()) == 1 or not os.path.isdir("/proc"):
-        pytest.skip("one usable CPU (no team), or no /proc to count threads in")
     ids = list(range(1000, 1040))
     pinned = dict(lm.pass_threads.fixed) if lm else {}
 
@@ -291,17 +313,10 @@ def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtim
 
     if lm:
         lm.pass_threads.fixed = dict.fromkeys(("step", "short", "long"), lm.threads)
-    done, hold = threading.Event(), threading.Event()
-    other = threading.Thread(target=lambda: (passes(), done.set(), hold.wait(60)))
     try:
         passes()
-        before = _native_only_threads()
-        other.start()
-        assert done.wait(60)
-        added = _native_only_threads() - before
+        added = _native_threads_added_by(passes, 60)
     finally:
-        hold.set()
-        other.join()
         if lm:
             lm.pass_threads.fixed = pinned
     assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
@@ -315,29 +330,13 @@ def test_the_load_checks_on_a_thread_that_lives_on_add_no_openmp_team(engine, ru
     thread's own OpenMP team beside the pass thread's, and from then on a 2-thread step
     took 28.8 ms against 18.2 on one thread (10.9 without the second team), so every step
     ran on one thread. The load checks now run as a decode loop does (`decode_thread`)."""
-    import os
-    import threading
-
-    import torch
-
     from engine.decoding.model import load_checks
 
     runner = engine.ensure_model(runtime).runner
-    lm = getattr(runner, "lm", None)
-    if (lm.threads if lm else torch.get_num_threads()) == 1 or not os.path.isdir("/proc"):
-        pytest.skip("one usable CPU (no team), or no /proc to count threads in")
-    ids = list(range(1000, 1040))
+    _needs_teams(runner)
     got: dict = {}
-    done, hold = threading.Event(), threading.Event()
-    other = threading.Thread(target=lambda: (got.update(load_checks(runner, ids)), done.set(),
-                                             hold.wait(120)))  # fmt: skip
-    before = _native_only_threads()
-    try:
-        other.start()
-        assert done.wait(120), "the load checks did not end"
-        added = _native_only_threads() - before
-    finally:
-        hold.set()
-        other.join()
+    added = _native_threads_added_by(
+        lambda: got.update(load_checks(runner, list(range(1000, 1040))))
+    )
     assert got["costs"]["step_ms"] > 0 and got["max_logprob_diff"], got
     assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
