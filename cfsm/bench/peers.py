@@ -31,21 +31,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 from engine.backends import get_backend
-from engine.backends.outlines_backend import token_groups
 from engine.constraint import Constraint
 from engine.decoding.decoder import GenerateRequest
 from engine.errors import CfsmError
 from engine.lazy import lazy_module
 from engine.regex.normalize import normalize_regex
-from engine.tokens.index import vocab_tokens
+from engine.runtimes.host_threads import cpu_pass_thread
 
+from .compile_speed import compile_speed
 from .decode import paper_items
 from .llama_server import LlamaServer, server_binary
 from .llamacpp_costs import LlamaCosts, limit_ms, measure_costs
@@ -61,7 +60,6 @@ xgr = lazy_module("xgrammar")
 llguidance = lazy_module("llguidance")
 llg_hf = lazy_module("llguidance.hf")
 llg_torch = lazy_module("llguidance.torch")
-outlines_core = lazy_module("outlines_core")
 
 SYSTEMS = (
     "outlines",
@@ -413,6 +411,20 @@ def run_peers(
     systems=SYSTEMS,
     log: Callable[[str], None] = print,
 ) -> dict:
+    """Every task on every system, on the process's pass thread: the PyTorch peers'
+    generate calls and the llama.cpp peer's passes run OpenMP work, and from any other
+    thread that lives on they would start a second OpenMP team beside the pass thread's,
+    where cfsm's passes run; libgomp then sleeps at its barriers and every 2-thread pass
+    slows down (cfsm jump, character task: 5.83 s against 4.38 s). On one thread every
+    system gets the same team, as each would alone in its own users' process."""
+    return cpu_pass_thread().call_interruptibly(
+        _run_peers, engine, tasks, max_new_tokens, systems, log
+    )
+
+
+def _run_peers(
+    engine, tasks: list[Task], max_new_tokens: int, systems, log: Callable[[str], None]
+) -> dict:
     runner = PeerRunner(engine, max_new_tokens)
     try:  # the engine gets its settings back however the bench ends
         costs = runner.measure()
@@ -503,68 +515,6 @@ def run_peers(
         "rows": rows,
         "summary": summarize(rows, REFERENCE),
         "compile": speed,
-    }
-
-
-def compile_speed(engine, regex: str, repeats: int = 3) -> dict:
-    """Compile times on one regex with empty caches, side by side in one run (median of
-    `repeats`; per-tokenizer setup such as outlines-core's Vocabulary is built once, apart;
-    the libraries get the regex as the adapters hand it to them, normalized):
-    outlines-core's Index, the default backend (fsm: DFA plus lazy token index), xgrammar,
-    llguidance, and a cached compile through the engine."""
-
-    ctx, c = engine.ctx, Constraint("regex", regex)
-    regex = normalize_regex(
-        regex
-    )  # what every adapter hands its library (\w as the engine reads it)
-    t = time.perf_counter()
-    # without the adapter's end marker
-    oc_vocab = outlines_core.Vocabulary(ctx.eos_token_id, token_groups(ctx))
-    xgr_info = xgr.TokenizerInfo.from_huggingface(ctx.tokenizer, vocab_size=ctx.vocab_size)
-    llg_tok = llg_hf.from_tokenizer(
-        ctx.tokenizer, n_vocab=ctx.vocab_size, eos_token=ctx.eos_token_id
-    )
-    vocab_tokens(ctx.vocab)
-    setup_s = time.perf_counter() - t
-
-    def timed(fn) -> float:
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
-    lazy = get_backend("fsm")
-    lazy.index_ahead_s = 0.0  # this instance only
-
-    def every_state():
-        index = lazy.compile(c, ctx).index
-        for s in range(index.num_char_states):
-            index.allowed_ids(s)
-
-    res = {
-        "outlines-core Index": timed(lambda: outlines_core.Index(regex, oc_vocab)),
-        "fsm, lazy (states indexed as decoding reaches them)": timed(lambda: lazy.compile(c, ctx)),
-        "fsm, every state indexed up front (what Index builds)": timed(every_state),
-        "fsm, the default (states indexed ahead at compile, within a budget)": timed(
-            lambda: get_backend("fsm").compile(c, ctx)
-        ),
-        "xgrammar": timed(
-            lambda: xgr.GrammarCompiler(xgr_info, cache_enabled=False).compile_regex(regex)
-        ),
-        "llguidance": timed(
-            lambda: llguidance.LLMatcher(llg_tok, llguidance.LLMatcher.grammar_from_regex(regex))
-        ),
-    }
-    engine.compile(c, "fsm")
-    res["fsm, cached (engine compile cache)"] = timed(lambda: engine.compile(c, "fsm"))
-    base = res["outlines-core Index"]
-    return {
-        "regex_chars": len(regex),
-        "setup_s": round(setup_s, 3),
-        "seconds": {k: round(v, 5) for k, v in res.items()},
-        "vs_outlines_core": {k: round(v / base, 3) for k, v in res.items()},
     }
 
 

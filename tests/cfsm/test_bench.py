@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+from openmp_teams import native_threads_added_by, needs_teams
 
 from cfsm.bench.decode import paper_items
 from cfsm.bench.jsonschemabench import summarize, walk_instance
@@ -221,7 +222,15 @@ def test_peers_suite_runs_every_system_on_the_same_prompts_and_checks_every_outp
     assert not tasks[1].valid('{"ok":1}')
     llm = engine.ensure_model("llamacpp").lm.model
     before = (dict(llm.pass_threads.fixed), engine.ensure_model("llamacpp").remeasure_costs)
-    res = run_peers(engine, tasks, max_new_tokens=16, log=lambda *_: None)
+    needs_teams(engine.ensure_model("llamacpp").runner)
+    res: dict = {}
+    # from a thread that lives on, as the command line's main thread does: the PyTorch
+    # peers and the llama.cpp peer run OpenMP work, and on that thread they started a second
+    # team beside the pass thread's, which slowed every pass of every row
+    added = native_threads_added_by(
+        lambda: res.update(run_peers(engine, tasks, max_new_tokens=16, log=lambda *_: None))
+    )
+    assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
     # the bench pins the step's thread count for its own runs only: the shared engine
     # gets its settings back (later runs choose by timing again, and re-measure costs)
     after = (dict(llm.pass_threads.fixed), engine.ensure_model("llamacpp").remeasure_costs)

@@ -4,7 +4,10 @@ decoding; one thread was faster there, every core when idle)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from openmp_teams import native_threads_added_by, needs_teams
 
 from engine.runtimes.pass_threads import (
     EXPLORE_EVERY,
@@ -247,41 +250,41 @@ def test_the_pass_thread_runs_calls_in_turn_raises_their_errors_and_takes_its_ow
     assert nested == [9], "a call made on the pass thread waited for its own turn"
 
 
-def _native_only_threads() -> set[int]:
-    """Threads of this process that Python did not start (OpenMP's workers among them)."""
-    import os
-    import threading
+def test_a_long_job_on_the_thread_stops_at_ctrl_c_and_runs_its_finally_blocks(tmp_path):
+    """`cfsm bench peers` runs whole on the pass thread, which is not a daemon: with a plain
+    call, Ctrl-C stopped the waiting main thread and the exit then waited for the whole
+    job. `call_interruptibly` raises the interrupt in the job too, whose cleanup runs, and
+    the process ends (a subprocess: SIGINT goes to its main thread, as a terminal's does)."""
+    import subprocess
+    import sys
 
-    ours = {t.native_id for t in threading.enumerate()}
-    return {int(t) for t in os.listdir("/proc/self/task")} - ours
-
-
-def _needs_teams(runner) -> None:
-    """Skip where no second team could show: one usable CPU, or no /proc to count in."""
-    import os
-
-    import torch
-
-    lm = getattr(runner, "lm", None)
-    if (lm.threads if lm else torch.get_num_threads()) == 1 or not os.path.isdir("/proc"):
-        pytest.skip("one usable CPU (no team), or no /proc to count threads in")
-
-
-def _native_threads_added_by(work, wait_s: float = 120) -> set[int]:
-    """The native threads that `work` leaves behind when it runs on a thread that lives on
-    after it (as a server's batcher or the command line's main thread does)."""
-    import threading
-
-    done, hold = threading.Event(), threading.Event()
-    other = threading.Thread(target=lambda: (work(), done.set(), hold.wait(wait_s)))
-    before = _native_only_threads()
-    try:
-        other.start()
-        assert done.wait(wait_s), "the work on the other thread did not end"
-        return _native_only_threads() - before
-    finally:
-        hold.set()
-        other.join()
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, signal, threading\n"
+        "from engine.runtimes.host_threads import OwnThread\n"
+        "own, started, cleaned = OwnThread('job'), threading.Event(), []\n"
+        "def job():\n"
+        "    started.set()\n"
+        "    try:\n"
+        "        while True:\n"
+        "            sum(range(1000))\n"
+        "    finally:\n"
+        "        cleaned.append('cleaned up')\n"
+        "def ctrl_c():\n"
+        "    started.wait()\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "threading.Thread(target=ctrl_c, daemon=True).start()\n"
+        "try:\n"
+        "    own.call_interruptibly(job)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', *cleaned)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    # bounded, not timed: on the old call the job never ends and neither does the process
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert (run.returncode, run.stdout.strip()) == (0, "interrupted cleaned up"), run.stderr
 
 
 @pytest.mark.model
@@ -297,7 +300,7 @@ def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtim
     from engine.runtimes.base import Feed
 
     runner = engine.ensure_model(runtime).runner
-    _needs_teams(runner)
+    needs_teams(runner)
     lm = getattr(runner, "lm", None)
     ids = list(range(1000, 1040))
     pinned = dict(lm.pass_threads.fixed) if lm else {}
@@ -315,7 +318,7 @@ def test_passes_asked_from_two_live_threads_share_one_openmp_team(engine, runtim
         lm.pass_threads.fixed = dict.fromkeys(("step", "short", "long"), lm.threads)
     try:
         passes()
-        added = _native_threads_added_by(passes, 60)
+        added = native_threads_added_by(passes, 60)
     finally:
         if lm:
             lm.pass_threads.fixed = pinned
@@ -333,9 +336,9 @@ def test_the_load_checks_on_a_thread_that_lives_on_add_no_openmp_team(engine, ru
     from engine.decoding.model import load_checks
 
     runner = engine.ensure_model(runtime).runner
-    _needs_teams(runner)
+    needs_teams(runner)
     got: dict = {}
-    added = _native_threads_added_by(
+    added = native_threads_added_by(
         lambda: got.update(load_checks(runner, list(range(1000, 1040))))
     )
     assert got["costs"]["step_ms"] > 0 and got["max_logprob_diff"], got
