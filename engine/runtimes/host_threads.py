@@ -79,12 +79,16 @@ class OwnThread:
     def _mark(self) -> None:
         self._ident = threading.get_ident()
 
+    def is_current(self) -> bool:
+        """Whether the calling thread is this one (a whole job running on it)."""
+        return threading.get_ident() == self._ident
+
     def call(self, fn: Callable[..., T], *args) -> T:
         """`fn(*args)` run on the thread, the caller waiting; its result returned, its
         exception raised here. Calls from several threads run one at a time, in turn; a
         call made on the thread itself runs at once (waiting for its own turn would never
         end)."""
-        if threading.get_ident() == self._ident:
+        if self.is_current():
             return fn(*args)
         return self._pool.submit(fn, *args).result()
 
@@ -94,7 +98,7 @@ class OwnThread:
         call it is in, a pass or a socket read), so its finally blocks run (a peer's server
         stopped) and then the interrupt goes on in the caller. Without it the process's
         exit would wait for the whole job: the thread is not a daemon."""
-        if threading.get_ident() == self._ident:
+        if self.is_current():
             return fn(*args)
         future = self._pool.submit(fn, *args)
         try:

@@ -343,3 +343,32 @@ def test_the_load_checks_on_a_thread_that_lives_on_add_no_openmp_team(engine, ru
     )
     assert got["costs"]["step_ms"] > 0 and got["max_logprob_diff"], got
     assert added == set(), f"{len(added)} more native threads: a second OpenMP team"
+
+
+@pytest.mark.model
+def test_a_transformers_decode_loop_on_the_pass_thread_keeps_every_core_for_its_passes(engine):
+    """A decode loop narrows its own torch ops to one thread, its passes going to the pass
+    thread; a loop that runs on the pass thread itself (`cfsm bench peers` runs whole there)
+    ran its passes inside that narrowing, on one thread: cfsm masked on PyTorch took 49 s
+    against 36. Its passes get every core from either thread."""
+    import torch
+
+    from engine.decoding.decoder import GenerateRequest
+    from engine.runtimes.host_threads import cpu_pass_thread
+
+    runner = engine.ensure_model("transformers").runner
+    needs_teams(runner)
+    cores, seen = torch.get_num_threads(), []
+    hook = runner.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    req = GenerateRequest(
+        prompt="Hi", mode="free", max_new_tokens=3, trace_detail=False, runtime="transformers"
+    )
+    try:
+        engine.generate(req)
+        from_here = list(seen)
+        seen.clear()
+        cpu_pass_thread().call(engine.generate, req)
+    finally:
+        hook.remove()
+    assert from_here and set(from_here) == {cores}
+    assert seen and set(seen) == {cores}, f"passes on {set(seen)} threads of {cores}"
