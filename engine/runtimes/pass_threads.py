@@ -120,12 +120,18 @@ class PassThreads:
         return self._passes[kind] - arm.last_pass >= EXPLORE_EVERY[kind] * max(1.0, slower)
 
     def best(self, kind: str) -> int:
-        """The count with the lowest cost for `kind` (the most threads while none has been
-        measured). Changes nothing."""
+        """The count with the lowest cost for `kind`; the most threads while that count has
+        not been measured (a long kind that had tried one thread on a 40-token pass ran
+        every later prompt on it, at half speed on an idle machine: a prompt longer than
+        EXPLORE_MAX_TOKENS never tries a count, so every core was never measured).
+        Changes nothing."""
         if kind in self.fixed:
             return self.fixed[kind]
-        known = {c: a.cost for c, a in self._arms[kind].items() if a.cost is not None}
-        return min(known, key=known.get) if known else max(self.counts)
+        arms = self._arms[kind]
+        if arms[max(self.counts)].cost is None:
+            return max(self.counts)
+        known = {c: a.cost for c, a in arms.items() if a.cost is not None}
+        return min(known, key=known.get)
 
     def record(self, n_tokens: int, threads: int, seconds: float) -> None:
         """A pass of `n_tokens` tokens on `threads` threads took `seconds`: kept among that

@@ -97,6 +97,18 @@ def test_a_long_pass_is_never_the_one_that_tries_a_slower_count():
     assert big == [2] * 50
 
 
+def test_a_prompt_runs_on_every_core_until_every_core_is_measured_slower():
+    """A long kind's first pass of at most EXPLORE_MAX_TOKENS tries one thread; such passes
+    are rare (a prompt is longer, or shares its start with the last one), so every core
+    could stay unmeasured, and the one measured count then took every prompt: on an idle
+    machine the long passes of `cfsm bench busy` ran on one thread."""
+    pt = PassThreads((1, 2))
+    assert _run(pt, 40, {1: 9.0, 2: 3.0}) == 1  # the try of the count not yet run
+    assert pt.best("long") == 2
+    assert [_run(pt, 300, {1: 9.0, 2: 3.0}) for _ in range(3)] == [2, 2, 2]
+    assert pt.table()["long"] == {"1": pytest.approx(9.0), "2": pytest.approx(3.0)}
+
+
 def test_pinned_kinds_and_no_exploration_keep_their_counts():
     pt = PassThreads((1, 4), {"step": 1})
     assert [_run(pt, 1, {1: 9.0, 4: 1.0}) for _ in range(50)] == [1] * 50
