@@ -162,7 +162,13 @@ def default_tasks(names: int) -> list[Task]:
 
 
 class PeerRunner:
-    """Runs one task on one system; the model and tokenizers are shared."""
+    """Runs one task on one system; the model and tokenizers are shared.
+
+    Every PyTorch and llama.cpp call of the peers runs on the process's pass thread, where
+    cfsm's own passes run: from the main thread, which lives on, their OpenMP work started
+    a second team beside the pass thread's, libgomp then slept at its barriers, and every
+    2-thread pass of every row slowed down (cfsm jump, character task: 5.83 s against
+    4.09 s). Each call is one prompt's generation, so Ctrl-C waits for that one only."""
 
     def __init__(self, engine, max_new_tokens: int) -> None:
         self.eng = engine
@@ -196,7 +202,7 @@ class PeerRunner:
         """The pass costs on llama.cpp, and both sides set to step on the faster thread
         count (cfsm's runner through llama_set_n_threads)."""
         llm = self.llm
-        self.costs = measure_costs(llm, self.prompt_ids("Hi"))
+        self.costs = cpu_pass_thread().call(measure_costs, llm, self.prompt_ids("Hi"))
         fixed = llm.pass_threads.fixed
         was = fixed.get("step")
         self._given_back.append(
@@ -208,7 +214,8 @@ class PeerRunner:
     def llama_peer(self) -> LlamaCppGrammarPeer:
         if self._llama is None:
             best = self.costs.best_threads if self.costs else None
-            self._llama = LlamaCppGrammarPeer(self.llm, step_threads=best)
+            make = partial(LlamaCppGrammarPeer, self.llm, step_threads=best)
+            self._llama = cpu_pass_thread().call(make)
         return self._llama
 
     def llama_server(self) -> LlamaServer | None:
@@ -223,7 +230,7 @@ class PeerRunner:
         while self._given_back:
             self._given_back.pop()()
         if self._llama is not None:
-            self._llama.close()
+            cpu_pass_thread().call(self._llama.close)
         if self._server is not None:
             self._server.close()
 
@@ -317,13 +324,15 @@ class PeerRunner:
         each runtime)."""
 
         x = torch.tensor([self.prompt_ids("Hi")], device=self.lm.device)
-        self.lm.model.generate(
+        hf = partial(
+            self.lm.model.generate,
             input_ids=x,
             attention_mask=torch.ones_like(x),
             max_new_tokens=4,
             do_sample=False,
             pad_token_id=self.eng.ctx.eos_token_id,
         )
+        cpu_pass_thread().call(hf)
         for rt in CFSM_RUNTIMES.values():
             self.eng.generate(
                 GenerateRequest(
@@ -335,7 +344,15 @@ class PeerRunner:
         self, system: str, compiled, task: Task, prompt: str, max_new: int | None = None
     ) -> tuple[str, int]:
         """(output text, output tokens) for one prompt; `prefill_s` is then its prompt's
-        first pass where the system says (cfsm, llama.cpp), else None."""
+        first pass where the system says (cfsm, llama.cpp), else None. A peer runs on the
+        pass thread; cfsm's engine puts its own passes there."""
+        if system.startswith("cfsm"):
+            return self._generate(system, compiled, task, prompt, max_new)
+        return cpu_pass_thread().call(self._generate, system, compiled, task, prompt, max_new)
+
+    def _generate(
+        self, system: str, compiled, task: Task, prompt: str, max_new: int | None
+    ) -> tuple[str, int]:
         max_new = max_new or self.max_new
         self.prefill_s = None
         ids = self.prompt_ids(prompt)
@@ -410,20 +427,6 @@ def run_peers(
     max_new_tokens: int = 256,
     systems=SYSTEMS,
     log: Callable[[str], None] = print,
-) -> dict:
-    """Every task on every system, on the process's pass thread: the PyTorch peers'
-    generate calls and the llama.cpp peer's passes run OpenMP work, and from any other
-    thread that lives on they would start a second OpenMP team beside the pass thread's,
-    where cfsm's passes run; libgomp then sleeps at its barriers and every 2-thread pass
-    slows down (cfsm jump, character task: 5.83 s against 4.38 s). On one thread every
-    system gets the same team, as each would alone in its own users' process."""
-    return cpu_pass_thread().call_interruptibly(
-        _run_peers, engine, tasks, max_new_tokens, systems, log
-    )
-
-
-def _run_peers(
-    engine, tasks: list[Task], max_new_tokens: int, systems, log: Callable[[str], None]
 ) -> dict:
     runner = PeerRunner(engine, max_new_tokens)
     try:  # the engine gets its settings back however the bench ends

@@ -20,7 +20,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -91,25 +91,6 @@ class OwnThread:
         if self.is_current():
             return fn(*args)
         return self._pool.submit(fn, *args).result()
-
-    def call_interruptibly(self, fn: Callable[..., T], *args) -> T:
-        """As `call`, for a long job (a whole benchmark): a KeyboardInterrupt (Ctrl-C) while
-        the caller waits is raised in the job too, at its next Python line (after the native
-        call it is in, a pass or a socket read), so its finally blocks run (a peer's server
-        stopped) and then the interrupt goes on in the caller. Without it the process's
-        exit would wait for the whole job: the thread is not a daemon."""
-        if self.is_current():
-            return fn(*args)
-        future = self._pool.submit(fn, *args)
-        try:
-            return future.result()
-        except KeyboardInterrupt:
-            if not future.cancel() and not future.done() and self._ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self._ident), ctypes.py_object(KeyboardInterrupt)
-                )
-                wait([future])  # its finally blocks run; a second Ctrl-C stops the wait
-            raise
 
 
 @functools.cache
