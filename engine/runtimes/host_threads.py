@@ -80,7 +80,7 @@ class OwnThread:
         self._ident = threading.get_ident()
 
     def is_current(self) -> bool:
-        """Whether the calling thread is this one (a whole job running on it)."""
+        """Whether the calling thread is this one (a call running on it)."""
         return threading.get_ident() == self._ident
 
     def call(self, fn: Callable[..., T], *args) -> T:

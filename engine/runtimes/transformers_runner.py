@@ -128,8 +128,8 @@ class ModelRunner(Runner):
     def decode_thread(self) -> Iterator[None]:
         """On a CPU the loop's own torch ops (sampling, masks) run on its thread alone, so
         that the passes' thread keeps the only OpenMP team (see OwnThread). A loop that
-        runs on the pass thread itself (`cfsm bench peers`) keeps every core: its passes
-        run inside it, and on one thread they took 49 s against 36."""
+        runs on the pass thread itself (a caller that hands it a whole decode) keeps every
+        core: its passes run inside it, and on one thread they took 49 s against 36."""
         if self._own is None or self._own.is_current():
             yield
             return

@@ -321,9 +321,10 @@ def test_the_load_checks_on_a_thread_that_lives_on_add_no_openmp_team(engine, ru
 @pytest.mark.model
 def test_a_transformers_decode_loop_on_the_pass_thread_keeps_every_core_for_its_passes(engine):
     """A decode loop narrows its own torch ops to one thread, its passes going to the pass
-    thread; a loop that runs on the pass thread itself (`cfsm bench peers` runs whole there)
-    ran its passes inside that narrowing, on one thread: cfsm masked on PyTorch took 49 s
-    against 36. Its passes get every core from either thread."""
+    thread; a loop that runs on the pass thread itself (a caller that hands it a whole decode,
+    as a first form of `cfsm bench peers` did) ran its passes inside that narrowing, on one
+    thread: cfsm masked on PyTorch took 49 s against 36. Its passes get every core from
+    either thread."""
     import torch
 
     from engine.decoding.decoder import GenerateRequest
