@@ -168,7 +168,7 @@ class PeerRunner:
     cfsm's own passes run: from the main thread, which lives on, their OpenMP work started
     a second team beside the pass thread's, libgomp then slept at its barriers, and every
     2-thread pass of every row slowed down (cfsm jump, character task: 5.83 s against
-    4.09 s). Each call is one prompt's generation, so Ctrl-C waits for that one only."""
+    4.03 s). Each call is one prompt's generation, so Ctrl-C waits for that one only."""
 
     def __init__(self, engine, max_new_tokens: int) -> None:
         self.eng = engine
