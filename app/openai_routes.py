@@ -207,7 +207,8 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
 
     async def counted(request: Request, endpoint: str):
         response = await complete(request, endpoint)
-        hub.metrics.answered(response.status_code)  # a stream as it starts: 200
+        code = _error_code(response) if response.status_code >= 400 else None
+        hub.metrics.answered(response.status_code, code)  # a stream as it starts: 200
         return response
 
     @router.post("/chat/completions")
@@ -226,6 +227,14 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
         return _error(not_found(path, request.method, path in known))
 
     return router
+
+
+def _error_code(response) -> str | None:
+    """The `code` of an error response's OpenAI-shaped body."""
+    try:
+        return json.loads(response.body)["error"]["code"]
+    except (AttributeError, ValueError, KeyError, TypeError):
+        return None
 
 
 async def _decode(run: ApiRun, request: Request, threads) -> dict:
@@ -279,7 +288,7 @@ async def _stream(run: ApiRun, cid: str, chat: bool, hub: EngineHub, slot: Slot)
             kind, value = item
             if kind == "error":
                 err = _api_error(value)
-                hub.metrics.stream_failed(err.status)
+                hub.metrics.stream_failed(err.status, err.code)
                 yield _sse(err.body())
             else:
                 tid = await anyio.to_thread.run_sync(

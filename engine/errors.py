@@ -77,8 +77,10 @@ class ErrorKind(Enum):
         "keeps serving"
     )  # fmt: skip
     DEAD_END = KindSpec(
-        500, False, BUG, "a backend rejected a token it had allowed (a backend bug, reported "
-        "instead of decoding on)"
+        422, False, BUG, "a backend refused a token its own mask allowed (a backend bug or "
+        "a limit of its parser, named in the message), reported instead of decoding on; the "
+        "same request fails the same way, so it is not a 5xx a client would retry; counted "
+        "in /metrics as `cfsm:errors{code=\"dead_end\"}`"
     )  # fmt: skip
     INTERNAL = KindSpec(500, False, BUG, "a bug: each place that answered it has a test")
 
@@ -133,7 +135,7 @@ def internal_error(exc: BaseException) -> CfsmError:
     return CfsmError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
-def native_message(exc: BaseException) -> str:
+def native_message(exc: BaseException | str) -> str:
     """A native library's error without its log prefix (time stamp, C++ source path),
     which means nothing to a user: `[08:40:40] /project/cpp/grammar_parser.cc:820: EBNF
     parser error ...` -> `EBNF parser error ...`."""

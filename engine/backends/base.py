@@ -127,6 +127,11 @@ class Matcher(ABC):
         """Undo the last `num_tokens` accepted tokens (0 is a no-op). Raises ValueError
         when asked to go back past the start; the state is then unchanged."""
 
+    def refusal(self) -> str | None:
+        """Why the library refused the last token, where it says (a native parser past one
+        of its limits, say); None when it gives no reason. Does not change the state."""
+        return None
+
     @abstractmethod
     def is_final(self) -> bool:
         """The output so far is a complete match (EOS allowed). Does not change the state."""

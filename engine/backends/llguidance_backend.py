@@ -24,6 +24,18 @@ from .llguidance_triggers import lark_for_plan
 llg = lazy_module("llguidance")
 llg_numpy = lazy_module("llguidance.numpy")
 
+# llguidance's Earley parser refuses a row past `max_items_in_row` (2,000 by default) in the
+# middle of a decode, after its mask allowed the token: an object with 700 optional
+# properties makes a row of about 4 items per property once `{` is read (2,799 at 700).
+# Its per-step bound (`step_max_items`, 50,000) still caps each mask's work; this lifts the
+# row cap to what objects of up to ~5,000 properties need (2,000 properties: 1.7 ms a mask).
+MAX_ITEMS_IN_ROW = 20_000
+
+
+def parser_limits():
+    """The limits every matcher and validation of this backend runs under."""
+    return llg.LLParserLimits(max_items_in_row=MAX_ITEMS_IN_ROW)
+
 
 class LlguidanceMatcher(BitmaskMatcher):
     backend = "llguidance"
@@ -31,7 +43,7 @@ class LlguidanceMatcher(BitmaskMatcher):
     def __init__(self, c: LlguidanceCompiled) -> None:
         super().__init__()
         self.c = c
-        self.m = llg.LLMatcher(c.tokenizer, c.grammar, log_level=0)
+        self.m = llg.LLMatcher(c.tokenizer, c.grammar, log_level=0, limits=parser_limits())
         if self.m.is_error():
             raise CfsmError("invalid_grammar", f"llguidance: {self.m.get_error()}")
         self._buffer = np.full((1, (c.vocab_size + 31) // 32), -1, dtype=np.int32)
@@ -45,6 +57,11 @@ class LlguidanceMatcher(BitmaskMatcher):
 
     def _rollback(self, num_tokens: int) -> None:
         self.m.rollback(num_tokens)
+
+    def refusal(self) -> str | None:
+        if not self.m.is_error():
+            return None
+        return native_message(self.m.get_error().split("<state>")[0])
 
     def is_final(self) -> bool:
         return bool(self.m.is_accepting())
@@ -89,7 +106,7 @@ class LlguidanceBackend(GrammarBackend):
         return None if text is None else Constraint("grammar", text)
 
     def check_grammar(self, text: str) -> None:
-        msg = llg.LLMatcher.validate_grammar(llg.grammar_from("lark", text))
+        msg = llg.LLMatcher.validate_grammar(llg.grammar_from("lark", text), limits=parser_limits())
         if msg:
             raise CfsmError("invalid_grammar", f"llguidance (Lark): {native_message(msg)}")
 
@@ -140,7 +157,7 @@ class LlguidanceBackend(GrammarBackend):
                 raise CfsmError("invalid_schema", f"llguidance: {exc}") from exc
         else:
             grammar = llg.LLMatcher.grammar_from_lark(constraint.text)
-        msg = llg.LLMatcher.validate_grammar(grammar, tok)
+        msg = llg.LLMatcher.validate_grammar(grammar, tok, limits=parser_limits())
         if msg:
             raise self.compile_error(constraint, msg)
         return LlguidanceCompiled(constraint, tok, grammar, ctx.vocab_size, ctx.emittable)

@@ -214,7 +214,7 @@ class Sequence:
             self._emit_step(step)
             return
         if self.matcher is not None and not self.matcher.accept_token(tid):
-            raise CfsmError("dead_end", f"backend rejected token {tid} it had allowed")
+            raise self._refused(tid)
         g = time.perf_counter() - t_acc + st.mask_s
         step.grammar_us = round(g * 1e6, 1)
         self.n.grammar_s += g
@@ -231,6 +231,18 @@ class Sequence:
             self.crop_to(len(self.out_ids) - 1)
         self._jump_or_feed(step.index, [tid])
         self._emit_step(step)
+
+    def _refused(self, tid: int) -> CfsmError:
+        """The backend refused a token its own mask allowed: the one line that says which
+        backend, which token, where, and the library's reason where it gives one."""
+        why = self.matcher.refusal()
+        name = getattr(self.matcher, "backend", "the backend")
+        text = repr(self.texts.text(tid))
+        return CfsmError(
+            "dead_end",
+            f"{name} refused token {tid} ({text}) it had allowed, after {len(self.out_ids)} "
+            f"output tokens" + (f": {why}" if why else ""),
+        )
 
     def _record(self, st: Staged, pack: SamplePack) -> StepRecord:
         tid = pack.token_id

@@ -92,6 +92,11 @@ class ServingMetrics:
                                      ["status"], registry=r)  # fmt: skip
         for s in STATUSES:
             self.stream_errors.labels(status=s)
+        self.errors = Counter("cfsm:errors", "Completion requests that ended in an error, "
+                              "by its code (`dead_end`: a backend refused a token its own "
+                              "mask allowed), streams' error events included.", ["code"],
+                              registry=r)  # fmt: skip
+        self.errors.labels(code="dead_end")  # shows from the first scrape, at 0
         self.engine = EngineFigures(engine)
         r.register(self.engine)
 
@@ -99,14 +104,18 @@ class ServingMetrics:
         """Where `cfsm:api_requests_in_flight` reads the admitted /v1 requests."""
         self.engine.in_flight = read
 
-    def answered(self, http_status: int) -> None:
-        """A completion request got its HTTP status (a stream when it starts)."""
+    def answered(self, http_status: int, code: str | None = None) -> None:
+        """A completion request got its HTTP status (a stream when it starts), and the
+        error's code where it failed."""
         self.requests.labels(status=status_class(http_status)).inc()
+        if http_status >= 400:
+            self.errors.labels(code=code or "none").inc()
 
-    def stream_failed(self, http_status: int) -> None:
+    def stream_failed(self, http_status: int, code: str | None = None) -> None:
         """A stream that had answered 200 ended in an error event (the status its error
         would have had): counted apart, its 200 already counted in `requests`."""
         self.stream_errors.labels(status=status_class(http_status)).inc()
+        self.errors.labels(code=code or "none").inc()
 
     def finished(self, trace: dict) -> None:
         """A request's decode finished: its response's `usage` and `cfsm` figures."""

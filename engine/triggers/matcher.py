@@ -190,6 +190,10 @@ class TriggeredMatcher(Matcher):
             if s.lead and not s.states and self.segs[-1] is s:
                 self.segs.pop()  # its first token opened it
 
+    def refusal(self) -> str | None:
+        inner = self.seg.inner
+        return inner.refusal() if inner is not None else None
+
     # ------------------------------------------------------------------ queries
     def allowed_ids(self) -> np.ndarray:
         p = self.phase
