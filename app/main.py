@@ -217,21 +217,34 @@ def serve(
     max_states: int | None = None,
     compile_timeout_s: float | None = None,
     runtime: str | None = None,
+    sock=None,
 ):
+    """Serve the page, /v1 and the serving endpoints on one app; returns (the running
+    server, its hub). `sock`: a socket the caller bound already (`cfsm serve` binds it
+    before importing this module, app/listen.py); else it is bound here."""
+    from fastapi import FastAPI
+
+    from .listen import ServerThread, listen
+
+    sock = sock if sock is not None else listen(host, port)
     hub = EngineHub(
         model, device, max_states=max_states, compile_timeout_s=compile_timeout_s, runtime=runtime
     )
-    hub.start()
+    hub.start()  # the model loads while the page is built and served
     demo = build_demo(hub)
     demo.queue(default_concurrency_limit=2, max_size=32)
-    demo.launch(
-        prevent_thread_lock=True,  # the /v1 routes join the server, then it blocks below
+    # the OpenAI-compatible API under /v1 and the serving endpoints (/health, /version,
+    # /tokenize, /metrics) are the app's own routes, there from its first request
+    app = FastAPI(routes=[*openai_router(hub).routes, *serving_router(hub).routes])
+    app = gr.mount_gradio_app(
+        app,
+        demo,
+        path="",
         server_name=host,
-        server_port=port,
+        server_port=sock.getsockname()[1],
         css=APP_CSS,
         head=head_html(),
         show_error=False,
-        quiet=True,
         ssr_mode=False,
         # Gradio's run history kept every run's outputs (a step view is ~0.5 MB) in the
         # browser's localStorage and rewrote the whole list at each streamed update: 0.6 MB
@@ -239,8 +252,8 @@ def serve(
         # decoding needs. Runs are shared here by permalink and trace file instead.
         run_history=False,
     )
-    demo.app.include_router(openai_router(hub))  # the OpenAI-compatible API, under /v1
-    demo.app.include_router(serving_router(hub))  # /health, /version, /tokenize, /metrics
+    server = ServerThread(app, sock)
+    server.start()
     if not prevent_thread_lock:
-        demo.block_thread()
-    return demo, hub
+        server.block()
+    return server, hub

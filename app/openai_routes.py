@@ -17,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine.errors import CfsmError
+from engine.limits import LOAD_WAIT_S
 from engine.openai.errors import ApiError, from_engine, internal, not_found
 from engine.openai.request import ApiRequest, read_request
 from engine.openai.response import chat_completion, cut_at_stop, new_id, text_completion
@@ -127,15 +128,25 @@ def _error(exc: BaseException, param: str | None = None) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
 
-def _engine(hub: EngineHub):
-    eng = hub.peek()
-    if eng is None:
-        hub.start()
+async def ready_engine(hub: EngineHub):
+    """The served engine; a request sent while the model loads waits for it (up to the
+    hub's `load_wait_s`, CFSM_LOAD_WAIT_S), as vLLM's would find the server only once it
+    is ready. A model that failed to load is a 503 at once; one still loading past the
+    wait, a 503 `model_loading` with Retry-After."""
+    hub.start()
+    wait_s = hub.load_wait_s
+    deadline = time.monotonic() + wait_s
+    while True:
+        eng = hub.peek()
+        if eng is not None:
+            return eng
         line = hub.status()
         if line.startswith("Model failed"):
             raise ApiError(503, line, "server_error", code="model_failed")
-        raise CfsmError("model_loading", f"the model is not ready yet ({line}); retry shortly")
-    return eng
+        if time.monotonic() >= deadline:
+            raise CfsmError("model_loading", f"the model is not ready after {wait_s:g} s "
+                            f"({line}); retry shortly")  # fmt: skip
+        await asyncio.sleep(0.1)
 
 
 def model_ids(hub: EngineHub) -> list[str]:
@@ -156,7 +167,7 @@ async def read_body(request: Request) -> dict:
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not JSON: {exc}") from None
+        raise ApiError(400, f"the request body is not JSON: {exc}", code="invalid_json") from None
 
 
 def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITING) -> APIRouter:
@@ -165,7 +176,11 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
     hub.metrics.count_in_flight(lambda: admission.n)
 
     @router.get("/models")
-    def list_models():
+    async def list_models():
+        try:  # listed once it can be used: a readiness check on it does not pass early
+            await ready_engine(hub)
+        except (ApiError, CfsmError) as exc:
+            return _error(exc)
         return {"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "cfsm-lab"}
             for m in model_ids(hub)]}  # fmt: skip
@@ -173,8 +188,8 @@ def openai_router(hub: EngineHub, max_in_flight: int = DECODE_SLOTS + MAX_WAITIN
     async def complete(request: Request, endpoint: str):
         try:
             body = await read_body(request)
-            eng = _engine(hub)
             api = read_request(body, endpoint, model_ids(hub))
+            eng = await ready_engine(hub)
             slot = admission.enter()
         except Exception as exc:  # noqa: BLE001 - one JSON error (a 500 for our own bugs)
             return _error(exc)

@@ -15,10 +15,10 @@ from engine.errors import CfsmError
 from engine.openai.errors import ApiError, from_engine
 from engine.openai.tokenization import detokenize, tokenize
 
-from .openai_routes import model_ids, read_body
+from .openai_routes import model_ids, read_body, ready_engine
 from .state import EngineHub
 
-RETRY_AFTER_LOADING_S = 5  # as /v1 answers while the model loads
+RETRY_AFTER_LOADING_S = 5  # /health's Retry-After while the model loads
 
 
 def package_version() -> str:
@@ -49,7 +49,7 @@ def _error(exc: ApiError | CfsmError) -> JSONResponse:
 def serving_router(hub: EngineHub) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/health")
+    @router.api_route("/health", methods=["GET", "HEAD"])
     def health():
         try:
             _ready(hub)
@@ -66,7 +66,7 @@ def serving_router(hub: EngineHub) -> APIRouter:
     async def answer(request: Request, work) -> JSONResponse:
         try:
             body = await read_body(request)
-            eng = _ready(hub)
+            eng = await ready_engine(hub)
             out = await anyio.to_thread.run_sync(work, eng, body, model_ids(hub))
         except (ApiError, CfsmError) as exc:
             return _error(exc)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from engine.errors import CfsmError
+from engine.limits import LOAD_WAIT_S
 from engine.serving.metrics import ServingMetrics
 from engine.serving.service import Engine
 from engine.serving.trace_store import TraceStore
@@ -103,6 +104,7 @@ class EngineHub:
         self._errors: dict[str, str] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.load_wait_s = LOAD_WAIT_S  # how long an API request waits for the model
         self.traces = TraceStore()  # API requests' traces, opened by /?trace=ID
         self.metrics = ServingMetrics(self.peek)  # this server's own registry (/metrics)
 

@@ -344,7 +344,15 @@ def cmd_replay(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    from app.listen import listen  # light: the port is open before gradio is imported
+
+    try:
+        sock = listen(args.host, args.port)
+    except OSError as exc:
+        raise CfsmError("invalid_input", f"cannot listen on {args.host}:{args.port}: "
+                        f"{exc.strerror or exc}") from None  # fmt: skip
     app_main.serve(
+        sock=sock,
         host=args.host,
         port=args.port,
         model=args.model,

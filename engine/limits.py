@@ -21,6 +21,9 @@ def _float(name: str, default: float) -> float:
 
 
 MAX_STATES = _int("CFSM_MAX_STATES", 10_000)  # DFA states
+# A /v1 request (or /tokenize) sent while `cfsm serve` still loads its model waits this long
+# for it (the embedded model: about 20 s on 2 cores), then gets a 503 `model_loading`
+LOAD_WAIT_S = _float("CFSM_LOAD_WAIT_S", 300.0)
 COMPILE_TIMEOUT_S = _float("CFSM_COMPILE_TIMEOUT_S", 20.0)  # a whole compile, automaton included
 MAX_PROMPT_CHARS = _int("CFSM_MAX_PROMPT_CHARS", 20_000)
 MAX_NEW_TOKENS = _int("CFSM_MAX_NEW_TOKENS", 2048)

@@ -13,7 +13,14 @@ from ..backends import CompiledConstraint, TokenizerContext
 from ..errors import CfsmError
 from ..runtimes.base import Runner
 from ..triggers.plan import DEFAULT_TOOL_END, DEFAULT_TOOL_START
-from ..triggers.tool_prompt import with_tools
+from ..triggers.tool_prompt import (
+    PROBE_TOOL,
+    has_past_calls,
+    last_called,
+    probe_call_turns,
+    with_past_calls,
+    with_tools,
+)
 from ..triggers.tools import parse_tools
 from .model import LoadedModel
 from .request import GenerateRequest
@@ -46,13 +53,27 @@ def chat_text(tok, msgs: list[dict], tools: str = "", tags: tuple[str, str] = TO
     it renders them (its text changes with them), else the messages with a system block
     that lists them and an example call in `tags` (engine.triggers.tool_prompt), so a
     model whose template ignores tools still learns the start tag the trigger waits for."""
+    called = last_called(msgs)
+    if has_past_calls(msgs) and not renders_past_calls(tok):
+        msgs = with_past_calls(msgs, *tags)
     if not tools.strip():
         return _render(tok, msgs)
     if getattr(tok, "chat_template", None):
         own = _render(tok, msgs, json.loads(tools))
         if own != _render(tok, msgs):
             return own
-    return _render(tok, with_tools(msgs, parse_tools(tools), *tags))
+    return _render(tok, with_tools(msgs, parse_tools(tools), *tags, called))
+
+
+def renders_past_calls(tok) -> bool:
+    """Whether the tokenizer's chat template writes an assistant turn's `tool_calls`
+    (Qwen's, Llama 3.1's do; SmolLM2's and templates without tool support do not)."""
+    if not getattr(tok, "chat_template", None):
+        return False
+    try:
+        return PROBE_TOOL in _render(tok, probe_call_turns())
+    except CfsmError:
+        return False
 
 
 def chat_ids(tok, messages: str, tools: str = "", tags: tuple[str, str] = TOOL_TAGS) -> list[int]:

@@ -79,7 +79,8 @@ class GenerateRequest:
         v1="max_tokens",
     )
     temperature: float = offered(
-        0.0, "sampling temperature (0: greedy)", lo=0, page="temp", gradio="temperature",
+        0.0, "sampling temperature (0: greedy; OpenAI's range)", lo=0, hi=2, page="temp",
+        gradio="temperature",
         v1="temperature",
     )  # fmt: skip
     top_p: float = offered(1.0, "nucleus sampling mass, in (0, 1]", hi=1, page="top_p", v1="top_p")

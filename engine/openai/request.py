@@ -7,7 +7,9 @@ llama-server's `grammar` / `json_schema` are read as constraints too."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import secrets
 from dataclasses import dataclass, field
 
@@ -71,6 +73,7 @@ def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
     tools, choice = _tools(body, constraint)
     top = _top_logprobs(body, endpoint)
     inputs = {k: body.get(k) for k in EXTENSIONS if body.get(k) is not None}
+    inputs.update(guided_backend(body))
     mode_given = "mode" in inputs
     if constraint is None and not tools:
         inputs.pop("mode", None)  # nothing to constrain: a free run, whatever the mode says
@@ -91,9 +94,13 @@ def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
             **inputs,
         )
     except CfsmError as exc:
-        raise from_engine(exc, _param_of(exc.message, from_field, mode_given)) from None
+        param = _param_of(exc.message, from_field, mode_given)
+        raise from_engine(_on_v1(exc), param) from None
     opts = body.get("stream_options") or {}
     known = HARMLESS | set(EXTENSIONS) | set(CONSTRAINT_EXTENSIONS) | set(GUIDED) | _USED
+    known |= GUIDED_OPTIONS
+    so = body.get("structured_outputs") or {}
+    same_here = [f"structured_outputs.{k}" for k in SO_SAME_HERE if k in so]
     return ApiRequest(
         gen=gen,
         model=model,
@@ -105,7 +112,7 @@ def read_request(body, endpoint: str, models: list[str]) -> ApiRequest:
         tools=bool(tools),
         tool_start=gen.tool_start,
         reasoning=gen.reasoning,
-        ignored=sorted(k for k in body if k not in known),
+        ignored=sorted([k for k in body if k not in known] + same_here),
         constraint_field=from_field or ("tools" if tools else None),
     )
 
@@ -115,6 +122,8 @@ def served_model(body, models: list[str]) -> str:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     model = body.get("model")
+    if model is None:  # as vLLM: the served model
+        return models[0]
     if model not in models:
         raise ApiError(
             404,
@@ -131,6 +140,16 @@ _USED = {
     "stop", "frequency_penalty", "presence_penalty", "logit_bias", "echo", "best_of",
     "suffix",
 }  # fmt: skip
+
+
+def _on_v1(exc: CfsmError) -> CfsmError:
+    """The engine's refusal with its fields named as a /v1 body names them
+    (`max_new_tokens` -> `max_tokens`)."""
+    msg = exc.message
+    for name, v1 in offered_on("v1").items():
+        if v1 not in (EXTENSION, name):
+            msg = re.sub(rf"\b{name}\b", v1, msg)
+    return CfsmError(exc.error_kind, msg)
 
 
 def _param_of(message: str, constraint_field: str | None, mode_given: bool) -> str | None:
@@ -225,34 +244,110 @@ def _call_for_template(c) -> dict:
             "arguments": args}}  # fmt: skip
 
 
+# the keys each constraint object takes (an unknown one is a 400 naming it: a typo such as
+# `{"regx": ...}` would otherwise decode unconstrained). vLLM's StructuredOutputsParams
+# fields; OpenAI's response_format and json_schema; llama-server's `schema` beside a
+# json_object or json_schema type
+SO_CONSTRAINTS = ("regex", "choice", "grammar", "json", "json_object")
+SO_KEYS = {
+    *SO_CONSTRAINTS, "disable_any_whitespace", "disable_fallback",
+    "disable_additional_properties", "whitespace_pattern", "structural_tag",
+}  # fmt: skip
+# vLLM options that change nothing here: compact JSON and no additional properties
+# beyond the schema's own are this server's defaults, and there is no fallback backend
+SO_SAME_HERE = ("disable_fallback", "disable_additional_properties", "disable_any_whitespace")
+RF_KEYS = {"type", "json_schema", "schema"}
+JSON_SCHEMA_KEYS = {"name", "schema", "strict", "description"}
+GUIDED_OPTIONS = {"guided_decoding_backend", "guided_whitespace_pattern", "guided_json_object"}
+# vLLM's guided_decoding_backend names, as this server's backends
+GUIDED_BACKENDS = {"xgrammar": "xgrammar", "guidance": "llguidance", "outlines": "outlines",
+                   "auto": "auto", "lm-format-enforcer": None}  # fmt: skip
+
+
+def _strict_keys(obj: dict, known: set, where: str) -> None:
+    """A 400 naming the first key of `obj` not in `known` (with the nearest known one)."""
+    for k in obj:
+        if k not in known:
+            near = difflib.get_close_matches(str(k), sorted(known), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise bad_request(f"{where} has no field {k!r}{hint}; it takes "
+                              f"{', '.join(sorted(known))}", f"{where}.{k}")  # fmt: skip
+
+
+def _response_format(rf) -> tuple[str, object] | None:
+    """(kind, value) of a response_format, or None for text."""
+    if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+        raise bad_request("response_format.type must be text, json_object or json_schema",
+                          "response_format")  # fmt: skip
+    _strict_keys(rf, RF_KEYS, "response_format")
+    if isinstance(rf.get("schema"), dict):  # llama-server's form, beside either type
+        return "json", rf["schema"]
+    if rf["type"] == "json_object":
+        return "json", {"type": "object"}
+    if rf["type"] == "json_schema":
+        js = rf.get("json_schema")
+        if not isinstance(js, dict) or not isinstance(js.get("schema"), dict):
+            raise bad_request("response_format.json_schema.schema must be an object",
+                              "response_format")  # fmt: skip
+        _strict_keys(js, JSON_SCHEMA_KEYS, "response_format.json_schema")
+        return "json", js["schema"]
+    return None
+
+
+def _structured_outputs(so) -> list[tuple[str, object]]:
+    if not isinstance(so, dict):
+        raise bad_request("structured_outputs must be an object", "structured_outputs")
+    _strict_keys(so, SO_KEYS, "structured_outputs")
+    for k in ("structural_tag", "whitespace_pattern"):
+        if so.get(k) is not None:
+            raise bad_request(f"structured_outputs.{k} is not supported here (tools with "
+                              "tool_choice cover structural tags; the whitespace field sets "
+                              "JSON whitespace)", f"structured_outputs.{k}")  # fmt: skip
+    found = [(k, so[k]) for k in SO_CONSTRAINTS[:4] if so.get(k) is not None]
+    if so.get("json_object"):
+        found.append(("json", {"type": "object"}))
+    return found
+
+
+def _guided(body: dict) -> list[tuple[str, str, object]]:
+    """The top-level constraint fields; an unknown `guided_*` name is a typo's 400."""
+    for k in body:
+        if isinstance(k, str) and k.startswith("guided_") and k not in GUIDED:
+            _strict_keys({k: None}, set(GUIDED) | GUIDED_OPTIONS, "the request")
+    if body.get("guided_whitespace_pattern") is not None:
+        raise bad_request("guided_whitespace_pattern is not supported here (the whitespace "
+                          "field sets JSON whitespace)", "guided_whitespace_pattern")  # fmt: skip
+    found = [(name, k, body[name]) for name, k in GUIDED.items() if body.get(name) is not None]
+    if body.get("guided_json_object"):
+        found.append(("guided_json_object", "json", {"type": "object"}))
+    return found
+
+
+def guided_backend(body: dict) -> dict:
+    """vLLM's `guided_decoding_backend` as this server's `backend` field (where the body
+    gives no `backend` of its own)."""
+    name = body.get("guided_decoding_backend")
+    if name is None or body.get("backend") is not None:
+        return {}
+    ours = GUIDED_BACKENDS.get(str(name).split(":")[0])
+    if ours is None:
+        raise bad_request(f"guided_decoding_backend {name!r} is not served here; it takes "
+                          "xgrammar, guidance, outlines or auto",
+                          "guided_decoding_backend")  # fmt: skip
+    return {"backend": ours}
+
+
 def _constraint(body: dict) -> tuple[Constraint | None, str | None]:
     """The one constraint a request names, and the field it came from."""
     found: list[tuple[str, str, object]] = []  # (field, kind, value)
-    rf = body.get("response_format")
-    if rf is not None:
-        if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
-            raise bad_request("response_format.type must be text, json_object or json_schema",
-                              "response_format")  # fmt: skip
-        if rf["type"] == "json_object":
-            found.append(("response_format", "json", {"type": "object"}))
-        elif rf["type"] == "json_schema":
-            js = rf.get("json_schema")
-            if not isinstance(js, dict) or not isinstance(js.get("schema"), dict):
-                raise bad_request("response_format.json_schema.schema must be an object",
-                                  "response_format")  # fmt: skip
-            found.append(("response_format", "json", js["schema"]))
-    so = body.get("structured_outputs")
-    if so is not None:
-        if not isinstance(so, dict):
-            raise bad_request("structured_outputs must be an object", "structured_outputs")
-        for k in ("regex", "choice", "grammar", "json"):
-            if so.get(k) is not None:
-                found.append(("structured_outputs", k, so[k]))
-        if so.get("json_object"):
-            found.append(("structured_outputs", "json", {"type": "object"}))
-    for name, k in GUIDED.items():
-        if body.get(name) is not None:
-            found.append((name, k, body[name]))
+    if body.get("response_format") is not None:
+        got = _response_format(body["response_format"])
+        if got is not None:
+            found.append(("response_format", *got))
+    if body.get("structured_outputs") is not None:
+        found += [("structured_outputs", k, v) for k, v in
+                  _structured_outputs(body["structured_outputs"])]  # fmt: skip
+    found += _guided(body)
     if len(found) > 1:
         names = ", ".join(f"{f}.{k}" if f == "structured_outputs" else f for f, k, _ in found)
         raise bad_request(f"give one constraint, not several ({names})", found[1][0])

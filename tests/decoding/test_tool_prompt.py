@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import jsonschema
 import pytest
 
 from app.presets import TOOLS
@@ -48,7 +47,7 @@ def test_a_template_that_ignores_tools_gets_each_tools_name_and_parameters(token
             assert f'"{prop}"' in text
     # how to call one, with the trigger's tags, and one example call to copy
     assert '<tool_call>{"name": "TOOL_NAME", "arguments": ARGUMENTS}</tool_call>' in text
-    example = '<tool_call>{"name": "get_weather", "arguments": {"city": "...", "unit": "celsius"}}'
+    example = '<tool_call>{"name": "get_weather", "arguments": {"city": <city>, "unit": <unit>}}'
     assert example in text
     assert text.count("<|im_start|>system") == 1  # the template's default system message went
     assert chat_text(tokenizer, ASK) == plain  # without tools: the template's own text
@@ -61,7 +60,7 @@ def test_the_block_heads_an_existing_system_message_and_follows_the_tags(tokeniz
     system = text.split("<|im_end|>")[0]
     assert system.startswith("<|im_start|>system\nYou can call these tools:")
     assert system.endswith("\n\nBe brief.")
-    assert '<function=get_weather>{"city": "...", "unit": "celsius"}</function>' in text
+    assert '<function=get_weather>{"city": <city>, "unit": <unit>}</function>' in text
     assert text.index("Use get_weather.") < text.index("Weather in Oslo?")
 
 
@@ -93,8 +92,14 @@ def test_a_tokenizer_without_a_template_gets_the_block_in_its_plain_chat():
 
 
 @pytest.mark.parametrize("tool", parse_tools(TOOLS_TEXT), ids=lambda t: t.name)
-def test_the_example_call_is_valid_for_simple_parameters(tool):
-    jsonschema.validate(placeholder(tool.schema()), tool.schema())
+def test_the_example_call_holds_no_value_the_model_could_copy(tool):
+    """Each argument is shown by its name (`<unit>`), never by a value: the enum's first
+    value in the example became the model's answer ("in fahrenheit" gave celsius)."""
+    shape = placeholder(tool.schema(), "arguments")
+    for name, prop in tool.schema()["properties"].items():
+        assert f'"{name}": <{name}>' in shape
+        for value in prop.get("enum", []):
+            assert value not in shape
 
 
 def test_placeholders_follow_the_schemas_shape():
@@ -102,20 +107,69 @@ def test_placeholders_follow_the_schemas_shape():
         "type": "object",
         "properties": {
             "n": {"type": "integer"},
-            "ok": {"type": "boolean"},
             "tags": {"type": "array", "items": {"type": "string"}},
             "mode": {"const": "fast"},
             "at": {"type": "object", "properties": {"x": {"type": "number"}}},
         },
     }
-    want = {"n": 0, "ok": False, "tags": [], "mode": "fast", "at": {"x": 0}}
+    want = '{"n": <n>, "tags": <tags>, "mode": "fast", "at": {"x": <x>}}'
     assert placeholder(schema) == want
 
 
-def _doc_block(doc: Path) -> str:
-    """The code block docs/api.md marks as checked here."""
+CALLED = [
+    ASK[0],
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+     "function": {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "12 degrees celsius in Oslo"},
+]  # fmt: skip
+
+
+def test_a_past_call_and_its_result_are_in_the_prompt(tokenizer):
+    """SmolLM2's template wrote the assistant's `tool_calls` turn as an empty turn, so the
+    model never saw it had called the tool and called it again: the call is now written in
+    the call format and its result as a user turn naming the tool, after an example that
+    goes on past a result (the next tool's call)."""
+    assert "get_weather" not in tokenizer.apply_chat_template(
+        CALLED, tokenize=False, add_generation_prompt=True
+    )  # the template's own rendering drops the call
+    text = chat_text(tokenizer, CALLED, TOOLS_TEXT)
+    past = (
+        "<|im_start|>user\nWeather in Oslo?<|im_end|>\n<|im_start|>assistant\n<tool_call>"
+        '{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}</tool_call>'
+        "<|im_end|>\n<|im_start|>user\nResult of get_weather: 12 degrees celsius in Oslo"
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert text.endswith(past)
+    example = text[: text.index(past)]
+    assert example.index("Use get_weather.") < example.index("Result of get_weather: <result>")
+    assert example.index("<result>") < example.index('{"name": "get_time"')
+
+
+def test_with_one_tool_the_example_answers_from_the_result(tokenizer):
+    one = json.dumps(TOOLS[:1])
+    text = chat_text(tokenizer, CALLED, one)
+    assert "Result of get_weather: <result><|im_end|>\n<|im_start|>assistant\nThe result " in text
+    # without a past call the example stops at the call
+    assert "<result>" not in chat_text(tokenizer, ASK, one)
+
+
+def test_a_template_that_renders_past_calls_is_left_to_render_them():
+    tok = build_tokenizer("byte_level")
+    tok.chat_template = (
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}"
+        "{% for c in m.tool_calls or [] %}[call {{ c.function.name }}]{% endfor %}\n"
+        "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+    )
+    text = chat_text(tok, CALLED)
+    assert "assistant: [call get_weather]" in text and "tool: 12 degrees" in text
+    assert "Result of" not in text
+
+
+def _doc_block(doc: Path, n: int = 0) -> str:
+    """The `n`th code block docs/api.md marks as checked here."""
     lines = doc.read_text(encoding="utf-8").splitlines()
-    at = lines.index("<!-- test: checked by tests/decoding/test_tool_prompt.py -->")
+    mark = "<!-- test: checked by tests/decoding/test_tool_prompt.py -->"
+    at = [i for i, line in enumerate(lines) if line == mark][n]
     end = lines.index("```", at + 2)
     return "\n".join(lines[at + 2 : end]) + "\n"
 
@@ -129,3 +183,10 @@ def test_docs_api_md_shows_the_prompt_the_code_writes(tokenizer):
     ask = [{"role": "user", "content": "What is the weather in Oslo? Use the get_weather tool."}]
     text = chat_text(tokenizer, ask, json.dumps([{"type": "function", "function": weather}]))
     assert text == _doc_block(ROOT / "docs" / "api.md")
+
+
+def test_docs_api_md_shows_how_a_past_call_is_written(tokenizer):
+    """docs/api.md's "Agent loops" block is the end of this code's prompt, word for word."""
+    assert chat_text(tokenizer, CALLED, TOOLS_TEXT).endswith(
+        _doc_block(ROOT / "docs" / "api.md", 1)
+    )

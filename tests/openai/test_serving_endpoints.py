@@ -40,8 +40,9 @@ def is_openai_error(r: httpx.Response, status: int) -> dict:
 
 
 def test_a_server_whose_model_is_not_loaded_is_not_ready():
-    """Without a model: the probe and /tokenize answer 503 with Retry-After, in OpenAI's
-    shape; /version and /metrics answer at once, a refused /v1 request counted."""
+    """Without a model: the probe (GET and HEAD) answers 503 at once; /tokenize, /v1/models
+    and a completion wait for the model (here 0.3 s), then answer 503 with Retry-After, in
+    OpenAI's shape; /version and /metrics answer at once, a refused /v1 request counted."""
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
@@ -51,13 +52,18 @@ def test_a_server_whose_model_is_not_loaded_is_not_ready():
 
     hub = EngineHub("some/model-that-is-not-here")
     hub.start = lambda name=None: None  # nothing loads: the hub stays "not loaded yet"
+    hub.load_wait_s = 0.3
     app = FastAPI()
     app.include_router(openai_router(hub))
     app.include_router(serving_router(hub))
     client = TestClient(app)
-    for r in (client.get("/health"), client.post("/tokenize", json={"prompt": "x"})):
+    assert client.head("/health").status_code == 503
+    waited = (client.post("/tokenize", json={"prompt": "x"}), client.get("/v1/models"))
+    for r in (client.get("/health"), *waited):
         assert is_openai_error(r, 503)["type"] == "server_error"
         assert r.headers["retry-after"] == "5"
+    for r in waited:
+        assert "not ready after 0.3 s" in r.json()["error"]["message"]
     version = client.get("/version").json()
     assert version["version"] == importlib.metadata.version("cfsm-lab")
     assert version["model"] == "some/model-that-is-not-here" and version["runtime"] is None
@@ -73,6 +79,28 @@ def test_a_server_whose_model_is_not_loaded_is_not_ready():
         if s.name == "cfsm:requests_total"
     }
     assert counts == {"ok": 0, "client_error": 0, "server_error": 0, "rejected": 1}
+
+
+def test_a_request_sent_while_the_model_loads_waits_for_it():
+    """/v1/models (a readiness check clients use) answers once the model is there, not
+    before, and not with an error while it loads within the wait."""
+    import time
+
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from app.openai_routes import openai_router
+    from app.state import EngineHub
+
+    hub = EngineHub("a/model")
+    hub.start = lambda name=None: None
+    ready_at = time.monotonic() + 0.5
+    hub.peek = lambda name=None: object() if time.monotonic() >= ready_at else None
+    app = FastAPI()
+    app.include_router(openai_router(hub))
+    r = TestClient(app).get("/v1/models")
+    assert r.status_code == 200 and time.monotonic() >= ready_at
+    assert [m["id"] for m in r.json()["data"]] == ["a/model"]
 
 
 def test_the_compile_cache_counts_the_lookups_metrics_report(ctx):
