@@ -17,7 +17,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine.errors import CfsmError
-from engine.limits import LOAD_WAIT_S
 from engine.openai.errors import ApiError, from_engine, internal, not_found
 from engine.openai.request import ApiRequest, read_request
 from engine.openai.response import chat_completion, cut_at_stop, new_id, text_completion

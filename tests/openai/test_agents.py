@@ -53,8 +53,14 @@ def test_a_langchain_agent_calls_the_tool_then_answers(app_url):
     from langchain_openai import ChatOpenAI
 
     rec = Recorder()
-    llm = ChatOpenAI(model="embedded", base_url=f"{app_url}/v1", api_key="unused",
-                     temperature=0, http_client=httpx.Client(event_hooks={"request": [rec]}))  # fmt: skip
+    http = httpx.Client(event_hooks={"request": [rec]})
+    llm = ChatOpenAI(
+        model="embedded",
+        base_url=f"{app_url}/v1",
+        api_key="unused",
+        temperature=0,
+        http_client=http,
+    )
     agent = create_agent(llm, [tool(get_weather)])
     out = agent.invoke({"messages": [{"role": "user", "content": ASK}]}, {"recursion_limit": 8})
     the_loop_went_round(rec, out["messages"][-1].content)
