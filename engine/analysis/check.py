@@ -15,10 +15,19 @@ MAX_EXPECTED = 8
 
 
 def _expected_chars(dfa: CharDFA, state: int) -> list[str]:
-    """A single character quoted like a token (`' '`, `'\\n'`, `','`): bare, a space or
-    a newline printed as nothing ("expected: , ,")."""
-    labels = [dfa.class_label(k) for k in sorted(dfa.trans[state])][:MAX_EXPECTED]
-    out = [repr(c) if len(c) == 1 else c for c in labels]
+    """Every character the state allows, none left out: up to MAX_EXPECTED of them each
+    quoted like a token (`' '`, `'\\n'`, `','`: bare, a space or a newline printed as
+    nothing), more as one class in ranges (`[%+\\-.0-9A-Za-z_]`, not the automaton's
+    own split into the classes it tells apart, cut at 8: `c, d, e, g, m` for an email's
+    first letter); a character outside every listed one as the automaton's label."""
+    row = dfa.trans[state]
+    chars = sorted({c for k in row if k != dfa.other_class for c in dfa.classes[k]})
+    if len(chars) <= MAX_EXPECTED:
+        out = [repr(c) for c in chars]
+    else:
+        out = [dfa.class_label_of("".join(chars))]
+    if dfa.other_class is not None and dfa.other_class in row:
+        out.append(dfa.class_label(dfa.other_class))
     return out + (["<end>"] if state in dfa.finals else [])
 
 
@@ -30,7 +39,8 @@ def _expected_tokens(m, ctx: TokenizerContext) -> list[str]:
         for t in ids
         if int(t) != eos
     ]
-    return out[:MAX_EXPECTED] + (["<end>"] if eos in set(int(t) for t in ids) else [])
+    more = [f"\u2026 {len(out) - MAX_EXPECTED} more"] if len(out) > MAX_EXPECTED else []
+    return out[:MAX_EXPECTED] + more + (["<end>"] if eos in set(int(t) for t in ids) else [])
 
 
 def _char_reject(dfa: CharDFA, text: str, start_char: int) -> tuple[int | None, int | None]:

@@ -87,7 +87,11 @@ class CharDFA:
         if k == self.other_class:
             listed = "".join(sorted(self.char_class))
             return "[^" + _compact_chars(listed) + "]" if len(listed) < 12 else "other"
-        chars = self.classes[k]
+        return self.class_label_of(self.classes[k])
+
+    @staticmethod
+    def class_label_of(chars: str) -> str:
+        """A set of characters as one label: the character itself, or a class in ranges."""
         if len(chars) == 1:
             return chars
         return "[" + _compact_chars(chars) + "]"
@@ -109,6 +113,10 @@ class CharDFA:
 
 
 def _show(ch: str) -> str:
+    """A character inside a class label: escaped where it would read as class syntax
+    (`[+\\-.]` is three characters, `[+-.]` a range)."""
+    if ch in "-]\\^":
+        return "\\" + ch
     return ch if ch.isprintable() else ch.encode("unicode_escape").decode()
 
 

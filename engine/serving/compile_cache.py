@@ -231,11 +231,6 @@ class CompileCache:
         that decodes over the automaton builds it first and compiles in what is left; a
         native backend compiles first, and the automaton (only its FSM view) gets what is
         left. Waiting for a worker and a fresh worker's one-time setup are not counted."""
-        if constraint.kind == "regex":
-            # every backend reads a regex in its normalized form: a construct none of them
-            # holds (a look-around, ...) is refused here at once, not after a compile
-            # worker's setup (xgrammar's: 3.3 s for `(?=a)a`)
-            normalize_regex(constraint.text)
         if backend == AUTO:
             return self._compile_auto(constraint)
         t0 = time.perf_counter()
@@ -332,6 +327,11 @@ class CompileCache:
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
         if backend != AUTO:
             get_backend(backend)  # unknown names fail here, synchronously
+        if constraint.kind == "regex":
+            # every backend reads a regex in its normalized form: a construct none of them
+            # holds (a look-around, ...) is refused here at once, before any compile starts
+            # (xgrammar's worker setup took 3.3 s to say so for `(?=a)a`)
+            normalize_regex(constraint.text)
         k = self.key(constraint, backend)
         with self._lock:
             fut = self._cached(k)

@@ -150,3 +150,22 @@ def test_a_text_past_a_strings_maxlength_names_the_bound_and_quotes_what_was_exp
         capsys, "--schema", json.dumps(schema), "--whitespace", "flexible", "--text", '{"title":x'
     )
     assert "' '" in gap["expected"]  # a space, quoted: not a bare blank
+
+
+def test_expected_names_every_allowed_character_as_one_class(capsys):
+    """An email's first character: the automaton splits the letters into the classes it
+    tells apart; the list named 8 of them (c, d, e, g, m, ...) and left out n, o, r, t,
+    which are allowed. Now one class in ranges, a literal `-` escaped."""
+    rx = r"(help|info|no-reply|team)@example\.com|[a-z0-9._%+-]+@mail\.org"
+    rc, out = run(capsys, "--regex", rx, "--text", "Help@example.com", "--backend", "fsm")
+    assert rc == 0 and out[0]["rejected_at"] == 0
+    assert out[0]["expected"] == ["[%+\\-.0-9_a-z]"]
+
+
+def test_a_native_backends_token_list_says_how_many_more(capsys):
+    # a grammar has no character automaton: the verdict lists the tokens llguidance allows
+    rc, out = run(capsys, "--grammar", "start: /[a-z]+/", "--text", "A", "--backend", "llguidance")
+    assert rc == 0
+    listed = out[0]["expected"]
+    assert len(listed) == 9 and listed[-1].startswith("\u2026 ") and listed[-1].endswith(" more")
+    assert int(listed[-1].split()[1]) > 100  # every token of letters is allowed

@@ -83,9 +83,55 @@ def test_what_is_not_supported_is_a_400_naming_the_field():
     refused(400, "max_tokens", max_tokens=0)
     e = refused(404, "model", model="gpt-4o")
     assert e.body()["error"]["code"] == "model_not_found" and "embedded" in e.message
-    with pytest.raises(ApiError) as big:
-        chat(max_tokens=10**6)
-    assert big.value.status == 400 and "max_new_tokens" in big.value.message
+    big = refused(400, "max_tokens", max_tokens=10**6)
+    assert "max_tokens must be between 1 and" in big.message  # the name the body used
+    assert "max_new_tokens" not in big.message
+    refused(400, "temperature", temperature=3)  # OpenAI's range is 0 to 2
+    assert chat(temperature=2).gen.temperature == 2
+    # as vLLM: a body without `model` is for the served model
+    no_model = read_request({"messages": USER}, "chat", M)
+    assert no_model.model == "embedded"
+
+
+def test_an_unknown_key_inside_a_constraint_object_is_a_400_naming_it():
+    """A typo inside a constraint object decoded unconstrained (200, cfsm.valid false);
+    every constraint object is read strictly, an unknown `guided_*` field too."""
+    schema = {"type": "object"}
+    for body, param, near in (
+        ({"structured_outputs": {"regx": "[0-9]+"}}, "structured_outputs.regx", "regex"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
+          "schema": schema, "scheme": 1}}}, "response_format.json_schema.scheme", "schema"),
+        ({"response_format": {"type": "json_object", "shema": schema}},
+         "response_format.shema", "schema"),
+        ({"guided_regx": "[0-9]+"}, "the request.guided_regx", "guided_regex"),
+    ):  # fmt: skip
+        e = refused(400, param, **body)
+        assert f"did you mean {near!r}" in e.message, e.message
+    e = refused(400, "structured_outputs.structural_tag", structured_outputs={
+        "regex": "a", "structural_tag": "{}"})  # fmt: skip
+    assert "not supported" in e.message
+    # vLLM's options that change nothing here are accepted and listed as ignored
+    got = chat(structured_outputs={"regex": "a", "disable_fallback": True})
+    assert got.gen.constraint.text == "a"
+    assert got.ignored == ["structured_outputs.disable_fallback"]
+
+
+def test_every_other_servers_constraint_form_is_honoured():
+    """llama-server's `response_format: {"type": "json_object", "schema": ...}` was
+    ignored (unconstrained output); vLLM's `guided_decoding_backend` picks the backend."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    for rf in ({"type": "json_object", "schema": schema}, {"type": "json_schema",
+               "schema": schema}):  # fmt: skip
+        c = chat(response_format=rf).gen.constraint
+        assert c.kind == "schema" and json.loads(c.text) == schema
+    g = chat(guided_json=schema, guided_decoding_backend="guidance").gen
+    assert g.backend == "llguidance" and json.loads(g.constraint.text) == schema
+    assert chat(guided_regex="a", guided_decoding_backend="xgrammar:no-fallback").gen.backend == (
+        "xgrammar"
+    )
+    assert chat(guided_json_object=True).gen.constraint.text == '{"type": "object"}'
+    refused(400, "guided_decoding_backend", guided_regex="a",
+            guided_decoding_backend="lm-format-enforcer")  # fmt: skip
 
 
 def test_tools_tool_choice_and_messages():
@@ -199,6 +245,7 @@ def test_the_routes_answer_503_while_loading_and_429_when_full():
 
     hub = EngineHub("some/model-that-is-not-here")
     hub.start = lambda name=None: None  # nothing loads: the hub stays "not loaded yet"
+    hub.load_wait_s = 0.2  # a request waits this long for the model
     app = FastAPI()
     app.include_router(openai_router(hub))
     client = TestClient(app)
@@ -206,7 +253,10 @@ def test_the_routes_answer_503_while_loading_and_429_when_full():
     r = client.post("/v1/chat/completions", json=body)
     assert r.status_code == 503 and r.headers["retry-after"] == "5"
     assert r.json()["error"]["code"] == "model_loading"
-    assert client.get("/v1/models").json()["data"][0]["id"] == "some/model-that-is-not-here"
+    assert client.get("/v1/models").status_code == 503  # not listed before it can be used
+    # a bad request is refused at once, without waiting for the model
+    r = client.post("/v1/chat/completions", json={**body, "n": 3})
+    assert r.status_code == 400
     hub._engines[hub.default] = object()  # loaded (the engine is never reached: full first)
     full = FastAPI()
     full.include_router(openai_router(hub, max_in_flight=0))
@@ -215,6 +265,7 @@ def test_the_routes_answer_503_while_loading_and_429_when_full():
     assert r.json()["error"]["type"] == "rate_limit_error"
     r = client.post("/v1/chat/completions", content=b"{nope")
     assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+    assert r.json()["error"]["code"] == "invalid_json"
 
 
 def test_the_openai_client_retries_a_full_server_and_unknown_paths_are_openai_errors():
