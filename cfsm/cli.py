@@ -231,8 +231,21 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _documents(path: str | None) -> list | None:
+    """The user's documents for the doctor; a line that is not JSON is an error naming it."""
+    if path is None:
+        return None
+    out = []
+    for i, doc in enumerate(read_jsonl(path), 1):
+        if isinstance(doc, CfsmError):
+            raise CfsmError("invalid_input", f"{path}, document {i}: {doc.message}")
+        out.append(doc)
+    return out
+
+
 def cmd_doctor(args) -> int:
     constraint = _constraint_from(args)
+    documents = _documents(args.documents)
     eng = _engine(
         args,
         load_weights=args.prompt is not None,
@@ -245,6 +258,7 @@ def cmd_doctor(args) -> int:
             args.max_new_tokens,
             args.seed,
             args.jump_threshold,
+            documents,
         )
     finally:
         eng.close()
@@ -451,6 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--max-new-tokens", type=int, default=256)
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--jump-threshold", type=int, default=1)
+    d.add_argument(
+        "--documents",
+        metavar="FILE.jsonl",
+        help="your own valid documents, one JSON per line: each what-if says which it rejects",
+    )
     d.add_argument("--json", action="store_true")
     add_model_args(d)
     d.set_defaults(func=cmd_doctor)

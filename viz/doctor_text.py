@@ -64,7 +64,7 @@ def format_report(rep: dict) -> str:
         lines.append("What if:")
         for w in rep["what_if"]:
             if "error" in w:
-                lines.append(f"  {w['change']}: {w['error']}")
+                lines.append(f"  {w['change']}: {w['error']} ({w.get('meaning', '')})")
             else:
                 lines.append(f"  {w['change']}: {w['advice']} ({w['note']})")
     if rep.get("untyped"):

@@ -535,7 +535,7 @@ def doctor_md(rep: dict, source: str = "") -> str:
         out += ["", "#### What if", "| change | before | after | verdict |", "|---|---:|---:|---|"]
         for w in rep["what_if"]:
             if "error" in w:
-                out.append(f"| {w['change']} | | {w['error']} | |")
+                out.append(f"| {w['change']} | | {w['error']} | {w.get('meaning', '')} |")
             else:
                 out.append(
                     f"| {w['change']} | {w['ideal_reduction_before']}x | "

@@ -127,10 +127,12 @@ class Engine:
         max_new_tokens: int = 256,
         seed: int = 0,
         threshold: int = 1,
+        documents: list | None = None,
     ) -> dict:
         """The doctor's report (`cfsm doctor`, the Doctor tab). With a prompt, the model
         writes the samples (greedy first, then sampled at 0.8, jump mode, default backend);
-        without one, or when none finishes, they are synthesized from the automaton."""
+        without one, or when none finishes, they are synthesized from the automaton.
+        `documents`: the user's own, which each what-if says whether it rejects."""
 
         outputs = None
         if prompt is not None:
@@ -167,6 +169,7 @@ class Engine:
             # limit leaves after this one's
             automaton=lambda c, seconds: self.cache.dfa(c, timeout_s=seconds),
             what_if_s=max(0.0, self.cache.timeout_s - (time.monotonic() - t0)),
+            instances=documents,
         )
         rep.runtime_note = self.runtime_note
         return rep.to_json()

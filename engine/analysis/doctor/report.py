@@ -60,11 +60,13 @@ def diagnose(
     costs: dict | None = None,
     automaton: Automaton = None,
     what_if_s: float = 15.0,
+    instances: list | None = None,
 ) -> DoctorReport:
     """The report behind `cfsm doctor` and the Doctor tab. With the runtime's `costs`
     (a CostModel's JSON and its runtime's name), the ideal is also given as time. The
     what-ifs' automata come from `automaton` (the engine's compile cache: killable, time
-    limited), all within `what_if_s`."""
+    limited), all within `what_if_s`. `instances`: documents the user holds (a record's
+    valid instances, a file), checked against each what-if as the samples are."""
     if constraint.kind == "grammar":
         raise CfsmError(
             "unsupported_feature",
@@ -116,7 +118,7 @@ def diagnose(
     }
     measure = (tokenizer, token_bytes, n, seed, threshold, source == "synthesized")
     what_if = (
-        _schema_what_ifs(constraint, texts, res, measure, causes, automaton, what_if_s)
+        _schema_what_ifs(constraint, texts, res, measure, causes, automaton, what_if_s, instances)
         if is_schema
         else []
     )

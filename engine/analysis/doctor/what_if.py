@@ -12,7 +12,7 @@ from ...constraint import Constraint
 from ...errors import CfsmError
 from ...regex.dfa import CharDFA, build_char_dfa
 from ...schema import dump_as_generated, parse_schema
-from ...schema.pointer import resolve, split
+from ...schema.pointer import join, resolve, split
 from .causes import analyse_samples
 from .samples import synthesize
 
@@ -89,9 +89,6 @@ def _values_at(docs: list, pointer: str) -> list:
     return found
 
 
-MAX_ENUM = 16  # an enum of the sampled values is offered up to this many distinct values
-
-
 def _applied(schema: dict, pointers: list[str], change) -> tuple[dict, list[str]] | None:
     """A copy of `schema` with `change(node, pointer)` applied at each pointer that names a
     node (`change` returns False where it does not apply), and the pointers it changed;
@@ -105,27 +102,15 @@ def _applied(schema: dict, pointers: list[str], change) -> tuple[dict, list[str]
 
 
 def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[tuple[str, dict]]:
-    """Each named cause's advice applied at the places it names, as (label, schema): an
-    `enum` or a `maxLength` from what the samples wrote on free-text strings, tight bounds
-    on numbers, `const` for alternatives, a fixed length on arrays."""
-    docs = []
-    for t in texts:
-        try:
-            docs.append(json.loads(t))
-        except ValueError:
-            continue
+    """Each named cause's advice applied at the places it names, as (label, schema): a
+    `maxLength` from what the samples wrote on free-text strings, tight bounds on numbers,
+    a fixed length on arrays. Each narrows the schema; what it rejects is measured."""
+    docs = _parsed(texts)
     by_cause = {c["cause"]: [p for p in c["places"] if p.startswith("/")] for c in causes}
     out: list[tuple[str, dict | None]] = []
 
     def where(ptrs: list[str]) -> str:
         return ", ".join(ptrs[:3]) + (" …" if len(ptrs) > 3 else "")
-
-    def enum_of(node: dict, ptr: str) -> bool:
-        vals = list(dict.fromkeys(json.dumps(v) for v in _values_at(docs, ptr)))
-        if not vals or len(vals) > MAX_ENUM or "enum" in node or "const" in node:
-            return False
-        node["enum"] = [json.loads(v) for v in vals]
-        return True
 
     def max_length(node: dict, ptr: str) -> bool:
         lens = [len(v) for v in _values_at(docs, ptr) if isinstance(v, str)]
@@ -145,14 +130,6 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
         node["minimum"], node["maximum"] = min(nums), max(nums)
         return True
 
-    def const(node: dict, ptr: str) -> bool:
-        vals = [json.dumps(v) for v in _values_at(docs, ptr)]
-        if not vals or "const" in node:
-            return False
-        node.pop("enum", None)
-        node["const"] = json.loads(Counter(vals).most_common(1)[0][0])  # ties: first seen
-        return True
-
     def fixed_length(node: dict, ptr: str) -> bool:
         lens = [len(v) for v in _values_at(docs, ptr) if isinstance(v, list)]
         if not lens or node.get("type") != "array":
@@ -163,11 +140,12 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
         node["minItems"] = node["maxItems"] = n
         return True
 
+    # no enum of the samples' values for free text, no const for alternatives: they would
+    # change what the schema means (a title or a whole document made one of 6 synthesized
+    # samples), which is not advice for speed; bounds are, said to narrow the schema
     for cause, label, change in (
-        ("free_text", "enum of the values the samples wrote at", enum_of),
         ("free_text", "maxLength = the longest value the samples wrote at", max_length),
         ("numbers", "minimum/maximum = the samples' range at", bounds),
-        ("enum_alternatives", "const = the value most samples chose at", const),
         ("array_lengths", "minItems = maxItems (the samples' usual length) at", fixed_length),
     ):
         ptrs = by_cause.get(cause) or []
@@ -176,6 +154,65 @@ def advice_variants(schema: dict, causes: list[dict], texts: list[str]) -> list[
         fixed = _applied(schema, ptrs, change) if ptrs else None
         if fixed is not None:
             out.append((f"{label} {where(fixed[1])}", fixed[0]))
+    return out
+
+
+def _valid(validator, doc) -> bool | None:
+    try:
+        return validator.is_valid(doc)
+    except Exception:  # noqa: BLE001 - an unresolvable $ref, a bad pattern: unknown
+        return None
+
+
+def schema_patch(a, b, pointer: str = "/") -> list[dict]:
+    """What turns schema `a` into `b`, node by node: `{"at": pointer, "set": {keyword:
+    value}}` for each node whose own keywords changed (what a user edits by hand)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        own = {k: v for k, v in b.items() if k not in a or (a[k] != v and not _nested(a[k], v))}
+        out = [{"at": pointer, "set": own}] if own else []
+        for k, v in b.items():
+            if k in a and a[k] != v and _nested(a[k], v):
+                out += schema_patch(a[k], v, join(pointer, k))
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        pairs = enumerate(zip(a, b, strict=True))
+        return [x for i, (u, v) in pairs for x in schema_patch(u, v, join(pointer, i))]
+    return []
+
+
+def _nested(u, v) -> bool:
+    return (isinstance(u, dict) and isinstance(v, dict)) or (
+        isinstance(u, list) and isinstance(v, list) and len(u) == len(v)
+    )
+
+
+def meaning_of(schema: dict, changed: dict | None, documents: list) -> dict:
+    """Whether a what-if narrows what the schema accepts, and which of the `documents`
+    (the samples, and the user's own instances) valid for the schema it would reject,
+    checked with the jsonschema validator for the schema's draft. A change of whitespace or
+    reading leaves the schema as it is (`changed` None): it keeps its meaning."""
+    if changed is None:
+        return {"narrows": False, "meaning": "keeps what the schema accepts"}
+    import jsonschema
+
+    before = jsonschema.validators.validator_for(schema)(schema)
+    after = jsonschema.validators.validator_for(changed)(changed)
+    valid = [d for d in documents if _valid(before, d)]
+    rejected = [d for d in valid if _valid(after, d) is False]
+    out = {
+        "narrows": True,
+        "patch": schema_patch(schema, changed),
+        "rejects": {"checked": len(valid), "rejected": len(rejected)},
+    }
+    if rejected:
+        out["rejects"]["example"] = json.dumps(rejected[0], ensure_ascii=False)[:200]
+        out["meaning"] = (
+            f"narrows the schema: rejects {len(rejected)} of the {len(valid)} valid documents given"
+        )
+    else:
+        out["meaning"] = (
+            f"narrows the schema (none of the {len(valid)} valid documents given is rejected)"
+        )
     return out
 
 
@@ -194,15 +231,18 @@ def _schema_what_ifs(
     causes: list[dict],
     automaton: Automaton = None,
     budget_s: float = 15.0,
+    instances: list | None = None,
 ) -> list[dict]:
     """The mechanical suggestions applied, each measured (`_measure_what_if`; `ctx`:
     tokenizer, token bytes, n, seed, threshold, whether the samples are synthesized), with
     a verdict: every named cause's own advice at its places first, then the general ones.
     Each changed schema's automaton comes from `automaton(constraint, seconds)`, all of
-    them within `budget_s`; what the budget leaves out says so."""
+    them within `budget_s`; what the budget leaves out says so. Each says whether it
+    narrows the schema and which valid documents (samples, `instances`) it rejects."""
     automaton = automaton or local_automaton
     what_if: list[dict] = []
     schema = parse_schema(constraint.text)
+    documents = [*_parsed(texts), *(instances or [])]
     spec, ws0 = constraint.spec, constraint.whitespace
     variants = [
         (label, json.dumps(fixed), ws0, fixed, spec)
@@ -239,20 +279,32 @@ def _schema_what_ifs(
     )
     deadline = time.monotonic() + budget_s
     for label, text, ws, sch, spec2 in variants:
+        meaning = meaning_of(schema, sch, documents)
         left = deadline - time.monotonic()
         if left <= 0:
-            what_if.append(
-                {"change": label, "error": f"not measured: the what-ifs' {budget_s:g} s were spent"}
-            )
+            error = f"not measured: the what-ifs' {budget_s:g} s were spent"
+            what_if.append({"change": label, "error": error, **meaning})
             continue
         try:
             c2 = Constraint("schema", text, ws, constraint.lenient, spec=spec2)
             dfa2 = automaton(c2, left)
         except CfsmError as exc:
-            what_if.append({"change": label, "error": exc.message})
+            what_if.append({"change": label, "error": exc.message, **meaning})
             continue
-        what_if.append(_measure_what_if(label, ws, sch, dfa2, texts, res, ctx))
+        got = _measure_what_if(label, ws, sch, dfa2, texts, res, ctx)
+        got["advice"] += f"; {meaning['meaning']}"
+        what_if.append({**got, **meaning})
     return what_if
+
+
+def _parsed(texts: list[str]) -> list:
+    out = []
+    for t in texts:
+        try:
+            out.append(json.loads(t))
+        except ValueError:
+            continue
+    return out
 
 
 def local_automaton(c: Constraint, timeout_s: float) -> CharDFA:
