@@ -3,14 +3,17 @@ strings panel; every error as one visible line."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import html
 import re
 
 from engine.analysis.check import check_text
-from engine.backends import AUTO, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar
+from engine.backends import AUTO, DEFAULT_BACKEND, GRAMMAR_SYNTAX, check_grammar, get_backend
+from engine.backends.audit import audit
+from engine.backends.choose import ORDER
 from engine.constraint import Constraint
 from engine.errors import CfsmError
-from engine.limits import LIVE_CHECK_S
+from engine.limits import AUTO_FIRST_S, LIVE_CHECK_S
 from engine.regex.dfa import validate_regex
 from engine.schema import parse_schema, schema_to_regex
 from engine.triggers.tools import parse_tools
@@ -98,17 +101,80 @@ def live_check(
             more = _regex_automaton_check(text, ws, hub)
         elif kind == "schema":
             parse_schema(text)
-            try:
-                schema_to_regex(text, ws)
-            except CfsmError as exc:
-                return (
-                    '<div class="cfsm-muted">valid schema; the FSM view is unavailable '
-                    f"({exc.message}) \u2014 tick Lenient, or use xgrammar or llguidance</div>"
-                )
+            return _schema_check(Constraint.from_inputs("schema", text, ws), backend, hub)
         ok = f"\u2713 looks valid{html.escape(more)}"
         return f'<div class="cfsm-muted" style="color:#15803d">{ok}</div>'
     except CfsmError as exc:
         return error_line(exc)
+
+
+def _muted(text: str, ok: bool = False) -> str:
+    colour = ' style="color:#15803d"' if ok else ""
+    body = html.escape(for_the_page(text))
+    return f'<div class="cfsm-muted" id="live-check"{colour}>{body}</div>'
+
+
+def _schema_check(c: Constraint, backend: str, hub: EngineHub | None) -> str:
+    """A schema as Run will take it, said while typing: fsm's automaton built by the live
+    check's own worker within LIVE_CHECK_S (cached for Run: a refusal here is Run's own),
+    and where fsm cannot hold it, the native backend `auto` goes to (its keyword audit,
+    static). A tick only where Run compiles it on the backend it names."""
+    eng = hub.peek() if hub is not None else None
+    if backend not in (AUTO, "fsm", "outlines"):
+        return _native_check(c, backend, "", eng)
+    if eng is None:  # no worker yet: the schema's lowering alone
+        schema_to_regex(c.text, c.whitespace)
+        return _muted("\u2713 valid schema (its automaton is checked once the model is loaded)")
+    try:
+        got = eng.try_automaton(c)
+    except CfsmError as exc:
+        if backend != AUTO:
+            return error_line(exc)
+        return _native_check(c, None, f"fsm cannot hold it ({exc.message}); ", eng)
+    if got.dfa is not None:
+        on = "auto runs it on fsm" if backend == AUTO else f"{backend} compiles it"
+        return _muted(f"\u2713 valid schema: {got.dfa.num_states:,} automaton states; {on}", True)
+    if got.why_not == "slow" and backend == AUTO:
+        after = next(iter(_native_takers(c)), None)
+        then = f", then {after}" if after else ""
+        return _muted(
+            f"valid schema; fsm's automaton takes longer than {LIVE_CHECK_S:g} s to build: "
+            f"Run gives fsm up to {AUTO_FIRST_S:g} s{then}"
+        )
+    return _muted("\u2713 valid schema (its automaton is being built)")
+
+
+def _native_takers(c: Constraint) -> list[str]:
+    """The native backends after fsm in `auto`'s order whose audit lets the schema through."""
+    out = []
+    for name in ORDER["schema"][1:]:
+        try:
+            audit(get_backend(name), c)
+        except CfsmError:
+            continue
+        out.append(name)
+    return out
+
+
+def _native_check(c: Constraint, backend: str | None, head: str, eng=None) -> str:
+    """`backend` (None: each native backend auto would try, in its order) compiled as Run
+    compiles it (the compile cache: Run reuses it), waited for up to LIVE_CHECK_S; its audit
+    alone let through schemas its library then refused (`oneOf` on llguidance)."""
+    names = [backend] if backend else list(ORDER["schema"][1:])
+    verb = "auto runs it on" if backend is None else "runs on"
+    why = []
+    for name in names:
+        try:
+            audit(get_backend(name), c)
+            if eng is not None:
+                eng.cache.submit(c, name).result(timeout=LIVE_CHECK_S)
+        except cf.TimeoutError:
+            return _muted(f"{head}valid schema; {name} is still compiling it (Run waits for it)")
+        except CfsmError as exc:
+            why.append(f"{name}: {exc.message}")
+            continue
+        return _muted(f"{head}\u2713 valid schema; {verb} {name}", not head)
+    return error_line(CfsmError("unsupported_feature", head + "; ".join(why)))
 
 
 def _grammar_for_auto(text: str) -> str:

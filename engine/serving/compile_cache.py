@@ -327,22 +327,38 @@ class CompileCache:
     def submit(self, constraint: Constraint, backend: str) -> cf.Future:
         if backend != AUTO:
             get_backend(backend)  # unknown names fail here, synchronously
-        if constraint.kind == "regex":
-            # every backend reads a regex in its normalized form: a construct none of them
-            # holds (a look-around, ...) is refused here at once, before any compile starts
-            # (xgrammar's worker setup took 3.3 s to say so for `(?=a)a`)
-            normalize_regex(constraint.text)
         k = self.key(constraint, backend)
         with self._lock:
             fut = self._cached(k)
             if fut is not None:
                 self.hits += 1
                 return fut
+            refused = self._refused_at_once(constraint)
+            if refused is not None:  # cached as a compile's failure is, no compile started
+                self.lru.put(k, refused)
+                return refused
             self.misses += 1
             fut = self._threads.submit(self._compile, constraint, backend)
             self.lru.put(k, fut)
             self._watch(k, fut)
             return fut
+
+    @staticmethod
+    def _refused_at_once(constraint: Constraint) -> cf.Future | None:
+        """A failed future for a regex no backend reads: every backend reads a regex in its
+        normalized form, so a construct none of them holds (a look-around, a parse error)
+        is refused before any compile starts (xgrammar's worker setup took 3.3 s to say so
+        for `(?=a)a`)."""
+        if constraint.kind != "regex":
+            return None
+        try:
+            normalize_regex(constraint.text)
+        except CfsmError as exc:
+            fut: cf.Future = cf.Future()
+            fut.set_exception(exc)
+            fut.cfsm_failed_at = time.monotonic()
+            return fut
+        return None
 
     def get(
         self, constraint: Constraint, backend: str, timeout_s: float | None = None

@@ -4,6 +4,8 @@ import gradio as gr
 from made_traces import trace as made_trace
 
 from app.checks import live_check
+from engine.constraint import Constraint
+from engine.errors import CfsmError
 from app.inputs import RESTORED_INPUTS, restore_inputs
 from app.run import scrub_slider
 from viz.summaries import compare_md
@@ -451,3 +453,44 @@ def test_messages_on_the_page_name_its_controls_not_cli_flags():
         w["change"]
         == "JSON Schema's own reading (the Spec reading box: open objects, 1.0 as an integer)"
     )
+
+
+def test_the_schema_live_check_names_the_backend_run_will_use(compile_engine):
+    """A tick was shown for schemas Run then refused or moved off fsm after its 8 s: the
+    check now builds fsm's automaton in the live worker (a refusal there is cached as
+    Run's own) and names the backend `auto` runs the schema on."""
+    import json
+
+    from app.state import EngineHub
+
+    hub = EngineHub()
+    hub._engines[hub.default] = compile_engine
+    person = json.dumps({"type": "object", "properties": {"name": {"type": "string"}},
+                         "required": ["name"]})  # fmt: skip
+    ok = live_check("schema", person, "compact", "auto", hub)
+    assert "\u2713 valid schema:" in ok and "auto runs it on fsm" in ok
+    wide = json.dumps({"type": "object", "properties": {f"p{i}": {"type": "string"}
+                       for i in range(700)}})  # fmt: skip
+    compile_engine.cache.wait_ready()  # a served page's workers are set up at start
+    moved = live_check("schema", wide, "compact", "auto", hub)
+    # the native compile is waited for up to LIVE_CHECK_S; past it the check says so
+    assert "fsm cannot hold it" in moved and (
+        "auto runs it on llguidance" in moved or "llguidance is still compiling it" in moved
+    )
+    # and Run does what the check said
+    assert compile_engine.compile(
+        Constraint.from_inputs("schema", wide, "compact"), "auto"
+    ).backend == "llguidance"
+    refused = live_check("schema", wide, "compact", "fsm", hub)
+    assert "state_explosion" in refused and "\u2713" not in refused
+    one_of = json.dumps({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})
+    for text in (person, one_of):
+        said = live_check("schema", text, "compact", "auto", hub)
+        if "still compiling" in said:  # past LIVE_CHECK_S on a busy machine: said so
+            continue
+        try:
+            got = compile_engine.compile(Constraint.from_inputs("schema", text, "compact"), "auto")
+        except CfsmError as exc:  # refused by Run: the check showed the refusal, no tick
+            assert "\u2713" not in said and exc.kind in said, said
+        else:
+            assert "\u2713" in said and f"runs it on {got.backend}" in said, (said, got.backend)
