@@ -79,7 +79,7 @@ def stat_cards(totals: Totals) -> str:
         clock = "this run's clock" if t.run_masked_ms else "this runtime's costs"
         cards.append(_saving_card("decode time", f"vs masked ({clock})", saved))
     # a cached constraint: its once-paid compile time, said so (not this run's)
-    label = "compile (cached: none this run)" if t.compile_cached else "compile"
+    label = "compile (cached, from an earlier run)" if t.compile_cached else "compile"
     cards.append((label, f"{1000 * t.compile_s:.0f} ms", None))
     if t.runtime:
         cards.append(("runtime", RUNTIME_NAMES.get(t.runtime, t.runtime), None))

@@ -22,6 +22,16 @@ GROUPS = (
 # a graph label is underlined where it links, and an underscore vanished into the line
 NAMES = {" ": "space", "\n": "newline", "\t": "tab", "\r": "carriage return", "_": "underscore"}
 MAX_LISTED = 6  # more leftover characters than this are written as ranges
+# a set that is one of these less a few characters is said so ("hex digit except D or d",
+# not "digit, A-C, E, F, a-c or e, f")
+NEAR_GROUPS = (
+    ("hex digit", frozenset(string.hexdigits)),
+    ("letter", frozenset(string.ascii_letters)),
+    ("lowercase letter", frozenset(string.ascii_lowercase)),
+    ("uppercase letter", frozenset(string.ascii_uppercase)),
+    ("digit", frozenset(string.digits)),
+)
+MAX_EXCEPT = 3
 
 
 def class_set(automaton: dict, k: int) -> CharSet:
@@ -78,6 +88,12 @@ def describe_chars(chars: frozenset[str]) -> str:
     if len(chars) == 1:
         c = next(iter(chars))
         return NAMES.get(c, _char(c))
+    for name, group in NEAR_GROUPS:
+        if chars == group:
+            return name
+        missing = group - chars
+        if chars <= group and 0 < len(missing) <= MAX_EXCEPT and len(chars) > MAX_LISTED:
+            return f"{name} except {_join([_char(c) for c in sorted(missing)])}"
     left, parts = set(chars), []
     for name, group in GROUPS:
         if group <= left:

@@ -478,9 +478,10 @@ def test_the_schema_live_check_names_the_backend_run_will_use(compile_engine):
         "auto runs it on llguidance" in moved or "llguidance is still compiling it" in moved
     )
     # and Run does what the check said
-    assert compile_engine.compile(
-        Constraint.from_inputs("schema", wide, "compact"), "auto"
-    ).backend == "llguidance"
+    assert (
+        compile_engine.compile(Constraint.from_inputs("schema", wide, "compact"), "auto").backend
+        == "llguidance"
+    )
     refused = live_check("schema", wide, "compact", "fsm", hub)
     assert "state_explosion" in refused and "\u2713" not in refused
     one_of = json.dumps({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})

@@ -678,3 +678,18 @@ def test_a_long_class_repeated_along_a_counted_string_reads_as_a_key_written_onc
         return float(re.search(r'<svg width="([\d.]+)pt"', render_svg(dot)).group(1))
 
     assert width(keyed) < 0.7 * width(plain), (width(keyed), width(plain))
+
+
+def test_a_class_that_is_a_known_group_less_a_few_reads_as_that_group_except_them():
+    """A JSON string's `\\u` escape after `\\uD8`-style splits: the edge read "digit, A-C,
+    E, F, a-c or e, f"."""
+    import string
+
+    from viz.charclass import describe_chars
+
+    assert describe_chars(frozenset(string.hexdigits) - frozenset("Dd")) == (
+        "hex digit except D or d"
+    )
+    assert describe_chars(frozenset(string.hexdigits)) == "hex digit"
+    assert describe_chars(frozenset(string.ascii_lowercase) - {"q"}) == "lowercase letter except q"
+    assert describe_chars(frozenset("0123456789abc")) == "digit, a, b or c"  # not near a group
