@@ -4,10 +4,10 @@ import gradio as gr
 from made_traces import trace as made_trace
 
 from app.checks import live_check
-from engine.constraint import Constraint
-from engine.errors import CfsmError
 from app.inputs import RESTORED_INPUTS, restore_inputs
 from app.run import scrub_slider
+from engine.constraint import Constraint
+from engine.errors import CfsmError
 from viz.summaries import compare_md
 
 
