@@ -7,6 +7,7 @@ kernel kills it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..errors import CfsmError
 from ..limits import COMPILE_TIMEOUT_S, MAX_SCHEMA_REGEX_CHARS
@@ -23,6 +24,8 @@ class LoweringBudget:
         self.max_chars, self.timeout_s = max_chars, timeout_s
         self.deadline = time.monotonic() + timeout_s
         self.written = 0
+        # a walked path as the place the raw schema has (set by the lowering that owns it)
+        self.place: Callable[[str], str] = lambda ptr: ptr or "/"
 
     def check(self, ptr: str) -> None:
         """Raise `compile_timeout` once the lowering has run past its time."""
@@ -30,7 +33,7 @@ class LoweringBudget:
             raise CfsmError(
                 "compile_timeout",
                 f"turning the schema into a regex took longer than {self.timeout_s:g} s "
-                f"(at {ptr or '/'}); xgrammar or llguidance compile such schemas natively",
+                f"(at {self.place(ptr)}); xgrammar or llguidance compile such schemas natively",
             )
 
     def charge(self, size: int, ptr: str) -> None:
@@ -41,7 +44,7 @@ class LoweringBudget:
             what = size if size > self.max_chars else self.written
             raise CfsmError(
                 "state_explosion",
-                f"the schema's regex grows past {self.max_chars:,} characters at {ptr or '/'} "
+                f"the schema's regex grows past {self.max_chars:,} characters at {self.place(ptr)} "
                 f"({what:,}: optional properties, nested objects and repeated $refs multiply "
                 "it); xgrammar or llguidance compile such schemas natively",
             )

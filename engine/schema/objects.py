@@ -76,9 +76,7 @@ class ObjectCompiler:
             return None
         members = []
         for name in names:
-            value = self.c.node(
-                self.value_schema(name), join_raw(self.ptr, f"properties/{escape(name)}")
-            )
+            value = self.c.node(self.value_schema(name), self.name_at(name))
             required = name in self.required
             if value is None:
                 if required:
@@ -145,6 +143,19 @@ class ObjectCompiler:
                 f"{pattern!r} does not parse ({exc})",
             ) from None
 
+    def name_at(self, name: str) -> str:
+        """Where the schema of a listed name is written: its `properties` entry; for a
+        name only `required` lists, the first pattern that matches it, else the object's
+        `additionalProperties` or the object itself."""
+        if name in self.props:
+            return join_raw(self.ptr, f"properties/{escape(name)}")
+        for i, p in enumerate(self.patterns):
+            if self.matches(p, name):
+                return self._at(i)
+        if isinstance(self.s.get("additionalProperties"), dict):
+            return join_raw(self.ptr, "additionalProperties")
+        return self.ptr or "/"
+
     def value_schema(self, name: str):
         base = self.props.get(name, self.extra_schema if self.extra_schema is not False else True)
         extra = [sub for p, sub in self.patterns.items() if self.matches(p, name)]
@@ -183,7 +194,7 @@ class ObjectCompiler:
         where = join_raw(self.ptr, "patternProperties")
         bodies = [PatternTranslator(p, where).translate()[0] for p in self.patterns]
         subs = list(self.patterns.values())
-        value = self.c.node(subs[0] if len(subs) == 1 else {"allOf": subs}, where)
+        value = self.c.node(subs[0] if len(subs) == 1 else {"allOf": subs}, self._at(0))
         return None if value is None else '"' + alt(bodies) + '"' + self.sep.key + value
 
     def pattern_regions(self, listed: set[str]) -> str | None:
@@ -212,7 +223,7 @@ class ObjectCompiler:
                 value = (
                     self.c.node(self.extra_schema, join_raw(self.ptr, "additionalProperties"))
                     if not chosen
-                    else self.c.node(_all_of([pats[i][1] for i in chosen]), where)
+                    else self.c.node(_all_of([pats[i][1] for i in chosen]), self._at(chosen[0]))
                 )
                 if value is None:
                     continue
@@ -223,6 +234,12 @@ class ObjectCompiler:
                 if key is not None:
                     members.append('"(' + key + ')"' + self.sep.key + value)
         return alt(members) or ""
+
+    def _at(self, i: int) -> str:
+        """The pointer of the `i`th pattern's schema (where a value matching several
+        patterns gets their merge, the first one's: a node the schema has)."""
+        pattern = list(self.patterns)[i]
+        return join_raw(self.ptr, "patternProperties/" + escape(pattern))
 
     def counts(self, n_req: int, n_listed: int, extras: bool) -> tuple[int | None, int | None]:
         """minProperties/maxProperties: (min, max) count, or (None, _) when unsatisfiable."""

@@ -104,6 +104,83 @@ def follow_refs(root, node, pointer: str) -> tuple[object, str]:
     return node, pointer
 
 
+BRANCHES = ("anyOf", "oneOf", "allOf")
+
+
+def defining_pointer(root, pointer: str) -> str:
+    """`pointer` as a place the raw schema has: the lowering names places by the path it
+    walked, which runs through `$ref`s and through branches merged with their parent's
+    keywords (`/anyOf/0/properties/x` where `properties` is the parent's). Walked here
+    segment by segment: a segment the node lacks is looked for through the node's local
+    `$ref` (the pointer then continues at the target, where it is written), and a branch
+    step (`anyOf/0`) the rest of the path is not under is skipped. The pointer unchanged
+    where it resolves already, or where no such walk reaches its end."""
+    if resolve(root, pointer)[0]:
+        return pointer
+    parts, node, at, i = split(pointer), root, "/", 0
+    for _ in range(4 * len(parts) + 8):
+        if i >= len(parts):
+            return at
+        p = parts[i]
+        if p in BRANCHES and _merged_branch(root, node, parts, i):
+            i += 2  # a branch the lowering merged with its parent: the parent has the rest
+            continue
+        child = _step(node, p)
+        if child is not None:
+            node, at, i = child, join(at, p), i + 1
+            continue
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        target = resolve_ref(root, ref) if ref is not None else None
+        if target is not None and target is not node:
+            node, at = target, ref_pointer(ref)
+            continue
+        inside = _branch_with(root, node, at, p)
+        if inside is not None:  # a branch's keyword the lowering merged into its parent
+            node, at = inside
+            continue
+        if p in BRANCHES and i + 1 < len(parts):
+            i += 2  # the branch's keywords merged into its parent's: the parent has the rest
+            continue
+        return pointer
+    return pointer
+
+
+def _merged_branch(root, node, parts: list[str], i: int) -> bool:
+    """Is `parts[i:i+2]` a branch step whose next segment is the parent's, not the
+    branch's (`anyOf/0` holding only `required`, then `properties` of the parent)?"""
+    if i + 2 >= len(parts):
+        return False
+    branch = _step(_step(node, parts[i]), parts[i + 1])
+    branch = follow_refs(root, branch, "/")[0]
+    nxt = parts[i + 2]
+    return (
+        isinstance(node, dict) and nxt in node and not (isinstance(branch, dict) and nxt in branch)
+    )
+
+
+def _branch_with(root, node, at: str, part: str):
+    """(branch, its pointer) of the first `allOf`/`anyOf`/`oneOf` member of `node` (a
+    local `$ref` member followed) that has `part`; None where none has it."""
+    if not isinstance(node, dict):
+        return None
+    for kw in BRANCHES:
+        members = node.get(kw)
+        for j, member in enumerate(members if isinstance(members, list) else []):
+            here = join(at, kw, j)
+            member, here = follow_refs(root, member, here)
+            if isinstance(member, dict) and part in member:
+                return member, here
+    return None
+
+
+def _step(node, part: str):
+    if isinstance(node, dict) and part in node:
+        return node[part]
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return node[int(part)]
+    return None
+
+
 def _key_step(node: dict, key: str) -> str | None:
     """Which keyword of an object schema governs `key`, as an escaped pointer part."""
     props = node.get("properties")

@@ -89,9 +89,26 @@ class RefResolver:
             return
         self.stack.append(ref)
         try:
-            yield self.inline(s, ptr), ptr
+            yield self.inline(s, ptr), self.defined_at(s, ptr)
         finally:
             self.stack.pop()
+
+    def defined_at(self, s, ptr: str) -> str:
+        """Where the schema a reference stands for is written: its target's pointer, a
+        chain of references followed (a pointer through `$ref`s such as a CRD's
+        `/properties/versions/items/.../properties/allOf/items` resolves nowhere in the raw
+        schema; `/definitions/...JSONSchemaProps/properties/allOf/items` does). A reference
+        with sibling keywords that constrain (not only annotations such as `description`),
+        or one by `$anchor`, stays where it is written."""
+        for _ in range(16):
+            ref = s.get("$ref") if isinstance(s, dict) else None
+            if not isinstance(ref, str) or not ref.startswith("#/"):
+                return ptr
+            if any(k != "$ref" and not is_annotation(k) for k in s):
+                return ptr
+            ptr = "/" + unquote(ref[1:]).strip("/")
+            s = self.target(ref, ptr)
+        return ptr
 
 
 DATA_KEYWORDS = (
@@ -149,6 +166,13 @@ _ANNOT = {
 }
 
 
+def is_annotation(k: str) -> bool:
+    """A keyword that describes a value without constraining it: JSON Schema's own, and
+    vendor extensions (`x-intellij-html-description`: two different ones refused an
+    `allOf` that merges exactly)."""
+    return k in _ANNOT or k.startswith("x-")
+
+
 def json_equal(a, b) -> bool:
     """Equality as JSON Schema means it: 1 == 1.0, but true is not 1, at any depth."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -171,7 +195,7 @@ def _merge_key(k: str, a, b):
     """(merged value, conflict message or None)."""
     if json_equal(a, b):
         return a, None
-    if k in _ANNOT:
+    if is_annotation(k):
         return a, None
     if k in _MAX:
         return min(a, b), None

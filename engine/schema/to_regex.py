@@ -32,7 +32,7 @@ from .numbers import (
     number_spellings,
 )
 from .objects import ObjectCompiler
-from .pointer import join_raw
+from .pointer import defining_pointer, join_raw, resolve
 from .refs import RefResolver, json_equal, merge_all
 from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
 from .whitespace import WhitespacePolicy
@@ -102,6 +102,7 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
         self.warnings: list[str] = []
         self.refs = RefResolver(root, REF_DEPTH)
         self.budget = budget or LoweringBudget()
+        self.budget.place = lambda ptr: defining_pointer(self.refs.root, ptr or "/")
         self._by_ref: dict[tuple, str | None] = {}  # a $ref lowered once per recursion path
         self._validator = None  # the document's JSON Schema validator (`validator`)
         self._empty_at = ""  # the last subschema that admitted no value (`compile` names it)
@@ -126,7 +127,10 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
 
     def refuse(self, keyword: str, ptr: str, why: str) -> None:
         """A keyword that cannot be enforced: an error, or with lenient a warning."""
-        where = join_raw(ptr, keyword)
+        root = self.refs.root
+        where = defining_pointer(root, join_raw(ptr, keyword))
+        if not resolve(root, where)[0]:  # a keyword the lowering made (a $ref's merge)
+            where = defining_pointer(root, ptr or "/")
         if not self.lenient:
             raise CfsmError(
                 "unsupported_feature",
@@ -274,7 +278,9 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
             return rest
         return self.flatten_all_of(merged, ptr) if "allOf" in merged else merged
 
-    def any_of(self, s: dict, ptr: str) -> str | None:
+    def any_of(self, s: dict, ptr: str, kw: str = "anyOf", at: list[int] | None = None):
+        """The branches' alternation; `kw` and `at` name them as the schema writes them (a
+        `oneOf` lowered here: its keyword and each branch's own index)."""
         rest = {k: v for k, v in s.items() if k != "anyOf"}
         branches = []
         for i, sub in enumerate(s["anyOf"]):  # a $ref stays for node(), which bounds recursion
@@ -282,16 +288,17 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
                 continue
             merged, conflict = merge_all([rest, {} if sub is True else sub])
             if conflict:
-                self.refuse("anyOf", ptr, conflict)
+                self.refuse(kw, ptr, conflict)
                 return self.node(rest, ptr)
-            branches.append(self.node(merged, join_raw(ptr, f"anyOf/{i}")))
+            branches.append(self.node(merged, join_raw(ptr, f"{kw}/{at[i] if at else i}")))
         return alt(branches)
 
     def one_of(self, s: dict, ptr: str) -> str | None:
         subs = [
             self.refs.inline(sub, join_raw(ptr, f"oneOf/{i}")) for i, sub in enumerate(s["oneOf"])
         ]
-        live = [x for x in subs if x is not False]
+        at = [i for i, x in enumerate(subs) if x is not False]
+        live = [subs[i] for i in at]
         if len(live) > 1 and not _pairwise_disjoint(live):
             self.refuse(
                 "oneOf",
@@ -299,7 +306,8 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
                 "its branches may overlap (only branches of different types, or "
                 "objects told apart by a required `const`/`enum` property, are exact)",
             )
-        return self.any_of({**{k: v for k, v in s.items() if k != "oneOf"}, "anyOf": live}, ptr)
+        rest = {k: v for k, v in s.items() if k != "oneOf"}
+        return self.any_of({**rest, "anyOf": live}, ptr, "oneOf", at)
 
     def finite_values(self, s: dict, ptr: str) -> list | None:
         """The values a node may take when an `enum` or `const` lists them, on the node or
