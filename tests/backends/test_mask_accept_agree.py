@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from engine.constraint import Constraint
 from engine.errors import CfsmError
 
-SEEDS = range(5)
+SEEDS = range(3)
 STEPS = 40
 # the sizes each backend compiles within its budgets (larger ones are refused by name:
 # the regex path's state budget, xgrammar's compile memory cap)
