@@ -39,10 +39,13 @@ def segment_records(m: TriggeredMatcher, token_bytes, out_ids: list[int]):
     plan = m.plan
     recs: list[SegmentRecord] = []
     chars = 0
-    for d in m.segments():
+    segs = m.segments()
+    for i, d in enumerate(segs):
         end = min(d["end"], len(out_ids))
-        if end <= d["start"] and d["kind"] != "constrained":
+        last_free = d["kind"] == "free" and i == len(segs) - 1
+        if end <= d["start"] and d["kind"] != "constrained" and not last_free:
             continue  # a tag the output did not take (the stop came where it could begin)
+        # an empty last free segment is kept: the step that chose the end was taken there
         text = b"".join(token_bytes[t] or b"" for t in out_ids[d["start"] : end])
         s = text.decode("utf-8", errors="replace")
         r = SegmentRecord(
