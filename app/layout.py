@@ -133,10 +133,12 @@ class Doctor:
 # a second for as long as the page stayed open (Gradio 6.31).
 KINDS_SHOWN = (("Regex", "regex"), ("JSON schema", "schema"), ("Grammar", "grammar"),
                ("Tools", "tools"))  # fmt: skip
+# the boxes are found by class: Gradio writes a Group's elem_id on two nested elements, so
+# each `kind-*` id appeared twice in the page
 KIND_CSS = (
     ",".join(
-        f"body[data-cfsm-kind]:not([data-cfsm-kind={k}]) #kind-{k}"
-        + ("" if k == "regex" else f",body:not([data-cfsm-kind]) #kind-{k}")
+        f"body[data-cfsm-kind]:not([data-cfsm-kind={k}]) .kind-{k}"
+        + ("" if k == "regex" else f",body:not([data-cfsm-kind]) .kind-{k}")
         for _, k in KINDS_SHOWN
     )
     + "{display:none !important;}"
@@ -152,7 +154,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
     w["ctabs"] = gr.Radio(
         list(KINDS_SHOWN), value="regex", show_label=False, container=False, elem_id="kind-choice"
     )
-    with gr.Group(elem_id="kind-regex", elem_classes=["cfsm-kind-box"]):
+    with gr.Group(elem_classes=["cfsm-kind-box", "kind-regex"]):
         w["rx"] = gr.Textbox(
             P[first]["text"],
             label="Regex (full match, Python syntax)",
@@ -160,7 +162,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
             elem_id="regex-input",
         )
         w["rx_err"] = gr.HTML("", elem_id="regex-error")
-    with gr.Group(elem_id="kind-schema", elem_classes=["cfsm-kind-box"]):
+    with gr.Group(elem_classes=["cfsm-kind-box", "kind-schema"]):
         w["sch"] = gr.Code(
             P["Person (JSON schema)"]["text"],
             language="json",
@@ -168,7 +170,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
             elem_id="schema-input",
         )
         w["sch_err"] = gr.HTML("", elem_id="schema-error")
-    with gr.Group(elem_id="kind-grammar", elem_classes=["cfsm-kind-box"]):
+    with gr.Group(elem_classes=["cfsm-kind-box", "kind-grammar"]):
         w["gram"] = gr.Textbox(
             P["Colour (EBNF grammar)"]["text"],
             lines=4,
@@ -176,7 +178,7 @@ def _constraint_inputs(P: dict, first: str) -> dict:
             label="Grammar: EBNF for xgrammar, Lark for llguidance",
         )
         w["gram_err"] = gr.HTML("", elem_id="grammar-error")
-    with gr.Group(elem_id="kind-tools", elem_classes=["cfsm-kind-box"]):
+    with gr.Group(elem_classes=["cfsm-kind-box", "kind-tools"]):
         w["tools"] = gr.Code(
             P[TOOLS_PRESET]["text"],
             language="json",

@@ -454,6 +454,13 @@ def test_text_typed_as_soon_as_a_kind_is_chosen_is_kept_and_checked_once(page, a
                 shown = [k for k in ("regex", "schema", "grammar", "tools")
                          if page.locator(f"#{k}-input").is_visible()]  # fmt: skip
                 assert shown == [kind]
+        # every id once (Gradio wrote each kind box's id on two nested elements)
+        twice = page.evaluate(
+            "() => { const n = {}; document.querySelectorAll('[id]').forEach((e) => "
+            "{ if (e.id) n[e.id] = (n[e.id] || 0) + 1; }); "
+            "return Object.keys(n).filter((k) => n[k] > 1); }"
+        )
+        assert twice == []
     finally:
         page.remove_listener("request", seen)
         page.goto(app_url, wait_until="domcontentloaded")
