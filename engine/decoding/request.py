@@ -98,6 +98,9 @@ class GenerateRequest:
     )  # /v1: from top_logprobs
     # per-step allowed samples and masks for the visualizer
     trace_detail: bool = offered(True, "per-step samples and masks in the trace", cli=False)
+    # the whole prompt computed, no kept prompt shared: Compare's sides start from the same
+    # cache state whatever other users left kept (not offered: Compare sets it)
+    cold_prompt: bool = False
     # "transformers" or "llamacpp"; empty: the engine's default (the CLI's --runtime is the
     # engine's, with the model flags)
     runtime: str = offered(

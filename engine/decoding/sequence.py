@@ -94,6 +94,8 @@ class Sequence:
         self.prompt_ids = prompt_ids
         self.runner = runner
         self.cache = runner.new_cache()
+        if req.cold_prompt:
+            runner.cold(self.cache)
         self.device = device = runner.device
         self.on_event = on_event
         self.should_stop = should_stop

@@ -174,6 +174,12 @@ class Runner(ABC):
         computing them again. Returns whether this runtime does; never fails."""
         return False
 
+    def cold(self, cache: KVCache) -> None:
+        """`cache`'s request computes its whole first feed: it shares no kept prompt (two
+        runs compared from the same cache state). Call before its first pass; changes only
+        that request's plan; never fails. A runtime that keeps no prompt has nothing to do."""
+        return None
+
     def recomputed_tokens(self, cache: KVCache) -> int:
         """Tokens of `cache` computed again because the runtime evicted them to make room
         for others (0 on a runtime that never evicts). Changes nothing."""

@@ -104,6 +104,7 @@ class LlamaSeq:
     held: int = 0  # passes it was held back for cells
     ahead: int = 0  # at its last hold: live requests older than it (they run first)
     recomputed: int = 0  # tokens computed again after evictions
+    shares: bool = True  # its first feed may share the kept prompt (False: `cold`)
 
     def get_seq_length(self) -> int:
         return self.n
@@ -466,7 +467,7 @@ class LlamaCppRunner(Runner):
                 c.recomputed += c.n
                 items += [(None, -1, c.seq_id, p, t) for p, t in enumerate(c.tokens)]
             skip = 0
-            if self._reuse and c.n == 0 and c.resident:
+            if self._reuse and c.n == 0 and c.resident and c.shares:
                 skip = c.reused = self._share_prefix(c.seq_id, toks, f.keep)
             for j, tok in enumerate(toks[skip:]):
                 row = j - (len(toks) - skip - f.keep)
@@ -503,6 +504,9 @@ class LlamaCppRunner(Runner):
         lib, mem = self.lm.lib, self.lm.mem
         lib.llama_memory_seq_cp(mem, sid, PREFIX_SEQ, len(self._prefix), len(toks))
         self._prefix, self._prefix_top = toks, self.lm.placed
+
+    def cold(self, cache: LlamaSeq) -> None:
+        cache.shares = False
 
     def enable_prefix_reuse(self) -> bool:
         self._reuse = PREFIX_REUSE

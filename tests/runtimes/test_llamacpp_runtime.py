@@ -475,3 +475,25 @@ def test_requests_starting_together_share_the_kept_prompt_and_decode_as_alone(ll
             run.free(c)
     for (f, s), got_f, got_s in zip(want, firsts, steps, strict=True):
         assert torch.equal(got_f, f) and torch.equal(got_s, s)
+
+
+@pytest.mark.model
+def test_compares_sides_start_from_the_same_cold_cache_whatever_was_kept(engine):
+    """Compare's sides computed their prompts from whatever the runtime had kept: primed
+    each side's prompt first, a busy server's other requests left theirs, and the sides
+    shared 8, 24 or 53 of 53 prompt tokens. Each side now computes its whole prompt."""
+    from engine.constraint import Constraint
+    from engine.decoding.request import GenerateRequest
+
+    c = Constraint("regex", "(yes|no), because [a-z ]{1,20}")
+    ask = "Is the sea blue? Answer and say why."
+    # a kept prompt that begins the same way (the same chat template), as a page's last run
+    engine.generate(GenerateRequest.from_inputs(ask + " Be brief.", c, max_new_tokens=4))
+    a = GenerateRequest.from_inputs(ask, c, mode="masked", max_new_tokens=12)
+    b = GenerateRequest.from_inputs(ask, c, mode="jump", max_new_tokens=12)
+    ta, tb = engine.side_by_side(a, b)
+    assert ta.totals.prompt_cached_tokens == tb.totals.prompt_cached_tokens == 0
+    assert ta.totals.prefill_ms > 0 and tb.totals.prefill_ms > 0
+    # an ordinary run still shares the kept prompt
+    again = engine.generate(GenerateRequest.from_inputs(ask, c, max_new_tokens=4))
+    assert again.totals.prompt_cached_tokens > 0
