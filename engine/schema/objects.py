@@ -191,7 +191,7 @@ class ObjectCompiler:
             return exact or None
         if any(self.matches(p, n) for p in self.patterns for n in listed):
             return None
-        where = join_raw(self.ptr, "patternProperties")
+        where = self.c.place(join_raw(self.ptr, "patternProperties"))
         bodies = [PatternTranslator(p, where).translate()[0] for p in self.patterns]
         subs = list(self.patterns.values())
         value = self.c.node(subs[0] if len(subs) == 1 else {"allOf": subs}, self._at(0))
@@ -206,7 +206,7 @@ class ObjectCompiler:
         pats = list(self.patterns.items())
         if len(pats) > MAX_EXACT_PATTERNS:
             return None
-        where = join_raw(self.ptr, "patternProperties")
+        where = self.c.place(join_raw(self.ptr, "patternProperties"))
         translators = [PatternTranslator(p, where) for p, _ in pats]
         keys = [KEY_UNIVERSE] + [t.translate()[0] for t in translators]
         if not all(

@@ -224,6 +224,9 @@ def _merge_key(k: str, a, b):
         return [x for x in a if any(json_equal(x, y) for y in b)], None
     if k == "uniqueItems":
         return bool(a or b), None
+    if k == "pattern":  # both hold: the string lowering intersects them
+        listed = [*(a if isinstance(a, list) else [a]), *(b if isinstance(b, list) else [b])]
+        return list(dict.fromkeys(listed)), None
     if k == "multipleOf":
         fa, fb = Fraction(str(a)), Fraction(str(b))
         big, small = max(fa, fb), min(fa, fb)
