@@ -46,4 +46,6 @@ def page_report(rep: dict) -> dict:
         {k: for_the_page(v) if isinstance(v, str) else v for k, v in w.items()}
         for w in rep.get("what_if") or []
     ]
-    return {**rep, "what_if": rows}
+    causes = [{**c, "suggestion": for_the_page(c.get("suggestion") or "")}
+              for c in rep.get("causes") or []]  # fmt: skip
+    return {**rep, "what_if": rows, "causes": causes}

@@ -22,7 +22,7 @@ from viz.plots import timeline
 from viz.step_bundle import empty_view, live_view_html, step_view_html, step_view_parts
 from viz.summaries import live_figures, previous_run_note, summary_md, waiting_line
 
-from .checks import error_line
+from .checks import error_line, for_the_page
 from .inputs import RESTORED_INPUTS, PageInputs, Row, restore_inputs
 from .layout import NO_RUN, Playground
 from .state import DECODE_SLOTS, EngineHub, RunHandle, check_page_model
@@ -65,7 +65,7 @@ def finished_run(trace: Trace, collapse: bool, whole: bool, raw: bool = False) -
     first = dict(
         trace=trace,
         error="",
-        summary=summary_md(trace),
+        summary=for_the_page(summary_md(trace)),  # auto's reason may name CLI flags
         cards=stat_cards(trace.totals),
         scrub=scrub_slider(len(trace.steps)),
         view=view,

@@ -495,3 +495,18 @@ def test_the_schema_live_check_names_the_backend_run_will_use(compile_engine):
             assert "\u2713" not in said and exc.kind in said, said
         else:
             assert "\u2713" in said and f"runs it on {got.backend}" in said, (said, got.backend)
+
+
+def test_a_runs_summary_names_the_pages_controls_not_cli_flags():
+    """auto's reason quotes a backend's refusal ("--lenient compiles it unenforced"): on
+    the page that is the Lenient box."""
+    from app.run import finished_run
+
+    tr = made_trace(backend="llguidance", mode="jump")
+    tr.backend_why = (
+        "llguidance, because fsm refused it (`uniqueItems` at /uniqueItems cannot be enforced "
+        "on the regex path (--lenient compiles it unenforced with a warning))"
+    )
+    first, _ = finished_run(tr, True, False)
+    assert "the Lenient box compiles it" in first["summary"]
+    assert "--lenient" not in first["summary"]
