@@ -264,14 +264,16 @@ GUIDED_BACKENDS = {"xgrammar": "xgrammar", "guidance": "llguidance", "outlines":
                    "auto": "auto", "lm-format-enforcer": None}  # fmt: skip
 
 
-def _strict_keys(obj: dict, known: set, where: str) -> None:
-    """A 400 naming the first key of `obj` not in `known` (with the nearest known one)."""
+def _strict_keys(obj: dict, known: set, where: str, top: bool = False) -> None:
+    """A 400 naming the first key of `obj` not in `known` (with the nearest known one);
+    `top`: the keys are the body's own fields (the param is the key alone)."""
     for k in obj:
         if k not in known:
             near = difflib.get_close_matches(str(k), sorted(known), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise bad_request(f"{where} has no field {k!r}{hint}; it takes "
-                              f"{', '.join(sorted(known))}", f"{where}.{k}")  # fmt: skip
+                              f"{', '.join(sorted(known))}",
+                              k if top else f"{where}.{k}")  # fmt: skip
 
 
 def _response_format(rf) -> tuple[str, object] | None:
@@ -313,7 +315,7 @@ def _guided(body: dict) -> list[tuple[str, str, object]]:
     """The top-level constraint fields; an unknown `guided_*` name is a typo's 400."""
     for k in body:
         if isinstance(k, str) and k.startswith("guided_") and k not in GUIDED:
-            _strict_keys({k: None}, set(GUIDED) | GUIDED_OPTIONS, "the request")
+            _strict_keys({k: None}, set(GUIDED) | GUIDED_OPTIONS, "the request", top=True)
     if body.get("guided_whitespace_pattern") is not None:
         raise bad_request("guided_whitespace_pattern is not supported here (the whitespace "
                           "field sets JSON whitespace)", "guided_whitespace_pattern")  # fmt: skip

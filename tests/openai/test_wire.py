@@ -103,7 +103,7 @@ def test_an_unknown_key_inside_a_constraint_object_is_a_400_naming_it():
           "schema": schema, "scheme": 1}}}, "response_format.json_schema.scheme", "schema"),
         ({"response_format": {"type": "json_object", "shema": schema}},
          "response_format.shema", "schema"),
-        ({"guided_regx": "[0-9]+"}, "the request.guided_regx", "guided_regex"),
+        ({"guided_regx": "[0-9]+"}, "guided_regx", "guided_regex"),
     ):  # fmt: skip
         e = refused(400, param, **body)
         assert f"did you mean {near!r}" in e.message, e.message
