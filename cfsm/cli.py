@@ -365,6 +365,9 @@ def cmd_serve(args) -> int:
     except OSError as exc:
         raise CfsmError("invalid_input", f"cannot listen on {args.host}:{args.port}: "
                         f"{exc.strerror or exc}") from None  # fmt: skip
+    url = f"http://{args.host}:{sock.getsockname()[1]}"
+    print(f"cfsm serve: the playground at {url}/, the OpenAI API at {url}/v1 (requests wait "
+          "while the model loads; Ctrl-C stops)", file=sys.stderr, flush=True)  # fmt: skip
     app_main.serve(
         sock=sock,
         host=args.host,
