@@ -5,8 +5,7 @@ One llama.cpp context serves every request: each request's cache is a sequence i
 unified KV cache, a batched pass is one `llama_decode` with one sequence id per token,
 crops are `llama_memory_seq_rm`, and logits are read only at the positions a feed keeps.
 Flash attention is on: without it a k-token pass and k one-token steps differ by up to
-0.6 in logits, and jump-forward would change outputs for numerical reasons only.
-"""
+0.6 in logits, and jump-forward would change outputs for numerical reasons only."""
 
 from __future__ import annotations
 
@@ -300,8 +299,8 @@ class LlamaCppRunner(Runner):
     def _settle(self) -> None:
         """No request is live: retired cells are freed and llama.cpp refills from the lowest
         free cell, so the span is the kept prompt's again and steps keep the faster thread
-        count (before, one single-user run in three stepped on one thread). Past EXACT_SPAN,
-        or with no kept prompt, the cache is emptied instead."""
+        count (one single-user run in three stepped on one thread). Past EXACT_SPAN, or
+        with no kept prompt, the cache is emptied."""
         if self._live:
             return
         self.lm.lib.llama_memory_seq_rm(self.lm.mem, GRAVE_SEQ, -1, -1)
@@ -313,9 +312,8 @@ class LlamaCppRunner(Runner):
             self._prefix = []
 
     def kv_cells_used(self) -> int:
-        """Cells held now, counted from above: live requests' resident positions, the kept
-        prompt and the retired cells (a shared prompt position is counted twice). A
-        server's metrics read it without the lock (held through a whole pass)."""
+        """Cells held now: live requests' resident positions, the kept prompt, the retired
+        cells (a shared position counts twice); read without the lock (held by a pass)."""
         held = sum(c.n for c in list(self._live.values()) if c.resident)
         return held + len(self._prefix) + self._grave
 
@@ -407,8 +405,7 @@ class LlamaCppRunner(Runner):
         return self.costs.pass_ms(n_tokens) if self.costs is not None else float(n_tokens)
 
     def pass_threads(self) -> dict[str, int]:
-        pt = self.lm.pass_threads
-        return {k: pt.best(k) for k in KIND_NAMES}
+        return {k: self.lm.pass_threads.best(k) for k in KIND_NAMES}
 
     @contextlib.contextmanager
     def cost_passes(self) -> Iterator[None]:
@@ -427,8 +424,7 @@ class LlamaCppRunner(Runner):
         for at each feed's last `keep` positions only. A request's first feed starts from
         the kept prompt's positions where its tokens begin the same way. A feed the cache
         has no room for now comes back as None (held: nothing changed), one that could
-        never fit as its CfsmError; an evicted request's pass computes its tokens again
-        first."""
+        never fit as its CfsmError; an evicted request's pass computes its tokens first."""
         t0 = time.perf_counter()
         if any(len(f.tokens) < f.keep for f in feeds):
             raise ValueError("a feed must hold at least as many tokens as the logits it keeps")

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CfsmError
 from ..lazy import lazy_module
-from ..regex.algebra import TooLarge, combine
-from ..regex.sets import sre_parse
+from ..regex.algebra import TooLarge
 from .budget import LoweringBudget
 from .dependencies import DependencyKeywords
 from .ecma import ecma_schema
@@ -35,18 +34,12 @@ from .numbers import (
 from .objects import ObjectCompiler
 from .pointer import defining_pointer, join_raw, resolve
 from .refs import RefResolver, json_equal, merge_all
-from .strings import ANY_STRING, CHAR, RAW, PatternTranslator
+from .strings import ANY_STRING, CHAR, RAW, PatternTranslator, intersect_contents, width_of
 from .whitespace import WhitespacePolicy
 
 jsonschema = lazy_module("jsonschema")
 
 ANY_DEPTH = 1  # nesting of values a schema leaves untyped
-# a string's intersection (pattern with pattern, format or length), as the key products:
-# the product is written back as a regex by state elimination, which grows fast (3,000
-# states and 200,000 characters lowered 1 more of the 400 main-subset schemas than these,
-# and took 2.4x the lowering time over them all)
-STRING_PRODUCT_STATES = 400
-STRING_PRODUCT_CHARS = 60_000
 REF_DEPTH = 3  # how many times one recursive $ref is expanded
 TYPES = ("null", "boolean", "object", "array", "string", "integer", "number")
 
@@ -403,7 +396,7 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
                                        "another `pattern`")]  # fmt: skip
             if parts[0] is None:
                 return None
-        width = _width(parts[0])
+        width = width_of(parts[0])
         if (lo or hi is not None) and not (width[0] >= lo and (hi is None or width[1] <= hi)):
             if width[1] < lo or (hi is not None and width[0] > hi):
                 return None
@@ -418,11 +411,10 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
         product automaton's limits `keyword` is refused and the first regex kept (lenient:
         the rest unenforced)."""
         try:
-            got = combine(regexes, all, STRING_PRODUCT_STATES, STRING_PRODUCT_CHARS)
+            return intersect_contents(regexes)
         except TooLarge as exc:
             self.refuse(keyword, ptr, f"{what}: their intersection is past its limits ({exc})")
             return regexes[0]
-        return None if got is None else "(" + got + ")"  # it may alternate at its top
 
     # -- containers ----------------------------------------------------------------
     def array(self, s: dict, ptr: str) -> str | None:
@@ -507,10 +499,6 @@ def _counted(unit: str, lo: int, hi: int | None) -> str:
         if lo == hi
         else f"{{{lo},{hi}}}"
     )
-
-
-def _width(rx: str) -> tuple[int, int]:
-    return sre_parse.parse(rx).getwidth()
 
 
 def _inf(n: int) -> str:
