@@ -22,8 +22,8 @@ STEPS = 40
 SIZES = {
     "fsm": (1, 17),
     "outlines": (1, 5),
-    "xgrammar": (1, 17, 120),
-    "llguidance": (1, 17, 120, 700, 2000),
+    "xgrammar": (1, 120),
+    "llguidance": (1, 17, 700, 2000),
 }
 
 
@@ -61,7 +61,7 @@ def test_every_allowed_token_is_accepted_on_wide_objects(compile_engine, backend
         assert walk_agrees(compiled, seed, eos)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(n=st.integers(1, 2000), seed=st.integers(0, 2**16))
 def test_auto_agrees_on_any_number_of_optional_properties(compile_engine, n, seed):
     """`auto`'s backend, whichever it picks for the size, agrees with itself."""
