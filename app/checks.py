@@ -117,8 +117,9 @@ def _muted(text: str, ok: bool = False) -> str:
 def _schema_check(c: Constraint, backend: str, hub: EngineHub | None) -> str:
     """A schema as Run will take it, said while typing: fsm's automaton built by the live
     check's own worker within LIVE_CHECK_S (cached for Run: a refusal here is Run's own),
-    and where fsm cannot hold it, the native backend `auto` goes to (its keyword audit,
-    static). A tick only where Run compiles it on the backend it names."""
+    and where fsm cannot hold it, the native backend `auto` goes to, compiled as Run
+    compiles it (`_native_check`). A tick only where Run compiles it on the backend it
+    names."""
     eng = hub.peek() if hub is not None else None
     if backend not in (AUTO, "fsm", "outlines"):
         return _native_check(c, backend, "", eng)
@@ -172,6 +173,9 @@ def _native_check(c: Constraint, backend: str | None, head: str, eng=None) -> st
             return _muted(f"{head}valid schema; {name} is still compiling it (Run waits for it)")
         except CfsmError as exc:
             why.append(f"{name}: {exc.message}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a library's failure: Run's compile_failed
+            why.append(f"{name} failed to compile it: {' '.join(str(exc).split())}")
             continue
         return _muted(f"{head}\u2713 valid schema; {verb} {name}", not head)
     return error_line(CfsmError("unsupported_feature", head + "; ".join(why)))
