@@ -55,10 +55,16 @@ warnings.filterwarnings(
 APP_CSS = """
 .cfsm-error{color:#b91c1c;font-weight:600;}
 .prose table{display:block;overflow-x:auto;max-width:100%;}
-.prose table th,.prose table td:first-child{white-space:nowrap;word-break:normal;
-overflow-wrap:normal;hyphens:none;}
+.prose table th,.prose table td:first-child{word-break:normal;overflow-wrap:normal;
+hyphens:none;}
+.prose table th{white-space:nowrap;}
 .prose table td{word-break:normal;overflow-wrap:break-word;}
+.prose table td code{display:inline;overflow-wrap:anywhere;}
 """
+# A row label wraps between its words, never inside one ("forwar d passes"); a code span
+# (the Doctor's places, Compare's outputs) may break anywhere: Gradio's are inline-flex
+# boxes, which did not wrap at all, and a long pointer or output then widened its column
+# past a phone's screen, spilling out of its cell or pushing column B out of view
 APP_CSS += KIND_CSS
 
 

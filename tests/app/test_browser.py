@@ -632,15 +632,21 @@ def _compare_and_check(page) -> None:
     # both sides start from the same cache state: the prompt prefilled before each
     # (masked re-feeds the prompt's last token for its logits; a first jump's feed need
     # not); where the cache held it for one side only, the verdict says so
+    # both sides start from the same cold cache: each computes its whole prompt
     cached = re.search(r"prompt tokens from the cache\s+(\d+)\s+(\d+)", table)
-    a_c, b_c = int(cached.group(1)), int(cached.group(2))
-    assert abs(a_c - b_c) <= 1 or "their prefills cost differently" in table, table
+    assert (int(cached.group(1)), int(cached.group(2))) == (0, 0), table
     # on a phone no header or row label is broken inside a word ("forwar d passes")
     page.set_viewport_size({"width": 390, "height": 844})
     broken = page.evaluate(BROKEN_WORDS_JS, "#compare-table th, #compare-table td:first-child")
+    # and column B is on the screen without scrolling sideways (it was pushed out of view)
+    b_right = page.evaluate(
+        "() => Math.max(...[...document.querySelectorAll('#compare-table th')]"
+        ".map((h) => h.getBoundingClientRect().right))"
+    )
     page.locator("#compare-table").screenshot(path=str(ARTIFACTS / "compare-table-phone.png"))
     page.set_viewport_size({"width": 1500, "height": 1100})
     assert broken == [], broken
+    assert b_right <= 390, b_right
     # both strips show tokens; B (jump) has jumped chips, A (masked) has none
     assert page.locator("#strip-a .cfsm-chip[data-origin]").count() > 20
     assert page.locator("#strip-a .cfsm-chip[data-origin=jump]").count() == 0
@@ -662,11 +668,17 @@ def test_the_doctors_table_headers_keep_whole_words_on_a_phone(page):
         page.set_viewport_size({"width": 390, "height": 844})
         heads = page.locator("#doctor-report th").all_inner_texts()
         broken = page.evaluate(BROKEN_WORDS_JS, "#doctor-report th")
+        # no cell's text spills out of it (the places' long pointers did)
+        spill = page.evaluate(
+            "() => [...document.querySelectorAll('#doctor-report td')]"
+            ".filter((c) => c.scrollWidth > c.clientWidth + 1).map((c) => c.innerText)"
+        )
         page.locator("#doctor-report").screenshot(path=str(ARTIFACTS / "doctor-phone.png"))
     finally:
         page.set_viewport_size({"width": 1500, "height": 1100})
         page.get_by_role("tab", name="Playground").click()
     assert "share" in heads and broken == [], (heads, broken)
+    assert spill == [], spill
 
 
 def test_bad_regex_shows_a_message_and_the_app_keeps_serving(page):
