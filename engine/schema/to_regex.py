@@ -102,7 +102,7 @@ class SchemaCompiler(NumberKeywords, DependencyKeywords):
         self.warnings: list[str] = []
         self.refs = RefResolver(root, REF_DEPTH)
         self.budget = budget or LoweringBudget()
-        self.budget.place = lambda ptr: defining_pointer(self.refs.root, ptr or "/")
+        self.budget.place = self.place
         self._by_ref: dict[tuple, str | None] = {}  # a $ref lowered once per recursion path
         self._validator = None  # the document's JSON Schema validator (`validator`)
         self._empty_at = ""  # the last subschema that admitted no value (`compile` names it)

@@ -186,18 +186,24 @@ def _nested(u, v) -> bool:
     )
 
 
-def meaning_of(schema: dict, changed: dict | None, documents: list) -> dict:
-    """Whether a what-if narrows what the schema accepts, and which of the `documents`
-    (the samples, and the user's own instances) valid for the schema it would reject,
-    checked with the jsonschema validator for the schema's draft. A change of whitespace or
-    reading leaves the schema as it is (`changed` None): it keeps its meaning."""
+def valid_documents(schema: dict, documents: list) -> list:
+    """The `documents` (the samples, and the user's own instances) the schema accepts,
+    by the jsonschema validator for its draft: what each what-if is checked against."""
+    import jsonschema
+
+    before = jsonschema.validators.validator_for(schema)(schema)
+    return [d for d in documents if _valid(before, d)]
+
+
+def meaning_of(schema: dict, changed: dict | None, valid: list) -> dict:
+    """Whether a what-if narrows what the schema accepts, and which of the `valid`
+    documents (`valid_documents`) it would reject. A change of whitespace or reading
+    leaves the schema as it is (`changed` None): it keeps its meaning."""
     if changed is None:
         return {"narrows": False, "meaning": "keeps what the schema accepts"}
     import jsonschema
 
-    before = jsonschema.validators.validator_for(schema)(schema)
     after = jsonschema.validators.validator_for(changed)(changed)
-    valid = [d for d in documents if _valid(before, d)]
     rejected = [d for d in valid if _valid(after, d) is False]
     out = {
         "narrows": True,
@@ -242,7 +248,7 @@ def _schema_what_ifs(
     automaton = automaton or local_automaton
     what_if: list[dict] = []
     schema = parse_schema(constraint.text)
-    documents = [*_parsed(texts), *(instances or [])]
+    valid = valid_documents(schema, [*_parsed(texts), *(instances or [])])
     spec, ws0 = constraint.spec, constraint.whitespace
     variants = [
         (label, json.dumps(fixed), ws0, fixed, spec)
@@ -279,7 +285,7 @@ def _schema_what_ifs(
     )
     deadline = time.monotonic() + budget_s
     for label, text, ws, sch, spec2 in variants:
-        meaning = meaning_of(schema, sch, documents)
+        meaning = meaning_of(schema, sch, valid)
         left = deadline - time.monotonic()
         if left <= 0:
             error = f"not measured: the what-ifs' {budget_s:g} s were spent"
