@@ -9,7 +9,7 @@ from fractions import Fraction
 from urllib.parse import unquote
 
 from ..errors import CfsmError
-from .pointer import escape, unescape
+from .pointer import escape, ref_pointer, unescape
 
 
 class RefResolver:
@@ -106,7 +106,7 @@ class RefResolver:
                 return ptr
             if any(k != "$ref" and not is_annotation(k) for k in s):
                 return ptr
-            ptr = "/" + unquote(ref[1:]).strip("/")
+            ptr = ref_pointer(ref)
             s = self.target(ref, ptr)
         return ptr
 
